@@ -1,0 +1,87 @@
+"""SpecConfig: the one typed description of a speculative-decoding method."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+METHODS = ("rheo", "topk")
+PROXIES = ("rheo", "fixed")
+VERIFY_ORDERS = ("stochastic_first", "deterministic_first")
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """Tree shape, candidate rule and verification rule of one decoder.
+
+    method:       "rheo" (m leads + 1 sample + fills) or "topk" (EAGLE-2/3 rule)
+    k:            candidate slots per expanded node, and frontier width per layer
+    m:            lead slots (rheo only), 0 <= m <= k-1
+    depth:        drafted layers below the root
+    tree_size:    drafted nodes kept after global re-ranking (root excluded)
+    temperature:  0 = greedy; enters sampling and verification only
+    sparse_top:   keep this many top draft logits before the softmax (None = all)
+    proxy:        "rheo" (min(q(x_m), z); q(x_1)+eps for m=0) or "fixed" (lossy ablation)
+    proxy_value:  the constant of proxy="fixed"
+    verify_order: "stochastic_first" (lossless) or "deterministic_first" (lossy ablation)
+    proxy_eps:    the eps of the m=0 proxy
+    """
+
+    method: str = "rheo"
+    k: int = 10
+    m: int = 1
+    depth: int = 8
+    tree_size: int = 60
+    temperature: float = 1.0
+    sparse_top: Optional[int] = 128
+    proxy: str = "rheo"
+    proxy_value: float = 0.25
+    verify_order: str = "stochastic_first"
+    proxy_eps: float = 1e-6
+
+    def __post_init__(self) -> None:
+        _choice("method", self.method, METHODS)
+        _choice("proxy", self.proxy, PROXIES)
+        _choice("verify_order", self.verify_order, VERIFY_ORDERS)
+        _int_at_least("k", self.k, 1)
+        _int_at_least("depth", self.depth, 1)
+        _int_at_least("tree_size", self.tree_size, 1)
+        if not isinstance(self.m, int) or isinstance(self.m, bool):
+            raise ValueError(f"m must be an int in [0, k-1] = [0, {self.k - 1}], got {self.m!r}")
+        if self.method == "rheo" and not 0 <= self.m <= self.k - 1:
+            raise ValueError(f"m must be in [0, k-1] = [0, {self.k - 1}], got m={self.m}")
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+            raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+        if self.sparse_top is not None:
+            if isinstance(self.sparse_top, bool) or not isinstance(self.sparse_top, int):
+                raise ValueError(f"sparse_top must be None or an int >= k={self.k}, got {self.sparse_top!r}")
+            if self.sparse_top < self.k:
+                raise ValueError(f"sparse_top must be None or >= k={self.k}, got sparse_top={self.sparse_top}")
+        if self.proxy == "fixed" and not 0.0 < self.proxy_value <= 1.0:
+            raise ValueError(f"proxy_value must be in (0, 1], got {self.proxy_value!r}")
+        if not 0.0 < self.proxy_eps < 1e-2:
+            raise ValueError(f"proxy_eps must be in (0, 0.01), got {self.proxy_eps!r}")
+
+    @property
+    def num_leads(self) -> int:
+        """Lead slots actually used: m for rheo, k for topk (all slots deterministic)."""
+        return self.m if self.method == "rheo" else self.k
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+
+
+def _int_at_least(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
