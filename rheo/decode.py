@@ -1,24 +1,40 @@
-"""Speculative decoding loop (implementation landing next; signature is final)."""
+"""The speculative decoding loop (one screen): draft a tree, score it, verify, commit.
+
+Works over the model protocol of :mod:`rheo.models.base`, so the same loop runs toy
+probability tables and KV-cached ``transformers`` models. Every emitted token comes
+out of a verification cycle: ``accept_lengths[i]`` counts the tokens emitted by the
+i-th target call, the bonus included, so ``tau = len(tokens) / target_calls``.
+"""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence, Union
 
 import torch
 
+from rheo.candidates import SAMPLE
 from rheo.config import SpecConfig
+from rheo.models.base import DraftModel, TargetModel
+from rheo.random import RandomSource, TorchRandom
+from rheo.tree import build_tree
+from rheo.verify import verify_tree
 
-__all__ = ["SpecConfig", "GenerationOutput", "speculative_generate"]
+__all__ = ["SpecConfig", "GenerationOutput", "speculative_generate", "generate_with_source"]
+
+EosSpec = Union[None, int, Iterable[int]]
 
 
 @dataclass
 class GenerationOutput:
-    tokens: list[int]                 # exactly the new tokens
-    accept_lengths: list[int]         # tokens emitted per target call, bonus included
-    drafted_nodes: list[int] = field(default_factory=list)   # per cycle
-    kept_nodes: list[int] = field(default_factory=list)      # per cycle
-    sample_kept: list[int] = field(default_factory=list)     # per cycle, samples kept
-    sample_accepted: list[int] = field(default_factory=list) # per cycle, samples accepted
+    """tokens: the new tokens; the per-cycle lists have one entry per target call."""
+
+    tokens: list[int]
+    accept_lengths: list[int]  # tokens emitted per target call, bonus included
+    drafted_nodes: list[int] = field(default_factory=list)  # before pruning, root excluded
+    kept_nodes: list[int] = field(default_factory=list)  # after pruning, root excluded
+    sample_kept: list[int] = field(default_factory=list)  # sampled nodes kept in the tree
+    sample_accepted: list[int] = field(default_factory=list)  # sampled nodes on the accepted path
 
     @property
     def target_calls(self) -> int:
@@ -29,7 +45,82 @@ class GenerationOutput:
         return len(self.tokens) / max(1, self.target_calls)
 
 
-def speculative_generate(target, drafter, prompt: Sequence[int], max_new_tokens: int,
-                         config: SpecConfig = SpecConfig(), generator: Optional[torch.Generator] = None,
-                         eos_token_id=None) -> GenerationOutput:
-    raise NotImplementedError
+def eos_set(eos_token_id: EosSpec) -> frozenset[int]:
+    if eos_token_id is None:
+        return frozenset()
+    if isinstance(eos_token_id, int):
+        return frozenset([eos_token_id])
+    return frozenset(int(t) for t in eos_token_id)
+
+
+def check_prompt(prompt: Sequence[int], max_new_tokens: int, vocab_size: int) -> list[int]:
+    ids = [int(t) for t in prompt]
+    if not ids:
+        raise ValueError("prompt must hold at least one token id")
+    if min(ids) < 0 or max(ids) >= vocab_size:
+        raise ValueError(f"prompt token ids must lie in [0, {vocab_size}), got {min(ids)}..{max(ids)}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    return ids
+
+
+def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
+                         max_new_tokens: int, config: SpecConfig = SpecConfig(),
+                         generator: Optional[torch.Generator] = None,
+                         eos_token_id: EosSpec = None) -> GenerationOutput:
+    """Generate up to ``max_new_tokens`` tokens after ``prompt`` (token ids).
+
+    The output has exactly the distribution of sampling ``target`` at
+    ``config.temperature`` (greedy decoding of ``target`` at 0) for every lossless
+    setting. ``generator`` drives every random choice (same seed, same tokens);
+    with ``eos_token_id`` generation stops after the first EOS, which is returned.
+    """
+    return generate_with_source(target, drafter, prompt, max_new_tokens, config,
+                                TorchRandom(generator), eos_token_id)
+
+
+def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
+                         max_new_tokens: int, config: SpecConfig, rng: RandomSource,
+                         eos_token_id: EosSpec = None) -> GenerationOutput:
+    """speculative_generate with an explicit :class:`RandomSource` (tests enumerate it)."""
+    ids = check_prompt(prompt, max_new_tokens, target.vocab_size)
+    if config.k > drafter.vocab_size:
+        raise ValueError(f"k={config.k} exceeds the draft vocabulary size {drafter.vocab_size}")
+    stop = eos_set(eos_token_id)
+    out = GenerationOutput(tokens=[], accept_lengths=[])
+    if max_new_tokens == 0:
+        return out
+    t_sess, d_sess = target.new_session(), drafter.new_session()
+    d_sess.prefill(ids, t_sess.prefill(ids[:-1]))
+    root = ids[-1]
+    d2t = drafter.draft_to_target
+    while True:
+        built = build_tree(d_sess.draft, root, config, rng, d2t, device=_device_of(drafter))
+        scored = t_sess.score_tree(built.tree)
+        result = verify_tree(built, scored.logits, config, rng)
+        room = max_new_tokens - len(out.tokens)
+        emitted = result.tokens[:room]
+        hit = next((i for i, t in enumerate(emitted) if t in stop), None)
+        if hit is not None:
+            emitted = emitted[: hit + 1]
+        out.tokens.extend(emitted)
+        out.accept_lengths.append(len(emitted))
+        out.drafted_nodes.append(built.drafted)
+        out.kept_nodes.append(built.tree.num_nodes - 1)
+        out.sample_kept.append(int((built.kind == SAMPLE).sum()))
+        out.sample_accepted.append(int((built.kind[result.path] == SAMPLE).sum()))
+        if hit is not None or len(out.tokens) >= max_new_tokens:
+            return out
+        path = torch.tensor(result.path, dtype=torch.long, device=built.tree.tokens.device)
+        t_sess.commit(path)
+        feats = None if scored.features is None else scored.features[path]
+        d_sess.commit(torch.tensor(result.tokens, dtype=torch.long, device=path.device), feats)
+        root = result.tokens[-1]
+
+
+def _device_of(drafter: DraftModel) -> torch.device:
+    """Where the tree lives: the drafter's ``device`` attribute, else its id map's, else CPU."""
+    device = getattr(drafter, "device", None)
+    if device is None and drafter.draft_to_target is not None:
+        device = drafter.draft_to_target.device
+    return torch.device(device if device is not None else "cpu")

@@ -1,0 +1,217 @@
+"""Adapter: a Hugging Face ``LlamaForCausalLM`` as a :class:`~rheo.models.base.TargetModel`.
+
+The model's own modeling code runs unchanged; everything the draft tree needs is
+isolated here:
+
+* **tree attention** – a custom 4D additive mask ``[1, 1, n, past + n]`` (the whole
+  cached past is visible, the tree part is ``DraftTree.ancestor_mask``). Llama in
+  ``transformers`` 5.x passes a 4D mask through ``create_causal_mask`` untouched;
+  the eager kernel *adds* it to the attention scores and SDPA accepts a float
+  mask too, so an additive mask in the model dtype serves both.
+* **tree positions** – ``position_ids = past + tree.depths``.
+* **KV compaction** – after verification only the past plus the accepted path is
+  kept in the ``DynamicCache`` (:meth:`HFTargetSession.commit`).
+* **hidden-state capture** – the inputs of decoder layers 2, L//2 and L-3 (in
+  ``output_hidden_states`` terms: ``hidden_states[2]``, ``[L//2]``, ``[L-3]``),
+  concatenated on the last dim into ``features: [len, 3 * hidden]``. Captured
+  with forward pre-hooks on just those layers, registered for the duration of
+  one forward.
+
+Batch size is 1. Features are returned in the model dtype; logits as float32.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Optional, Sequence
+
+import torch
+from transformers import DynamicCache
+
+from rheo.models.base import DraftTree, TargetOutput
+
+__all__ = ["HFTarget", "HFTargetSession", "feature_layer_ids"]
+
+# Attention implementations that honour a custom 4D float mask.
+_MASKABLE_ATTN = ("eager", "sdpa")
+
+
+def feature_layer_ids(num_layers: int) -> tuple[int, int, int]:
+    """Decoder layers whose *inputs* form the EAGLE-3 features: (2, L//2, L-3)."""
+    if num_layers < 3:
+        raise ValueError(f"EAGLE-3 features need >= 3 decoder layers, got {num_layers}")
+    return (2, num_layers // 2, num_layers - 3)
+
+
+class HFTarget:
+    """TargetModel over a ``transformers`` Llama causal LM (eval mode, batch 1)."""
+
+    def __init__(self, hf_model: torch.nn.Module) -> None:
+        config = hf_model.config
+        attn = getattr(config, "_attn_implementation", None) or "eager"
+        if attn not in _MASKABLE_ATTN:
+            raise ValueError(
+                f"HFTarget needs an attention implementation that accepts a custom 4D mask "
+                f"{list(_MASKABLE_ATTN)}, got {attn!r}; load the model with attn_implementation='sdpa'"
+            )
+        self.hf_model = hf_model.eval()
+        self.vocab_size: int = int(config.vocab_size)
+        self.hidden_size: int = int(config.hidden_size)
+        self.layer_ids = feature_layer_ids(int(config.num_hidden_layers))
+
+    @property
+    def feature_dim(self) -> int:
+        return 3 * self.hidden_size
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.hf_model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.hf_model.parameters()).dtype
+
+    def new_session(self) -> "HFTargetSession":
+        return HFTargetSession(self)
+
+
+class HFTargetSession:
+    """One sequence: a ``DynamicCache`` holding the committed context (root excluded)."""
+
+    def __init__(self, target: HFTarget) -> None:
+        self.target = target
+        self.cache = DynamicCache(config=target.hf_model.config)
+        self.past_len = 0
+        self._pending: Optional[DraftTree] = None  # scored tree whose KV is still in the cache
+
+    # ------------------------------------------------------------------ protocol
+    @torch.no_grad()
+    def prefill(self, token_ids: Sequence[int]) -> torch.Tensor:
+        """token_ids: the context (all but the root). Returns features [len, 3H]."""
+        if self._pending is not None:
+            raise RuntimeError("prefill after score_tree without commit")
+        t = self.target
+        ids = torch.as_tensor(list(token_ids), dtype=torch.long, device=t.device)
+        if ids.ndim != 1:
+            raise ValueError(f"token_ids must be a flat sequence, got shape {tuple(ids.shape)}")
+        if ids.numel() == 0:
+            return torch.empty(0, t.feature_dim, dtype=t.dtype, device=t.device)
+        positions = torch.arange(self.past_len, self.past_len + ids.numel(), device=t.device)
+        with self._capture() as captured:
+            # The decoder alone: prefill needs no logits (saves a [len, vocab] lm_head).
+            t.hf_model.get_decoder()(
+                input_ids=ids[None], position_ids=positions[None], cache=self.cache, use_cache=True
+            )
+        self.past_len += int(ids.numel())
+        self._check_cache_len()
+        return self._features(captured)
+
+    @torch.no_grad()
+    def score_tree(self, tree: DraftTree) -> TargetOutput:
+        """One forward of tree.tokens [n] on top of the cache.
+
+        Returns logits [n, vocab] float32 and features [n, 3H]; node i's KV is left
+        in the cache at slot past_len + i until :meth:`commit`.
+        """
+        if self._pending is not None:
+            raise RuntimeError("score_tree twice without commit")
+        t = self.target
+        n = tree.num_nodes
+        _check_tree(tree)
+        tokens = tree.tokens.to(t.device)
+        positions = (self.past_len + tree.depths.to(t.device))[None]  # [1, n]
+        mask = tree_attention_mask(tree.ancestor_mask.to(t.device), self.past_len, t.dtype)
+        with self._capture() as captured:
+            out = t.hf_model(
+                input_ids=tokens[None],
+                attention_mask=mask,
+                position_ids=positions,
+                cache=self.cache,
+                use_cache=True,
+            )
+        self._pending = tree
+        self._check_cache_len(extra=n)
+        logits = out.logits[0].float()  # [n, vocab]
+        return TargetOutput(logits=logits, features=self._features(captured))
+
+    @torch.no_grad()
+    def commit(self, path: torch.Tensor) -> None:
+        """path: [a+1] node indices, root first, each the parent of the next.
+
+        Keeps past + the KV of the nodes on ``path`` (in that order), drops the rest
+        of the scored tree.
+        """
+        tree = self._pending
+        if tree is None:
+            raise RuntimeError("commit without a scored tree")
+        if path.ndim != 1 or not 1 <= path.numel() <= tree.num_nodes:
+            raise ValueError(f"path must be [a+1] with 1 <= a+1 <= {tree.num_nodes}, got {tuple(path.shape)}")
+        path_cpu = path.detach().to("cpu", torch.long)
+        parents = tree.parents.to("cpu", torch.long)
+        if path_cpu[0] != 0 or not bool((parents[path_cpu[1:]] == path_cpu[:-1]).all()):
+            raise ValueError(f"path {path_cpu.tolist()} is not a root-first chain of the scored tree")
+        past, keep = self.past_len, path_cpu.numel()
+        src = (past + path_cpu).to(self.target.device)
+        for layer in self.cache.layers:
+            # Gather the accepted rows (a copy), write them behind the past, crop.
+            layer.keys[..., past:past + keep, :] = layer.keys.index_select(-2, src)
+            layer.values[..., past:past + keep, :] = layer.values.index_select(-2, src)
+            layer.keys = layer.keys[..., :past + keep, :]
+            layer.values = layer.values[..., :past + keep, :]
+        self.past_len = past + keep
+        self._pending = None
+        self._check_cache_len()
+
+    # ------------------------------------------------------------------ helpers
+    @contextmanager
+    def _capture(self) -> Iterator[dict[int, torch.Tensor]]:
+        """Record the input hidden state [1, len, H] of each feature layer during one forward."""
+        captured: dict[int, torch.Tensor] = {}
+        layers = self.target.hf_model.get_decoder().layers
+
+        def hook_for(idx: int):
+            def hook(module, args, kwargs):
+                captured[idx] = args[0] if args else kwargs["hidden_states"]
+            return hook
+
+        handles = [layers[i].register_forward_pre_hook(hook_for(i), with_kwargs=True)
+                   for i in sorted(set(self.target.layer_ids))]
+        try:
+            yield captured
+        finally:
+            for h in handles:
+                h.remove()
+
+    def _features(self, captured: dict[int, torch.Tensor]) -> torch.Tensor:
+        """captured: layer -> [1, len, H]. Returns [len, 3H]."""
+        return torch.cat([captured[i][0] for i in self.target.layer_ids], dim=-1)
+
+    def _check_cache_len(self, extra: int = 0) -> None:
+        got = self.cache.get_seq_length()
+        if got != self.past_len + extra:
+            raise RuntimeError(f"KV cache holds {got} positions, expected {self.past_len + extra}")
+
+
+def tree_attention_mask(ancestor_mask: torch.Tensor, past_len: int, dtype: torch.dtype) -> torch.Tensor:
+    """ancestor_mask: [n, n] bool. Returns an additive mask [1, 1, n, past_len + n] of ``dtype``.
+
+    0 where a tree node may attend (every past position; itself and its
+    ancestors in the tree), the dtype's minimum elsewhere.
+    """
+    n = ancestor_mask.shape[0]
+    visible = torch.cat(
+        [torch.ones(n, past_len, dtype=torch.bool, device=ancestor_mask.device), ancestor_mask.bool()], dim=1
+    )
+    mask = torch.zeros(n, past_len + n, dtype=dtype, device=ancestor_mask.device)
+    mask.masked_fill_(~visible, torch.finfo(dtype).min)
+    return mask[None, None]
+
+
+def _check_tree(tree: DraftTree) -> None:
+    n = tree.num_nodes
+    if n < 1:
+        raise ValueError("a scored tree holds at least the root")
+    for name, t, shape in (("tokens", tree.tokens, (n,)), ("parents", tree.parents, (n,)),
+                           ("depths", tree.depths, (n,)), ("ancestor_mask", tree.ancestor_mask, (n, n))):
+        if tuple(t.shape) != shape:
+            raise ValueError(f"tree.{name} must be {list(shape)}, got {list(t.shape)}")

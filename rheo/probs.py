@@ -1,0 +1,79 @@
+"""Draft and target distributions.
+
+* ``q``   – draft distribution: top-``sparse_top`` draft logits, rest -inf, softmax,
+  *no* temperature. Used to rank candidates (tree construction).
+* ``q_T`` – the same truncated logits with temperature ``T``: what samples are drawn
+  from and what verification compares against (``q~`` once leads are removed).
+* ``p``   – target distribution with temperature ``T`` (never truncated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+class NonFiniteLogitsError(ValueError):
+    """A model returned NaN logits (or a row with no finite logit)."""
+
+
+def prob_dtype(logits: torch.Tensor) -> torch.dtype:
+    """float64 stays float64 (exact tests); everything else is computed in float32."""
+    return torch.float64 if logits.dtype == torch.float64 else torch.float32
+
+
+@dataclass(frozen=True)
+class DraftDist:
+    """Truncated draft distribution of ``n`` expanded nodes, sorted by ``q`` descending.
+
+    ids:    [n, S] long, target-vocabulary ids of the S support slots
+    logits: [n, S] float, the raw (truncated) draft logits, -inf outside the support
+    log_q:  [n, S] float, log q (untempered), -inf outside the support
+    """
+
+    ids: torch.Tensor
+    logits: torch.Tensor
+    log_q: torch.Tensor
+
+    @property
+    def q(self) -> torch.Tensor:
+        return self.log_q.exp()
+
+
+def draft_distribution(draft_logits: torch.Tensor, sparse_top: Optional[int],
+                       draft_to_target: Optional[torch.Tensor] = None) -> DraftDist:
+    """draft_logits: [n, Vd] -> DraftDist with S = min(sparse_top, Vd) slots."""
+    if draft_logits.dim() != 2:
+        raise ValueError(f"draft logits must be [n, vocab], got shape {tuple(draft_logits.shape)}")
+    logits = draft_logits.to(prob_dtype(draft_logits))
+    vocab = logits.shape[-1]
+    support = vocab if sparse_top is None else min(sparse_top, vocab)
+    if support == vocab:
+        values, ids = torch.sort(logits, dim=-1, descending=True, stable=True)  # [n, S]
+    else:
+        values, ids = torch.topk(logits, support, dim=-1, sorted=True)  # [n, S]
+    if torch.isnan(values).any() or not torch.isfinite(values[:, 0]).all():
+        raise NonFiniteLogitsError("draft model returned NaN logits (or a row without a finite logit)")
+    log_q = torch.log_softmax(values, dim=-1)  # [n, S]
+    if draft_to_target is not None:
+        ids = draft_to_target[ids]
+    return DraftDist(ids=ids, logits=values, log_q=log_q)
+
+
+def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """logits: [..., V] (may hold -inf) -> probabilities [..., V] at ``temperature``.
+    T = 0 gives the one-hot of the first argmax."""
+    if temperature == 0:
+        out = torch.zeros_like(logits)
+        return out.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    return torch.softmax(logits / temperature, dim=-1)
+
+
+def target_probs(target_logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """target_logits: [V] -> p: [V] at ``temperature`` (float32, or float64 if given)."""
+    logits = target_logits.to(prob_dtype(target_logits))
+    if torch.isnan(logits).any() or not torch.isfinite(logits.max()):
+        raise NonFiniteLogitsError("target model returned NaN logits (or no finite logit)")
+    return tempered(logits, temperature)

@@ -1,0 +1,131 @@
+"""Tree verification: Top-K point masses, RheoVerification (stochastic-first), greedy.
+
+One pass walks the accepted path from the root. At each node on it, with ``p`` the
+target distribution at temperature ``T``:
+
+* **stochastic-first** (Rheo, default): if the node's sampled child survived,
+  accept it with ``min(1, p(x_s) / q~(x_s))``; on rejection ``p`` becomes the
+  residual ``max(p - q~, 0) / beta``. Then the deterministic children (leads,
+  fills) are point-mass drafts against the current residual ``r``.
+* **Top-K**: every child is a deterministic point mass against ``p``.
+* **deterministic-first** (ablation, lossy when fills exist): the point masses
+  first against ``p``, then the sample against what is left.
+* ``T = 0``: accept the child equal to the target's argmax; bonus = argmax.
+
+Point masses visited in rank order, each accepted with the renormalised residual
+mass and zeroed on rejection, accept child ``d`` with probability exactly ``r(d)``
+and otherwise emit a bonus distributed as ``r`` outside the children. We draw that
+outcome with a single ``y ~ r`` (accept the child whose token is ``y``, else ``y``
+is the bonus); ``rheo/reference.py`` keeps the child-by-child form and the tests
+show both give the same output distribution exactly.
+
+Host syncs: the walk reads one scalar per visited node (at most ``depth + 1``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rheo.candidates import SAMPLE
+from rheo.config import SpecConfig
+from rheo.probs import NonFiniteLogitsError, target_probs
+from rheo.random import RandomSource
+from rheo.tree import BuiltTree
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    path: list[int]  # kept-node indices on the accepted path, root first
+    tokens: list[int]  # accepted drafted tokens, then the bonus token
+    sample_accepted: int  # sampled children accepted on the path
+
+
+class TreeIndex:
+    """Host-side child lists of a kept tree (one transfer per cycle)."""
+
+    def __init__(self, built: BuiltTree) -> None:
+        parents = built.tree.parents.tolist()
+        self.tokens = built.tree.tokens.tolist()
+        kinds = built.kind.tolist()
+        self.sample_child: dict[int, int] = {}
+        self.det_children: dict[int, dict[int, int]] = {}  # node -> {token: child}
+        for child in range(1, len(parents)):
+            if kinds[child] == SAMPLE:
+                self.sample_child[parents[child]] = child
+            else:
+                self.det_children.setdefault(parents[child], {})[self.tokens[child]] = child
+
+    def children_by_token(self, node: int) -> dict[int, int]:
+        out = dict(self.det_children.get(node, {}))
+        if node in self.sample_child:
+            out[self.tokens[self.sample_child[node]]] = self.sample_child[node]
+        return out
+
+
+def residual_draft(built: BuiltTree, node: int, vocab: int, like: torch.Tensor) -> torch.Tensor:
+    """q~ of ``node``'s expansion scattered onto the target vocabulary: [V]."""
+    row = int(built.exp_row[node])
+    full = torch.zeros(vocab, dtype=like.dtype, device=like.device)
+    return full.scatter_(0, built.resid_ids[row], built.resid_probs[row].to(like.dtype))
+
+
+def subtract_draft(r: torch.Tensor, q_tilde: torch.Tensor) -> torch.Tensor:
+    """Residual after rejecting a draw from q~: max(r - q~, 0) / beta.  [V] -> [V]."""
+    left = (r - q_tilde).clamp_(min=0)
+    beta = left.sum()
+    return left / beta if beta > 0 else r
+
+
+def verify_tree(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
+                rng: RandomSource) -> VerifyResult:
+    """target_logits: [n, V] (untempered) for the n kept nodes of ``built``."""
+    if target_logits.shape[0] != built.tree.num_nodes:
+        raise ValueError(f"target logits have {target_logits.shape[0]} rows for {built.tree.num_nodes} nodes")
+    index = TreeIndex(built)
+    if cfg.greedy:
+        return _walk_greedy(index, target_logits)
+    vocab = target_logits.shape[1]
+    path, out, n_samples = [0], [], 0
+    while True:
+        node = path[-1]
+        r = target_probs(target_logits[node], cfg.temperature)  # [V]
+        det = index.det_children.get(node, {})
+        sample = index.sample_child.get(node)
+        if sample is not None and cfg.verify_order == "deterministic_first":
+            y = int(rng.categorical(r[None])[0])
+            if y in det:
+                path.append(det[y]); out.append(y)
+                continue
+            r = r.clone()
+            r[list(det)] = 0
+            r = r / r.sum()
+            det = {}
+        if sample is not None:
+            s_tok = index.tokens[sample]
+            accept = (r[s_tok] / built.sample_prob[sample].to(r.dtype)).clamp(max=1.0)
+            if bool(rng.bernoulli(accept[None])[0]):
+                path.append(sample); out.append(s_tok); n_samples += 1
+                continue
+            r = subtract_draft(r, residual_draft(built, node, vocab, r))
+        y = int(rng.categorical(r[None])[0])
+        if y in det:
+            path.append(det[y]); out.append(y)
+            continue
+        out.append(y)
+        return VerifyResult(path=path, tokens=out, sample_accepted=n_samples)
+
+
+def _walk_greedy(index: TreeIndex, target_logits: torch.Tensor) -> VerifyResult:
+    path, out = [0], []
+    while True:
+        row = target_logits[path[-1]]
+        if torch.isnan(row).any():
+            raise NonFiniteLogitsError("target model returned NaN logits")
+        y = int(row.argmax())
+        out.append(y)
+        child = index.children_by_token(path[-1]).get(y)
+        if child is None:
+            return VerifyResult(path=path, tokens=out, sample_accepted=0)
+        path.append(child)
