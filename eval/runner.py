@@ -1,0 +1,280 @@
+"""The benchmark run: a plain function of a composed config (tests call it directly).
+
+For every (suite, item, turn) it runs the configured method and, unless
+``baseline=false``, the autoregressive baseline of the same target at the same
+temperature and seed, and stores one row per (method config, suite, item,
+turn) as its own shard (eval/storage.py). Rows already stored with status
+"ok" are skipped; failed rows are retried.
+
+Order of checks: the configuration (SpecConfig included), then the output
+directory, then the prompts; the model is loaded last, and only if there is
+work left. Wall time covers the generation call alone (with
+torch.cuda.synchronize around it on CUDA), after one untimed warm-up
+generation per method. Speedup is not computed here: it is a ratio of rows,
+taken at analysis time (eval/analysis.py).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import subprocess
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import torch
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from eval import storage
+from eval.data import Item, chat_messages, load_suite
+from eval.models import load_pair
+from eval.schema import config_hash, generation_seed, method_key, validate
+
+log = logging.getLogger(__name__)
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+WARMUP_TOKENS = 8
+
+
+@dataclass
+class RunSummary:
+    computed: int = 0  # rows generated and stored with status ok
+    failed: int = 0  # rows stored with status failed
+    skipped: int = 0  # rows found already done
+    config_hashes: dict = field(default_factory=dict)  # method -> config_hash
+
+
+@dataclass
+class _Job:
+    method: str
+    spec: object  # SpecConfig or None for AR
+    chash: str
+    cdir: Path
+
+
+def run(cfg: DictConfig) -> RunSummary:
+    """Run (or resume) one configuration; returns what was computed, failed and skipped."""
+    spec = validate(cfg)
+    root = resolve_path(cfg.output_dir)
+    storage.prepare_output_dir(root)
+    storage.remove_stale_tmp(root)
+    jobs = _jobs(cfg, spec, root)
+    suites = {s: load_suite(resolve_path(cfg.data_dir, must_exist=True), s, cfg.items, cfg.limit)
+              for s in cfg.dataset.suites}
+    summary = RunSummary(config_hashes={j.method: j.chash for j in jobs})
+    pending = [(j, item) for item in _all_items(suites) for j in jobs if not _item_done(j, item, summary)]
+    if not pending:
+        log.info("nothing to do: all %d rows already stored", summary.skipped)
+        return summary
+    pair = load_pair(cfg.model.name, cfg.device, cfg.dtype, cfg.model.target_path, cfg.model.head_path)
+    meta = _run_metadata(cfg, pair)
+    if cfg.warmup:
+        _warmup(pair, jobs, pending[0][1], cfg)
+    _run_pending(cfg, pair, meta, pending, summary)
+    if summary.failed:
+        log.error("%d row(s) FAILED and were recorded with status=failed; rerun to retry them", summary.failed)
+    return summary
+
+
+def _jobs(cfg: DictConfig, spec, root: Path) -> list[_Job]:
+    methods = [cfg.method.name]
+    if cfg.baseline and cfg.method.name != "ar":
+        methods.append("ar")
+    jobs = []
+    for method in methods:
+        key = method_key(cfg, method)
+        chash = config_hash(key)
+        cdir = storage.prepare_config_dir(root, cfg.model.name, chash, key)
+        jobs.append(_Job(method, spec if method != "ar" else None, chash, cdir))
+    return jobs
+
+
+def _all_items(suites: dict[str, list[Item]]) -> list[Item]:
+    return [item for items in suites.values() for item in items]
+
+
+def _expect(job: _Job, item: Item, turn: int) -> dict:
+    return {"config_hash": job.chash, "dataset": item.suite, "item_id": item.item_id, "turn": turn}
+
+
+def _item_done(job: _Job, item: Item, summary: RunSummary) -> bool:
+    done = 0
+    for turn in range(len(item.turns)):
+        path = storage.shard_path(job.cdir, item.suite, item.item_id, turn)
+        row = storage.load_existing(path, _expect(job, item, turn))
+        done += row is not None and row["status"] == "ok"
+    if done == len(item.turns):
+        summary.skipped += done
+        return True
+    return False
+
+
+def _run_pending(cfg: DictConfig, pair, meta: dict, pending: list, summary: RunSummary) -> None:
+    taus: list[float] = []
+    bar = tqdm(pending, desc=f"{cfg.model.name}/{cfg.dataset.name}/{cfg.method.name}", unit="item",
+               disable=not cfg.progress, dynamic_ncols=True)
+    consecutive_failures = 0
+    for job, item in bar:
+        answers: list[str] = []
+        for turn in range(len(item.turns)):
+            row = _one_turn(cfg, pair, meta, job, item, turn, answers)
+            if row["status"] == "ok":
+                consecutive_failures = 0
+                if job.method != "ar":
+                    taus.append(row["tau"])
+            else:
+                consecutive_failures += 1
+            summary.computed += row["status"] == "ok" and not row.get("_reused", False)
+            summary.skipped += bool(row.get("_reused", False))
+            summary.failed += row["status"] == "failed"
+            if row["status"] == "ok":  # a later turn after a failed one is recorded as failed
+                answers.append(pair.tokenizer.decode(row["output_tokens"], skip_special_tokens=True))
+        if taus:
+            bar.set_postfix(tau=f"{sum(taus) / len(taus):.2f}")
+        if consecutive_failures >= cfg.max_consecutive_failures and summary.computed == 0:
+            raise RuntimeError(f"the first {consecutive_failures} generations all failed (see the failed rows "
+                               f"under {job.cdir}); last error: {row['error']}")
+
+
+def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[str]) -> dict:
+    """Generate (or reuse) one row and store it; returns the row."""
+    path = storage.shard_path(job.cdir, item.suite, item.item_id, turn)
+    existing = storage.load_existing(path, _expect(job, item, turn))
+    if existing is not None and existing["status"] == "ok":
+        return {**existing, "_reused": True}
+    gen_seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
+    row = _base_row(cfg, meta, job, item, turn, gen_seed)
+    if turn > 0 and len(answers) < turn:
+        row.update(status="failed", error="an earlier turn of this item failed")
+    else:
+        try:
+            prompt = pair.format_chat(chat_messages(item, turn, answers[:turn]))
+            row["prompt_tokens"] = len(prompt)
+            generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(gen_seed)
+            out, wall = _timed(lambda: _generate(pair, job, prompt, cfg, generator), cfg.device)
+            row.update(_metrics(out, wall))
+        except Exception as e:  # recorded as a failure row, retried on the next run
+            row.update(status="failed", error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
+            log.warning("FAILED %s %s item %s turn %d: %s: %s", job.method, item.suite, item.item_id,
+                        turn, type(e).__name__, e)
+    row["finished_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    storage.write_row(path, row)
+    return row
+
+
+def _generate(pair, job: _Job, prompt: list[int], cfg: DictConfig, generator: torch.Generator,
+              max_new_tokens: Optional[int] = None):
+    max_new = max_new_tokens or int(cfg.max_new_tokens)
+    eos = list(pair.eos_token_ids) or None
+    if job.method == "ar":
+        from baselines.autoregressive import autoregressive_generate
+
+        return autoregressive_generate(pair.target, prompt, max_new, float(cfg.temperature), generator, eos)
+    from rheo.decode import speculative_generate
+
+    return speculative_generate(pair.target, pair.drafter, prompt, max_new, config=job.spec,
+                                generator=generator, eos_token_id=eos)
+
+
+def _warmup(pair, jobs: list[_Job], item: Item, cfg: DictConfig) -> None:
+    """One short untimed generation per method (allocations, kernels, caches)."""
+    prompt = pair.format_chat(chat_messages(item, 0, []))
+    for job in jobs:
+        generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(0)
+        try:
+            _generate(pair, job, prompt, cfg, generator, max_new_tokens=WARMUP_TOKENS)
+        except Exception as e:  # the timed run records the failure properly
+            log.warning("warm-up of %s failed: %s: %s", job.method, type(e).__name__, e)
+
+
+def _timed(fn, device: str):
+    cuda = str(device).startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = fn()
+    if cuda:
+        torch.cuda.synchronize()
+    return out, time.perf_counter() - start
+
+
+def _metrics(out, wall: float) -> dict:
+    new_tokens = len(out.tokens)
+    calls = int(out.target_calls)
+    if calls < 1 or sum(out.accept_lengths) != new_tokens:
+        raise RuntimeError(f"inconsistent generation output: {new_tokens} tokens, accept_lengths "
+                           f"sum {sum(out.accept_lengths)}, {calls} target calls")
+    return {
+        "new_tokens": new_tokens, "target_calls": calls, "tau": new_tokens / calls,
+        "accept_lengths": [int(a) for a in out.accept_lengths],
+        "drafted_nodes_mean": _mean(getattr(out, "drafted_nodes", [])),
+        "kept_nodes_mean": _mean(getattr(out, "kept_nodes", [])),
+        "samples_kept": int(sum(getattr(out, "sample_kept", []) or [])),
+        "samples_accepted": int(sum(getattr(out, "sample_accepted", []) or [])),
+        "wall_s": wall, "tokens_per_s": new_tokens / wall if wall > 0 else None,
+        "output_tokens": [int(t) for t in out.tokens], "status": "ok", "error": None,
+    }
+
+
+def _mean(xs) -> Optional[float]:
+    return float(sum(xs)) / len(xs) if xs else None
+
+
+def _base_row(cfg, meta: dict, job: _Job, item: Item, turn: int, gen_seed: int) -> dict:
+    key = method_key(cfg, job.method)
+    row = {c: None for c in storage.COLUMNS}
+    row.update({k: key[k] for k in ("model", "method", "m", "temperature", "seed", "k", "depth",
+                                    "tree_size", "sparse_top", "verify_order", "proxy", "max_new_tokens")})
+    row.update(meta, dataset=item.suite, item_id=item.item_id, turn=turn, category=item.category,
+               gen_seed=gen_seed, config_hash=job.chash, accept_lengths=[], output_tokens=[])
+    return row
+
+
+def _run_metadata(cfg: DictConfig, pair) -> dict:
+    import transformers
+
+    model_dtype = getattr(getattr(pair, "hf_model", None), "dtype", None)
+    return {
+        "device": str(cfg.device),
+        "dtype": str(model_dtype).replace("torch.", "") if model_dtype is not None else str(cfg.dtype),
+        "torch_version": torch.__version__, "transformers_version": transformers.__version__,
+        "rheo_version": _rheo_version(), "git_sha": git_sha(),
+    }
+
+
+def _rheo_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rheo")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def git_sha() -> str:
+    """HEAD of the project repository, suffixed '-dirty' when the tree has changes."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                             text=True, check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return sha + ("-dirty" if dirty else "")
+
+
+def _generator_device(device: str) -> str:
+    return "cuda" if str(device).startswith("cuda") else "cpu"
+
+
+def resolve_path(path: str, must_exist: bool = False) -> Path:
+    """Absolute paths as they are; relative ones against the working directory, or
+    (for inputs that must exist, like data_dir) the project root when not found there."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or not must_exist or p.exists():
+        return p.absolute()
+    return PROJECT_ROOT / p

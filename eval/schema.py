@@ -1,0 +1,170 @@
+"""Typed run configuration of the benchmark harness (the single source of truth).
+
+The dataclasses below are registered with Hydra's ConfigStore as the schema of
+``configs/config.yaml``: every YAML file of the ``model``, ``dataset`` and
+``method`` groups is merged into a typed node, so an unknown key or a value of
+the wrong type fails at start-up, before anything is loaded.
+
+Derived values (the :class:`rheo.config.SpecConfig` of a run, the config hash
+that names its results directory, the per-(item, turn) generation seed) are
+computed in one place each: :func:`spec_config`, :func:`method_key`,
+:func:`generation_seed`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from rheo.config import SpecConfig
+
+METHODS = ("ar", "topk", "rheo")
+#: model names of rheo.models.load_model_pair, plus the harness-only test pair
+PAPER_MODELS = ("smollm2_135m", "llama31_8b_instruct", "vicuna_13b_v13", "r1_distill_llama_8b")
+TEST_MODELS = ("tiny_random",)
+MODELS = PAPER_MODELS + TEST_MODELS
+#: harness suite name -> file under data_dir (file names as in the EAGLE repository)
+SUITE_FILES = {
+    "alpaca": "alpaca.jsonl",
+    "gsm8k": "gsm8k.jsonl",
+    "humaneval": "humaneval.jsonl",
+    "mt_bench": "mt_bench.jsonl",
+    "nq": "qa.jsonl",
+    "cnn_dm": "sum.jsonl",
+}
+SUITES = tuple(SUITE_FILES)
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass
+class ModelConf:
+    name: str = MISSING
+    target_path: Optional[str] = None  # local weights of the target (None = model default)
+    head_path: Optional[str] = None  # local weights of the draft head (None = model default)
+
+
+@dataclass
+class DatasetConf:
+    name: str = MISSING  # label used in paths/rows ("all" runs every suite)
+    suites: List[str] = MISSING
+
+
+@dataclass
+class MethodConf:
+    name: str = MISSING  # ar | topk | rheo
+    k: int = 10
+    m: int = 1
+    depth: int = 8
+    tree_size: int = 60
+    sparse_top: Optional[int] = 128
+    verify_order: str = "stochastic_first"
+    proxy: str = "rheo"
+
+
+@dataclass
+class RunConf:
+    model: ModelConf = MISSING
+    dataset: DatasetConf = MISSING
+    method: MethodConf = MISSING
+    temperature: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 256
+    limit: Optional[int] = None  # first `limit` items of each suite (None = all)
+    items: Optional[List[int]] = None  # explicit question_ids (applied before limit)
+    device: str = "cpu"
+    dtype: Optional[str] = None  # None = the model's default
+    output_dir: str = "results/runs"
+    data_dir: str = "data/benchmarks"
+    baseline: bool = True  # also run the AR baseline of the same target, T and seed
+    warmup: bool = True  # one untimed generation before the first timed one
+    progress: bool = True
+    max_consecutive_failures: int = 3  # abort (loudly) if the first N generations all fail
+    experiment: Optional[str] = None  # label of the experiment preset, recorded in rows
+
+
+def register_configs() -> None:
+    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=RunConf)
+
+
+def validate(cfg: DictConfig) -> SpecConfig | None:
+    """Check everything that can be checked without a model; return the SpecConfig.
+
+    Raises ValueError with the allowed choices. Returns None for method ``ar``.
+    """
+    _choice("model.name", cfg.model.name, MODELS)
+    _choice("method.name", cfg.method.name, METHODS)
+    if not cfg.dataset.suites:
+        raise ValueError("dataset.suites is empty; choose from " + str(list(SUITES)))
+    for suite in cfg.dataset.suites:
+        _choice("dataset suite", suite, SUITES)
+    if cfg.dtype is not None:
+        _choice("dtype", cfg.dtype, DTYPES)
+    if cfg.max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {cfg.max_new_tokens}")
+    if cfg.limit is not None and cfg.limit < 1:
+        raise ValueError(f"limit must be None or >= 1, got {cfg.limit}")
+    t = cfg.temperature
+    if not math.isfinite(t) or t < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+    return spec_config(cfg)
+
+
+def spec_config(cfg: DictConfig) -> SpecConfig | None:
+    """The decoder configuration of a run (None for the autoregressive baseline)."""
+    if cfg.method.name == "ar":
+        return None
+    mc = cfg.method
+    return SpecConfig(method=mc.name, k=mc.k, m=mc.m, depth=mc.depth, tree_size=mc.tree_size,
+                      temperature=float(cfg.temperature), sparse_top=mc.sparse_top,
+                      proxy=mc.proxy, verify_order=mc.verify_order)
+
+
+def method_key(cfg: DictConfig, method: str | None = None) -> dict:
+    """Everything that determines the rows of one method: hashed into config_hash.
+
+    Parameters a method does not use are None (Top-K has no m, AR has no tree),
+    so e.g. a sweep over m reuses the Top-K and AR rows instead of recomputing them.
+    """
+    method = method or cfg.method.name
+    mc = cfg.method
+    key = {
+        "model": cfg.model.name, "target_path": cfg.model.target_path, "head_path": cfg.model.head_path,
+        "device": cfg.device, "dtype": cfg.dtype, "method": method,
+        "temperature": float(cfg.temperature), "seed": int(cfg.seed),
+        "max_new_tokens": int(cfg.max_new_tokens),
+        "k": None, "m": None, "depth": None, "tree_size": None, "sparse_top": None,
+        "verify_order": None, "proxy": None,
+    }
+    if method != "ar":
+        key.update(k=mc.k, depth=mc.depth, tree_size=mc.tree_size, sparse_top=mc.sparse_top)
+    if method == "rheo":
+        key.update(m=mc.m, verify_order=mc.verify_order, proxy=mc.proxy)
+    return key
+
+
+def config_hash(key: dict) -> str:
+    blob = json.dumps(key, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def generation_seed(suite: str, item_id: int, turn: int, seed: int) -> int:
+    """Seed of the torch.Generator for one (suite, item, turn, seed): same for every method."""
+    blob = f"{suite}/{item_id}/{turn}/{seed}".encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:7], "little")
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown {name} {value!r}; choose from {list(allowed)}")
+
+
+def to_plain(cfg: DictConfig) -> dict:
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]

@@ -1,0 +1,211 @@
+"""Result shards: one small parquet file per (config, suite, item, turn).
+
+Layout under ``output_dir``::
+
+    MANIFEST.json                               marks the directory as ours
+    <model>/<config_hash>/config.json           the method key that was hashed
+    <model>/<config_hash>/<suite>/<item>_t<turn>.parquet   exactly one row
+
+A shard is written to a hidden temporary file in the same directory, flushed,
+fsynced and moved into place with ``os.replace`` (atomic on POSIX), so a kill
+at any moment leaves either the old state or the complete new shard: never a
+half-written row, never two rows for one key. Nothing is ever appended.
+
+A shard that cannot be read, or whose single row does not match its path, is
+*corrupt*: it is reported with its path and deleted, and the row is computed
+again; it is never read as data. A row with ``status == "failed"`` is a
+recorded failure: not data, and retried by the next run.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Iterator, Optional
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "MANIFEST.json"
+FINGERPRINT = {"project": "rheo", "content": "rheo-eval result shards", "layout": 1}
+TMP_PREFIX = ".tmp-"
+
+ROW_SCHEMA = pa.schema([
+    ("model", pa.string()), ("dataset", pa.string()), ("item_id", pa.int64()), ("turn", pa.int64()),
+    ("category", pa.string()), ("method", pa.string()), ("m", pa.int64()),
+    ("temperature", pa.float64()), ("seed", pa.int64()), ("k", pa.int64()), ("depth", pa.int64()),
+    ("tree_size", pa.int64()), ("sparse_top", pa.int64()), ("verify_order", pa.string()),
+    ("proxy", pa.string()), ("max_new_tokens", pa.int64()), ("gen_seed", pa.int64()),
+    ("prompt_tokens", pa.int64()), ("new_tokens", pa.int64()), ("target_calls", pa.int64()),
+    ("tau", pa.float64()), ("accept_lengths", pa.list_(pa.int64())),
+    ("drafted_nodes_mean", pa.float64()), ("kept_nodes_mean", pa.float64()),
+    ("samples_kept", pa.int64()), ("samples_accepted", pa.int64()),
+    ("wall_s", pa.float64()), ("tokens_per_s", pa.float64()),
+    ("output_tokens", pa.list_(pa.int64())), ("device", pa.string()), ("dtype", pa.string()),
+    ("torch_version", pa.string()), ("transformers_version", pa.string()),
+    ("rheo_version", pa.string()), ("git_sha", pa.string()), ("config_hash", pa.string()),
+    ("status", pa.string()), ("error", pa.string()), ("finished_at", pa.string()),
+])
+COLUMNS = tuple(ROW_SCHEMA.names)
+
+
+class OutputDirError(RuntimeError):
+    """The output directory cannot be used (unwritable, or not ours)."""
+
+
+class CorruptShardError(RuntimeError):
+    """A shard that exists but is not one valid row for its path."""
+
+
+def prepare_output_dir(root: Path) -> None:
+    """Create/check ``root``: writable, and either empty or carrying our manifest."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputDirError(f"cannot create output_dir {root}: {e}") from e
+    if not root.is_dir():
+        raise OutputDirError(f"output_dir {root} exists and is not a directory")
+    manifest = root / MANIFEST
+    if manifest.exists():
+        try:
+            found = json.loads(manifest.read_text())
+        except (OSError, ValueError) as e:
+            raise OutputDirError(f"{manifest} is unreadable ({e}); not a rheo results directory?") from e
+        if found != FINGERPRINT:
+            raise OutputDirError(f"output_dir {root} belongs to something else: {manifest} says {found}, "
+                                 f"expected {FINGERPRINT}. Choose another output_dir.")
+    elif any(p.name != MANIFEST for p in root.iterdir()):
+        raise OutputDirError(f"output_dir {root} is not empty and has no {MANIFEST}: refusing to write "
+                             "results into a directory that is not a rheo results directory.")
+    probe = root / f"{TMP_PREFIX}probe-{os.getpid()}"
+    try:
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise OutputDirError(f"output_dir {root} is not writable: {e}") from e
+    if not manifest.exists():
+        _atomic_write_bytes(manifest, json.dumps(FINGERPRINT, indent=1).encode())
+
+
+def prepare_config_dir(root: Path, model: str, chash: str, key: dict) -> Path:
+    """The directory of one config hash; refuses one whose config.json differs."""
+    cdir = root / model / chash
+    cdir.mkdir(parents=True, exist_ok=True)
+    cfile = cdir / "config.json"
+    if cfile.exists():
+        try:
+            found = json.loads(cfile.read_text())
+        except (OSError, ValueError):
+            found = None
+        if found != json.loads(json.dumps(key)):
+            raise OutputDirError(f"{cfile} does not match this run's configuration "
+                                 f"(found {found}, expected {key}); results must not mix.")
+    else:
+        _atomic_write_bytes(cfile, json.dumps(key, indent=1, sort_keys=True).encode())
+    return cdir
+
+
+def shard_path(cdir: Path, suite: str, item_id: int, turn: int) -> Path:
+    return cdir / suite / f"{item_id}_t{turn}.parquet"
+
+
+def write_row(path: Path, row: dict) -> None:
+    """Write one row atomically (temporary file + fsync + os.replace)."""
+    missing = set(COLUMNS) - set(row)
+    extra = set(row) - set(COLUMNS)
+    if missing or extra:
+        raise ValueError(f"row columns mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
+    table = pa.Table.from_pylist([row], schema=ROW_SCHEMA)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{path.stem}-{os.getpid()}.parquet"
+    with open(tmp, "wb") as f:
+        pq.write_table(table, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_row(path: Path, expect: Optional[dict] = None) -> dict:
+    """The single row of a shard; CorruptShardError if it is not exactly that."""
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # pyarrow raises several types for truncated/garbage files
+        raise CorruptShardError(f"corrupt shard {path}: {type(e).__name__}: {e}") from e
+    if table.num_rows != 1 or set(table.column_names) != set(COLUMNS):
+        raise CorruptShardError(f"corrupt shard {path}: {table.num_rows} rows, columns {table.column_names}")
+    row = table.to_pylist()[0]
+    for name, value in (expect or {}).items():
+        if row[name] != value:
+            raise CorruptShardError(f"corrupt shard {path}: {name}={row[name]!r}, path says {value!r}")
+    return row
+
+
+def load_existing(path: Path, expect: dict) -> Optional[dict]:
+    """Row already stored at ``path`` (ok or failed), or None; corrupt shards are deleted."""
+    if not path.exists():
+        return None
+    try:
+        return read_row(path, expect)
+    except CorruptShardError as e:
+        log.warning("%s -- deleting it; the row will be recomputed", e)
+        path.unlink(missing_ok=True)
+        return None
+
+
+def remove_stale_tmp(root: Path) -> None:
+    """Delete temporary files left by killed writers (whose pid no longer runs)."""
+    for tmp in glob.glob(str(root / "**" / f"{TMP_PREFIX}*"), recursive=True):
+        pid = tmp.rsplit("-", 1)[-1].split(".")[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            Path(tmp).unlink(missing_ok=True)
+
+
+def iter_shards(root: Path) -> Iterator[Path]:
+    yield from sorted(Path(p) for p in glob.glob(str(root / "*" / "*" / "*" / "*.parquet"))
+                      if not Path(p).name.startswith(TMP_PREFIX))
+
+
+def load_results(root: Path | str, include_failed: bool = False) -> pd.DataFrame:
+    """All rows under ``root`` as one DataFrame; corrupt shards are reported and skipped.
+
+    Failed rows are dropped unless ``include_failed`` (they are not data).
+    """
+    root = Path(root)
+    rows, corrupt = [], []
+    for path in iter_shards(root):
+        expect = {"config_hash": path.parent.parent.name, "dataset": path.parent.name}
+        try:
+            rows.append(read_row(path, expect))
+        except CorruptShardError as e:
+            corrupt.append(str(path))
+            log.warning("%s -- skipped (rerun the config to recompute it)", e)
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df.attrs["corrupt_shards"] = corrupt
+    if not include_failed:
+        df = df[df["status"] == "ok"].reset_index(drop=True)
+    return df
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
