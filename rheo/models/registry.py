@@ -268,12 +268,19 @@ class ModelPair:
     entry: ModelEntry = field(repr=False)
 
     def format_chat(self, messages: list[dict]) -> list[int]:
-        """messages: [{"role", "content"}, ...]. Prompt token ids with the generation prompt."""
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                 return_dict=False)
-        if ids and isinstance(ids[0], list):  # a batch of one
-            ids = ids[0]
-        return [int(i) for i in ids]
+        """messages: [{"role", "content"}, ...]. Prompt token ids, generation prompt included.
+
+        A leading BOS in the rendered text is replaced by the BOS id and the rest is
+        encoded as a fresh string, as the reference implementations do
+        (``tokenizer(prompt).input_ids``): a SentencePiece tokenizer then treats the
+        first word as the start of the text, whatever it does after special tokens.
+        """
+        tok = self.tokenizer
+        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        head: list[int] = []
+        if tok.bos_token and text.startswith(tok.bos_token):
+            head, text = [int(tok.bos_token_id)], text[len(tok.bos_token):]
+        return head + [int(i) for i in tok(text, add_special_tokens=False)["input_ids"]]
 
 
 def load_model_pair(name: str, device: str = "cpu", dtype: Optional[torch.dtype] = None,

@@ -1,0 +1,185 @@
+"""Model registry: lookup order, the one clear error, mismatch rejection, chat formats.
+
+Weights are a tiny random Llama saved to a temporary folder with a word-level
+tokenizer; the EAGLE-3 loader is replaced by a stub drafter (its own tests live
+with it), so these tests check the registry's logic only.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from rheo.models import registry
+from rheo.models.hf_target import HFTarget
+from rheo.models.registry import (MODELS, VICUNA_SYSTEM, ModelMismatchError, ModelWeightsNotFoundError,
+                                  load_model_pair, resolve_paths)
+from rheo.models.tiny import make_tiny_llama
+
+HUB_ENTRIES = ["llama31_8b_instruct", "vicuna_13b_v13", "r1_distill_llama_8b"]
+WORDS = ["<unk>", "<s>", "</s>", "<|begin_of_text|>", "<|eot_id|>", "<|end_of_text|>"] + sorted(
+    set((VICUNA_SYSTEM + " USER: ASSISTANT: user: assistant: hi there how are you ok").split()))
+LLAMA3_STYLE_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{{ m['role'] + ': ' + m['content'] }}<|eot_id|>"
+                         "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
+
+
+@pytest.fixture(autouse=True)
+def no_local_models(tmp_path, monkeypatch):
+    """Nothing found unless a test puts it there: empty hub cache, no RHEO_* paths."""
+    empty = tmp_path / "hf_cache"
+    empty.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(empty))
+    monkeypatch.delenv("RHEO_MODEL_DIR", raising=False)
+    for entry in MODELS.values():
+        monkeypatch.delenv(entry.env_var("target"), raising=False)
+        monkeypatch.delenv(entry.env_var("head"), raising=False)
+
+
+def make_tokenizer(bos: str, eos: str, template=None):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", bos_token=bos, eos_token=eos)
+    tok.add_special_tokens({"additional_special_tokens": [w for w in WORDS[1:6] if w not in (bos, eos)]})
+    if template:
+        tok.chat_template = template
+    return tok
+
+
+def write_target(folder, bos="<s>", eos="</s>", template=None, hidden=64):
+    make_tiny_llama(seed=0, vocab_size=256, hidden_size=hidden).save_pretrained(folder)
+    make_tokenizer(bos, eos, template).save_pretrained(folder)
+    return folder
+
+
+def write_head(folder, hidden=64, vocab=256, draft_vocab=100):
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(
+        {"hidden_size": hidden, "vocab_size": vocab, "draft_vocab_size": draft_vocab}))
+    (folder / "model.safetensors").write_bytes(b"stub")
+    return folder
+
+
+@pytest.fixture
+def stub_drafter(monkeypatch):
+    """Replace the EAGLE-3 loader; d2t maps draft id i to target id 2i (all inside 256)."""
+    calls = []
+    state = {"d2t": torch.arange(100) * 2}
+
+    def load(head_dir, hf_model, device, dtype):
+        calls.append((head_dir, hf_model, device, dtype))
+        return SimpleNamespace(vocab_size=int(state["d2t"].numel()), draft_to_target=state["d2t"])
+
+    monkeypatch.setattr(registry, "_load_drafter", load)
+    return SimpleNamespace(calls=calls, state=state)
+
+
+def test_unknown_name_lists_the_choices():
+    with pytest.raises(ValueError) as err:
+        load_model_pair("llama2_7b")
+    assert all(name in str(err.value) for name in MODELS)
+
+
+@pytest.mark.parametrize("name", HUB_ENTRIES)
+def test_missing_weights_give_one_clear_error(name):
+    entry = MODELS[name]
+    with pytest.raises(ModelWeightsNotFoundError) as err:
+        load_model_pair(name)
+    msg = str(err.value)
+    assert isinstance(err.value, FileNotFoundError)
+    assert err.value.entry == name and err.value.missing == ("target", "head")
+    for needle in (name, entry.target, entry.head, entry.env_var("target"), entry.env_var("head"),
+                   "RHEO_MODEL_DIR", "local_files_only"):
+        assert needle in msg, f"{needle!r} missing from:\n{msg}"
+
+
+def test_explicit_path_that_does_not_exist_is_an_error_not_a_fallback(tmp_path, monkeypatch):
+    entry = MODELS["llama31_8b_instruct"]
+    models_dir = tmp_path / "models"
+    write_head(models_dir / entry.name / "head")
+    monkeypatch.setenv("RHEO_MODEL_DIR", str(models_dir))
+    monkeypatch.setenv(entry.env_var("target"), str(tmp_path / "nowhere"))
+    with pytest.raises(ModelWeightsNotFoundError) as err:
+        resolve_paths(entry)
+    assert err.value.missing == ("target",)  # the head was found under RHEO_MODEL_DIR
+    assert str(tmp_path / "nowhere") in str(err.value) and "no such folder" in str(err.value)
+
+
+def test_smollm2_head_asset_absent_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "_REPO_ROOT", tmp_path)  # a checkout without the trained head
+    with pytest.raises(ModelWeightsNotFoundError) as err:
+        resolve_paths(MODELS["smollm2_135m"])
+    msg = str(err.value)
+    assert err.value.missing == ("head",)  # the target is the built-in GGUF loader
+    assert "eagle3_smollm2_135m" in msg and "RHEO_SMOLLM2_135M_HEAD" in msg
+
+
+def test_load_from_model_dir_vicuna_format(tmp_path, monkeypatch, stub_drafter):
+    entry = MODELS["vicuna_13b_v13"]
+    models_dir = tmp_path / "models"
+    write_target(models_dir / entry.name / "target")
+    write_head(models_dir / entry.name / "head")
+    monkeypatch.setenv("RHEO_MODEL_DIR", str(models_dir))
+    pair = load_model_pair(entry.name, dtype=torch.float32)
+    assert isinstance(pair.target, HFTarget) and pair.target.vocab_size == 256
+    assert stub_drafter.calls[0][0] == models_dir / entry.name / "head"
+    assert pair.eos_token_ids == [WORDS.index("</s>")]
+    messages = [{"role": "user", "content": "hi there"}, {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": "how are you"}]
+    text = pair.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert text == f"<s>{VICUNA_SYSTEM} USER: hi there ASSISTANT: ok</s>USER: how are you ASSISTANT:"
+    ids = pair.format_chat(messages)
+    assert ids[0] == WORDS.index("<s>") and ids[-1] == WORDS.index("ASSISTANT:")
+    assert pair.tokenizer.decode(ids) .replace(" ", "") == text.replace(" ", "")
+    custom = pair.tokenizer.apply_chat_template([{"role": "system", "content": "Be brief."}] + messages[:1],
+                                                add_generation_prompt=True, tokenize=False)
+    assert custom == "<s>Be brief. USER: hi there ASSISTANT:"
+
+
+def test_load_with_explicit_paths_template_format(tmp_path, stub_drafter):
+    target = write_target(tmp_path / "t", bos="<|begin_of_text|>", eos="<|end_of_text|>",
+                          template=LLAMA3_STYLE_TEMPLATE)
+    head = write_head(tmp_path / "h")
+    pair = load_model_pair("llama31_8b_instruct", target_path=str(target), head_path=str(head))
+    assert pair.hf_model.dtype == torch.bfloat16  # the entry's default dtype
+    assert pair.eos_token_ids == [WORDS.index("<|eot_id|>"), WORDS.index("<|end_of_text|>")]
+    ids = pair.format_chat([{"role": "user", "content": "hi"}])
+    assert ids == [WORDS.index(w) for w in ("<|begin_of_text|>", "user:", "hi", "<|eot_id|>", "assistant:")]
+
+
+def test_template_entry_without_chat_template_is_rejected(tmp_path, stub_drafter):
+    target = write_target(tmp_path / "t", bos="<|begin_of_text|>", eos="<|end_of_text|>", template=None)
+    with pytest.raises(ValueError, match="no chat template"):
+        load_model_pair("llama31_8b_instruct", dtype=torch.float32, target_path=str(target),
+                        head_path=str(write_head(tmp_path / "h")))
+
+
+@pytest.mark.parametrize("head_kwargs, needle", [
+    (dict(hidden=128), "hidden size 128"),
+    (dict(vocab=32000), "vocabulary 32000"),
+    (dict(draft_vocab=300), "draft vocabulary 300"),
+])
+def test_head_config_mismatch_rejected_before_loading_weights(tmp_path, monkeypatch, stub_drafter,
+                                                              head_kwargs, needle):
+    target = write_target(tmp_path / "t")
+    head = write_head(tmp_path / "h", **head_kwargs)
+    monkeypatch.setattr(registry, "_load_target", lambda *a: pytest.fail("loaded weights of a mismatched pair"))
+    with pytest.raises(ModelMismatchError, match=needle):
+        load_model_pair("vicuna_13b_v13", target_path=str(target), head_path=str(head))
+
+
+@pytest.mark.parametrize("d2t, needle", [
+    (torch.arange(100) + 200, r"\[200, 299\]"),        # runs past the 256-token target vocabulary
+    (torch.arange(100) - 1, r"\[-1, 98\]"),
+    (torch.zeros(100, dtype=torch.long), "two draft ids"),
+])
+def test_drafter_d2t_out_of_range_rejected(tmp_path, stub_drafter, d2t, needle):
+    stub_drafter.state["d2t"] = d2t
+    with pytest.raises(ModelMismatchError, match=needle):
+        load_model_pair("vicuna_13b_v13", dtype=torch.float32, target_path=str(write_target(tmp_path / "t")),
+                        head_path=str(write_head(tmp_path / "h")))
