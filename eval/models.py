@@ -18,6 +18,7 @@ import torch
 from eval.schema import MODELS
 
 TINY_CONTEXT = 48
+DRAFT_CONTEXT = 8  # the toy drafter sees only the last few tokens (cheap, partly right)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -65,13 +66,13 @@ def make_tiny_pair(device: str = "cpu", seed: int = 0) -> TinyPair:
 
     if device != "cpu":
         raise ValueError("tiny_random is a CPU test model; use device=cpu")
-    hf_model = make_tiny_llama(seed=seed, vocab_size=256)
+    hf_model = make_tiny_llama(seed=seed, vocab_size=256, num_layers=3)
     noise = torch.Generator().manual_seed(seed + 1)
     noise_table = torch.randn(997, 256, generator=noise)
 
     @torch.no_grad()
     def draft_logits(prefix: tuple[int, ...]) -> torch.Tensor:
-        ids = torch.tensor([list(prefix[-TINY_CONTEXT - 16:])], dtype=torch.long)
+        ids = torch.tensor([list(prefix[-DRAFT_CONTEXT:])], dtype=torch.long)
         logits = hf_model(input_ids=ids).logits[0, -1].float()
         return 1.5 * logits + noise_table[hash(prefix) % 997]
 

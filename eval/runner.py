@@ -62,13 +62,15 @@ def run(cfg: DictConfig) -> RunSummary:
     storage.prepare_output_dir(root)
     storage.remove_stale_tmp(root)
     jobs = _jobs(cfg, spec, root)
-    suites = {s: load_suite(resolve_path(cfg.data_dir, must_exist=True), s, cfg.items, cfg.limit)
+    suites = {s: load_suite(resolve_path(cfg.data_dir, must_exist=True), s, cfg.item_ids, cfg.limit)
               for s in cfg.dataset.suites}
     summary = RunSummary(config_hashes={j.method: j.chash for j in jobs})
     pending = [(j, item) for item in _all_items(suites) for j in jobs if not _item_done(j, item, summary)]
     if not pending:
         log.info("nothing to do: all %d rows already stored", summary.skipped)
         return summary
+    if cfg.num_threads is not None:
+        torch.set_num_threads(int(cfg.num_threads))
     pair = load_pair(cfg.model.name, cfg.device, cfg.dtype, cfg.model.target_path, cfg.model.head_path)
     meta = _run_metadata(cfg, pair)
     if cfg.warmup:

@@ -76,7 +76,7 @@ class RunConf:
     seed: int = 0
     max_new_tokens: int = 256
     limit: Optional[int] = None  # first `limit` items of each suite (None = all)
-    items: Optional[List[int]] = None  # explicit question_ids (applied before limit)
+    item_ids: Optional[List[int]] = None  # explicit question_ids (applied before limit)
     device: str = "cpu"
     dtype: Optional[str] = None  # None = the model's default
     output_dir: str = "results/runs"
@@ -84,6 +84,7 @@ class RunConf:
     baseline: bool = True  # also run the AR baseline of the same target, T and seed
     warmup: bool = True  # one untimed generation before the first timed one
     progress: bool = True
+    num_threads: Optional[int] = None  # torch intra-op threads (None = torch's default)
     max_consecutive_failures: int = 3  # abort (loudly) if the first N generations all fail
     experiment: Optional[str] = None  # label of the experiment preset, recorded in rows
 

@@ -1,0 +1,153 @@
+"""Aggregations of the result rows: tau, speedup, confidence intervals, paired differences.
+
+Everything here is a function of the rows that eval/storage.py loads; nothing
+is stored twice. Terms:
+
+* **variant** - "ar", "topk" or "rheo m=<m>" (Rheo rows of the lossy ablations,
+  verify_order != stochastic_first or proxy != rheo, are labelled as such).
+* **setting** - what must match for two variants to be compared: model,
+  device, dtype, tree shape, max_new_tokens (and temperature, where a table
+  does not vary it).
+* **speedup** - a method row's tokens/s over the tokens/s of the AR row of the
+  same (model, device, dtype, suite, item, turn, temperature, seed,
+  max_new_tokens). Per item (``speedup``), and as a ratio of sums per group:
+  (sum new tokens / sum wall) / (sum AR new tokens / sum AR wall).
+* **CI** - mean +- half-width of the 95% Student-t interval over the rows of a
+  group (items x turns x seeds).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Optional, Sequence
+
+import pandas as pd
+
+from eval.storage import load_results
+
+PAIR_KEY = ["model", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed", "max_new_tokens"]
+TREE = ["k", "depth", "tree_size", "sparse_top"]
+SETTING = ["model", "device", "dtype", "max_new_tokens"] + TREE
+SUITE_ORDER = ["mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq"]
+# two-sided 95% Student-t quantiles for df = 1..30 (df > 30: normal 1.96)
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042]
+
+
+def load(root) -> pd.DataFrame:
+    """Status-ok rows under ``root`` with a ``variant`` column (empty frame if none)."""
+    df = load_results(root)
+    corrupt = df.attrs.get("corrupt_shards", [])
+    df = add_variant(df)
+    df.attrs["corrupt_shards"] = corrupt
+    return df
+
+
+def add_variant(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    for col in ["m", "k", "depth", "tree_size", "sparse_top"]:
+        df[col] = df[col].astype("Int64")
+    df["variant"] = [variant_label(r) for r in df.itertuples()] if len(df) else pd.Series(dtype=str)
+    return df
+
+
+def variant_label(row) -> str:
+    if row.method != "rheo":
+        return row.method
+    label = f"rheo m={int(row.m)}"
+    if row.verify_order != "stochastic_first":
+        label += f" {row.verify_order}"
+    if row.proxy != "rheo":
+        label += f" proxy={row.proxy}"
+    return label
+
+
+def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
+    """Non-AR rows with their AR partner's numbers (ar_new_tokens, ar_wall_s) and ``speedup``.
+
+    Rows without an AR partner keep NaN there (tau is still usable).
+    """
+    ar = df[df["method"] == "ar"][PAIR_KEY + ["new_tokens", "wall_s"]]
+    ar = ar.rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s"})
+    out = df[df["method"] != "ar"].merge(ar, on=PAIR_KEY, how="left", validate="many_to_one")
+    out["speedup"] = out["tokens_per_s"] / (out["ar_new_tokens"] / out["ar_wall_s"])
+    return out
+
+
+def mean_ci(values: Iterable[float]) -> tuple[float, float, int]:
+    """(mean, 95% half-width, n); half-width NaN for n < 2."""
+    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    n = len(xs)
+    if n == 0:
+        return math.nan, math.nan, 0
+    mean = sum(xs) / n
+    if n < 2:
+        return mean, math.nan, n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
+    return mean, t * sd / math.sqrt(n), n
+
+
+def speedup_ratio_of_sums(rows: pd.DataFrame) -> float:
+    rows = rows.dropna(subset=["ar_wall_s"])
+    if rows.empty:
+        return math.nan
+    return (rows["new_tokens"].sum() / rows["wall_s"].sum()) / (rows["ar_new_tokens"].sum() / rows["ar_wall_s"].sum())
+
+
+def paired(df: pd.DataFrame, a: str, b: str, value: str = "tau") -> pd.DataFrame:
+    """Rows of variants a and b matched on PAIR_KEY: columns value_a, value_b, diff (b - a)."""
+    left = df[df["variant"] == a][PAIR_KEY + [value]]
+    right = df[df["variant"] == b][PAIR_KEY + [value]]
+    both = left.merge(right, on=PAIR_KEY, suffixes=("_a", "_b"), validate="one_to_one")
+    both["diff"] = both[f"{value}_b"] - both[f"{value}_a"]
+    return both
+
+
+def settings(df: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple[dict, pd.DataFrame]]:
+    """Split non-AR rows by setting (+ extra columns); AR rows are matched by with_speedup."""
+    keys = SETTING + list(extra)
+    spec = with_speedup(df)
+    if spec.empty:
+        return []
+    groups = spec.groupby(keys, dropna=False, sort=True)
+    return [(dict(zip(keys, k)), g) for k, g in groups]
+
+
+def setting_title(setting: dict) -> str:
+    tree = f"K={setting['k']} depth={setting['depth']} R={setting['tree_size']} top-{setting['sparse_top']}"
+    parts = [str(setting["model"]), f"{setting['device']}/{setting['dtype']}", tree,
+             f"max_new_tokens={setting['max_new_tokens']}"]
+    if "temperature" in setting:
+        parts.append(f"T={setting['temperature']:g}")
+    return ", ".join(parts)
+
+
+def suites_in(df: pd.DataFrame) -> list[str]:
+    present = set(df["dataset"])
+    return [s for s in SUITE_ORDER if s in present] + sorted(present - set(SUITE_ORDER))
+
+
+def variant_summary(rows: pd.DataFrame) -> dict:
+    """tau mean/CI, per-item speedup mean/CI and ratio-of-sums speedup of one variant's rows."""
+    tau, tau_ci, n = mean_ci(rows["tau"])
+    sp, sp_ci, _ = mean_ci(rows["speedup"])
+    return {"n": n, "tau": tau, "tau_ci": tau_ci, "speedup_item": sp, "speedup_item_ci": sp_ci,
+            "speedup": speedup_ratio_of_sums(rows), "seeds": rows["seed"].nunique()}
+
+
+def restrict_to_common(df: pd.DataFrame, variants: Sequence[str]) -> pd.DataFrame:
+    """Rows of ``variants`` whose PAIR_KEY is present for every one of them (a fair comparison)."""
+    sub = df[df["variant"].isin(variants)]
+    counts = sub.groupby(PAIR_KEY, dropna=False)["variant"].nunique()
+    common = counts[counts == len(variants)].reset_index()[PAIR_KEY]
+    return sub.merge(common, on=PAIR_KEY)
+
+
+def fmt(mean: float, ci: Optional[float] = None, digits: int = 2) -> str:
+    if mean is None or math.isnan(mean):
+        return "-"
+    if ci is None or math.isnan(ci):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {ci:.{digits}f}"

@@ -1,0 +1,20 @@
+"""Compose the run config without the command line (tests, notebooks, scripts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from eval.schema import register_configs
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """The config ``python -m eval.run <overrides>`` would run with (same schema checks)."""
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides))

@@ -1,0 +1,132 @@
+"""Markdown tables of the paper's artifacts, built from result rows only.
+
+Each builder returns the Markdown text, or None when the rows it needs are
+absent (the caller says so and skips it). Values are mean ± 95% CI over the
+rows (items x turns x seeds) unless a column says otherwise; speedups are
+ratios of sums (eval/analysis.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import pandas as pd
+
+from eval.analysis import (fmt, mean_ci, paired, restrict_to_common, settings, setting_title, suites_in,
+                           variant_summary)
+
+MAIN_T = 1.0
+ABLATION_MS = (0, 1, 2, 3)
+TEMPERATURE_MS = (0, 1, 2)
+
+
+def _md(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def frame_markdown(frame: pd.DataFrame, digits: int = 3) -> str:
+    """A DataFrame as a Markdown table (floats rounded to ``digits``)."""
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return "-" if math.isnan(v) else f"{v:.{digits}f}"
+        return "-" if v is None else str(v)
+    return _md([str(c) for c in frame.columns], [[cell(v) for v in r] for r in frame.itertuples(index=False)])
+
+
+def _pct(new: float, old: float) -> str:
+    if any(map(lambda v: v is None or math.isnan(v), (new, old))) or old == 0:
+        return "-"
+    return f"{100 * (new - old) / old:+.1f}%"
+
+
+def _by_suite(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    return [(s, rows[rows["dataset"] == s]) for s in suites_in(rows)] + [("**pooled**", rows)]
+
+
+def main_table(df: pd.DataFrame) -> Optional[str]:
+    """Top-K vs Rheo m=1 at T=1 per model x suite: tau, paired difference, speedup."""
+    blocks = []
+    for setting, rows in settings(df[df["temperature"] == MAIN_T]):
+        rows = restrict_to_common(rows, ["topk", "rheo m=1"])
+        if rows.empty:
+            continue
+        body = []
+        for suite, part in _by_suite(rows):
+            a = variant_summary(part[part["variant"] == "topk"])
+            b = variant_summary(part[part["variant"] == "rheo m=1"])
+            d, d_ci, n = mean_ci(paired(part, "topk", "rheo m=1")["diff"])
+            body.append([suite, str(n), fmt(a["tau"], a["tau_ci"]), fmt(b["tau"], b["tau_ci"]),
+                         fmt(d, d_ci, 3), _pct(b["tau"], a["tau"]), fmt(a["speedup"]), fmt(b["speedup"]),
+                         _pct(b["speedup"], a["speedup"])])
+        header = ["suite", "n", "τ Top-K", "τ Rheo m=1", "Δτ (paired)", "Δτ %", "speedup Top-K",
+                  "speedup Rheo", "Δ speedup %"]
+        blocks.append(f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n"
+                      f"seeds: {rows['seed'].nunique()}\n\n" + _md(header, body))
+    if not blocks:
+        return None
+    return ("## Main table: Top-K vs Rheo (m=1), T=1\n\nτ = new tokens / target calls (bonus included), "
+            "mean ± 95% CI over items × turns × seeds; Δτ = paired Rheo − Top-K on the same "
+            "(item, turn, seed); speedup = tokens/s over AR of the same target, T and seed "
+            "(ratio of sums).\n\n" + "\n\n".join(blocks) + "\n")
+
+
+def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
+    """tau of Top-K and Rheo m=0..3 at T=1 per suite (needs Top-K and >= 2 values of m)."""
+    blocks = []
+    for setting, rows in settings(df[df["temperature"] == MAIN_T]):
+        variants = ["topk"] + [f"rheo m={m}" for m in ABLATION_MS if (rows["variant"] == f"rheo m={m}").any()]
+        if "topk" not in set(rows["variant"]) or len(variants) < 3:
+            continue
+        rows = restrict_to_common(rows, variants)
+        if rows.empty:
+            continue
+        body = []
+        for suite, part in _by_suite(rows):
+            cells = [variant_summary(part[part["variant"] == v]) for v in variants]
+            body.append([suite, str(cells[0]["n"])] + [fmt(c["tau"], c["tau_ci"]) for c in cells])
+        speed = [variant_summary(rows[rows["variant"] == v])["speedup"] for v in variants]
+        body.append(["**speedup (pooled)**", ""] + [fmt(s) for s in speed])
+        header = ["suite", "n"] + [v.replace("rheo ", "Rheo ").replace("topk", "Top-K") for v in variants]
+        blocks.append(f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n" + _md(header, body))
+    if not blocks:
+        return None
+    return ("## Ablation over m (T=1)\n\nτ mean ± 95% CI per suite; last row: speedup over AR "
+            "(ratio of sums).\n\n" + "\n\n".join(blocks) + "\n")
+
+
+def temperature_table(df: pd.DataFrame) -> Optional[str]:
+    """Pooled tau vs temperature for Top-K and Rheo m=0, 1, 2 (needs >= 2 temperatures)."""
+    blocks = []
+    for setting, rows in settings(df):
+        wanted = ["topk"] + [f"rheo m={m}" for m in TEMPERATURE_MS]
+        variants = [v for v in wanted if (rows["variant"] == v).any()]
+        if rows["temperature"].nunique() < 2 or len(variants) < 2:
+            continue
+        body = []
+        for t in sorted(rows["temperature"].unique()):
+            part = restrict_to_common(rows[rows["temperature"] == t], variants)
+            cells = [variant_summary(part[part["variant"] == v]) for v in variants]
+            body.append([f"{t:g}", str(cells[0]["n"])] + [fmt(c["tau"], c["tau_ci"]) for c in cells])
+        header = ["T", "n"] + [v.replace("rheo ", "Rheo ").replace("topk", "Top-K") for v in variants]
+        blocks.append(f"### {setting_title(setting)}\n\n" + _md(header, body))
+    if not blocks:
+        return None
+    return ("## Temperature study\n\nτ pooled over suites, mean ± 95% CI, per temperature on the "
+            "(item, turn, seed) keys every listed variant has.\n\n" + "\n\n".join(blocks) + "\n")
+
+
+def runs_table(all_rows: pd.DataFrame) -> Optional[str]:
+    """Inventory of the stored rows (ok and failed) per configuration."""
+    if all_rows.empty:
+        return None
+    keys = ["model", "variant", "temperature", "k", "depth", "tree_size", "max_new_tokens", "device"]
+    inv = (all_rows.assign(ok=all_rows["status"] == "ok", failed=all_rows["status"] == "failed")
+           .groupby(keys, dropna=False)
+           .agg(ok=("ok", "sum"), failed=("failed", "sum"), seeds=("seed", "nunique"),
+                suites=("dataset", "nunique"), configs=("config_hash", "nunique"))
+           .reset_index())
+    body = [[str(v) for v in r] for r in inv.itertuples(index=False)]
+    return "## Stored rows per configuration\n\n" + _md(list(inv.columns), body) + "\n"
