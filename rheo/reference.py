@@ -1,0 +1,146 @@
+"""Plain reference implementations, written for reading rather than speed.
+
+Each mirrors an optimised function and consumes randomness the same way where
+the tests compare them under one generator:
+
+* :func:`reference_select` – per-node, per-slot candidate selection
+  (== :func:`rheo.tree.select_candidates`).
+* :func:`reference_build_tree` – the dynamic tree with Python lists
+  (== :func:`rheo.tree.build_tree`).
+* :func:`reference_verify` – verification exactly as the method states it: the
+  deterministic children one by one in rank order, each accepted with the
+  renormalised residual probability and zeroed on rejection
+  (same output *distribution* as :func:`rheo.verify.verify_tree`, which draws the
+  outcome in one step; the tests compare the exact distributions).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+
+from rheo.candidates import FILL, LEAD, SAMPLE
+from rheo.config import SpecConfig
+from rheo.models.base import TreeView
+from rheo.probs import target_probs, tempered
+from rheo.random import RandomSource
+from rheo.tree import DraftFn
+from rheo.verify import VerifyResult
+
+
+def _sorted_support(logits: list[float], sparse_top: Optional[int]) -> list[int]:
+    order = sorted(range(len(logits)), key=lambda i: (-logits[i], i))
+    return order[: sparse_top] if sparse_top is not None else order
+
+
+def reference_select(draft_logits: torch.Tensor, cfg: SpecConfig, rng: RandomSource,
+                     draft_to_target: Optional[torch.Tensor] = None) -> list[list[tuple[int, float, int, float]]]:
+    """draft_logits: [f, Vd] -> per node, its slots as (token, log score, kind, q~ of sample)."""
+    rows = draft_logits.to(torch.float64).tolist()
+    supports = [_sorted_support(r, cfg.sparse_top) for r in rows]
+    slots = min(cfg.k, len(supports[0]))
+    m = cfg.m
+    resid_rows = []
+    for r, sup in zip(rows, supports):
+        vals = torch.tensor([r[i] for i in sup], dtype=torch.float64)
+        resid_rows.append(tempered(vals[m:], cfg.temperature) if math.isfinite(vals[m]) else torch.ones(len(sup) - m))
+    picks = rng.categorical(torch.stack(resid_rows)).tolist() if cfg.method == "rheo" else None
+    out = []
+    for node, (r, sup) in enumerate(zip(rows, supports)):
+        finite = [i for i in sup if math.isfinite(r[i])]
+        lse = math.log(sum(math.exp(r[i] - r[finite[0]]) for i in finite)) + r[finite[0]]
+        log_q = {i: r[i] - lse if math.isfinite(r[i]) else -math.inf for i in sup}
+        if cfg.method == "topk" or not math.isfinite(r[sup[m]]):
+            chosen = [(i, log_q[i], LEAD, 0.0) for i in sup[:slots]]
+        else:
+            sample = sup[m + picks[node]]
+            q = [math.exp(log_q[i]) for i in sup]
+            if cfg.proxy == "fixed":
+                proxy = cfg.proxy_value
+            elif m == 0:
+                proxy = min(q[0] + cfg.proxy_eps, 1.0)
+            else:
+                proxy = min(q[m - 1], sum(q[m:]))
+            fills = [i for i in sup[m:] if i != sample][: slots - m - 1]
+            q_t = float(resid_rows[node][picks[node]])
+            chosen = ([(i, log_q[i], LEAD, 0.0) for i in sup[:m]] + [(sample, math.log(proxy), SAMPLE, q_t)]
+                      + [(i, log_q[i], FILL, 0.0) for i in fills])
+        d2t = draft_to_target
+        out.append([(int(d2t[t]) if d2t is not None else t, s, kd, qt) for t, s, kd, qt in chosen
+                    if s > -math.inf])
+    return out
+
+
+def reference_build_tree(draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomSource,
+                         draft_to_target: Optional[torch.Tensor] = None) -> dict:
+    """Returns the kept tree as lists: tokens, parents (kept indices), depths, kinds, sample_prob."""
+    nodes = [dict(token=root_token, parent=-1, depth=0, score=0.0, kind=LEAD, qt=0.0)]
+    frontier = [0]
+    for layer in range(cfg.depth):
+        view = TreeView(torch.tensor([n["token"] for n in nodes]), torch.tensor([n["parent"] for n in nodes]),
+                        torch.tensor([n["depth"] for n in nodes]))
+        proposals = reference_select(draft_fn(view, torch.tensor(frontier)), cfg, rng, draft_to_target)
+        new = []
+        for parent, slots in zip(frontier, proposals):
+            for token, log_score, kind, qt in slots:
+                nodes.append(dict(token=token, parent=parent, depth=layer + 1,
+                                  score=nodes[parent]["score"] + log_score, kind=kind, qt=qt))
+                new.append(len(nodes) - 1)
+        best = sorted(new, key=lambda i: (-nodes[i]["score"], i))[: cfg.k]
+        frontier = sorted(best)
+        if not frontier:
+            break
+    kept = [0] + sorted(sorted(range(1, len(nodes)), key=lambda i: (-nodes[i]["score"], i))[: cfg.tree_size])
+    where = {old: new for new, old in enumerate(kept)}
+    return dict(tokens=[nodes[i]["token"] for i in kept],
+                parents=[where[nodes[i]["parent"]] if i else -1 for i in kept],
+                depths=[nodes[i]["depth"] for i in kept], kinds=[nodes[i]["kind"] for i in kept],
+                sample_prob=[nodes[i]["qt"] for i in kept])
+
+
+def reference_verify(built, target_logits: torch.Tensor, cfg: SpecConfig, rng: RandomSource) -> VerifyResult:
+    """Child-by-child verification of a :class:`rheo.tree.BuiltTree` (T > 0)."""
+    parents, tokens, kinds = built.tree.parents.tolist(), built.tree.tokens.tolist(), built.kind.tolist()
+    vocab = target_logits.shape[1]
+    path, out, n_samples = [0], [], 0
+    while True:
+        node = path[-1]
+        children = [c for c in range(len(parents)) if parents[c] == node]
+        det = [c for c in children if kinds[c] != SAMPLE]
+        sample = [c for c in children if kinds[c] == SAMPLE]
+        r = target_probs(target_logits[node], cfg.temperature).tolist()
+        q_t = [0.0] * vocab
+        if sample:
+            row = int(built.exp_row[node])
+            for tok, w in zip(built.resid_ids[row].tolist(), built.resid_probs[row].tolist()):
+                q_t[tok] = w
+        order = ([("det", c) for c in det] + [("sample", c) for c in sample]
+                 if cfg.verify_order == "deterministic_first" else
+                 [("sample", c) for c in sample] + [("det", c) for c in det])
+        accepted = None
+        for how, c in order:
+            tok = tokens[c]
+            if how == "sample":
+                qs = float(built.sample_prob[c])
+                if bool(rng.bernoulli(torch.tensor([min(1.0, r[tok] / qs)], dtype=torch.float64))[0]):
+                    accepted = c
+                    break
+                left = [max(a - b, 0.0) for a, b in zip(r, q_t)]
+                beta = sum(left)
+                r = [x / beta for x in left] if beta > 0 else r
+            else:
+                if bool(rng.bernoulli(torch.tensor([min(1.0, r[tok])], dtype=torch.float64))[0]):
+                    accepted = c
+                    break
+                r[tok] = 0.0
+                total = sum(r)
+                r = [x / total for x in r] if total > 0 else r
+        if accepted is None:
+            y = int(rng.categorical(torch.tensor([r], dtype=torch.float64))[0])
+            out.append(y)
+            return VerifyResult(path=path, tokens=out, sample_accepted=n_samples)
+        n_samples += kinds[accepted] == SAMPLE
+        path.append(accepted)
+        out.append(tokens[accepted])
