@@ -1,0 +1,127 @@
+"""EAGLE-3 training pieces: draft vocabulary, soft targets, and the training-time test.
+
+Terms. A *pair* j of a sequence x_0..x_{N-1} is (f_j, x_{j+1}) where f_j is the
+fused target feature at position j; the head's step-1 output at pair j predicts
+x_{j+2}, whose target distribution is p_{j+1} = softmax(lm_head(final_{j+1})).
+
+Training-time test (TTT), unrolled K steps, mirrors tree drafting exactly:
+step k (k >= 2) at pair j takes the hidden the head itself produced at step
+k-1 for pair j-1, the same token x_{j+1} and the same target p_{j+1}; it sits
+at position j. Its query sees the step-1 keys of pairs <= j-(k-1) (what would
+be the committed cache at draft depth k-1) and, for every step i in 2..k, the
+single step-i key of pair j-(k-i) (the node's ancestors in the draft tree, and
+itself). Only pairs j >= k-1 are valid at step k.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+from torch import nn
+
+from rheo.models.eagle3_head import Eagle3Head, attend
+
+
+def choose_draft_vocab(samples: Sequence[Dict], vocab_size: int, draft_vocab_size: int) -> torch.Tensor:
+    """Most frequent target ids (response tokens first, then prompt tokens, then lowest ids).
+
+    Returns [draft_vocab_size] long, sorted ascending (so ``d2t`` offsets are >= 0).
+    """
+    resp, prompt = Counter(), Counter()
+    for s in samples:
+        ids = s["input_ids"].tolist()
+        resp.update(ids[s["resp_start"] :])
+        prompt.update(ids[: s["resp_start"]])
+    ranked = [t for t, _ in sorted(resp.items(), key=lambda kv: (-kv[1], kv[0]))]
+    seen = set(ranked)
+    ranked += [t for t, _ in sorted(prompt.items(), key=lambda kv: (-kv[1], kv[0])) if t not in seen]
+    seen = set(ranked)
+    ranked += [t for t in range(vocab_size) if t not in seen]
+    return torch.tensor(sorted(ranked[:draft_vocab_size]), dtype=torch.long)
+
+
+def ttt_mask(num_pairs: int, step: int) -> torch.Tensor:
+    """[num_pairs, step * num_pairs] bool: which keys a step-``step`` query at each pair sees."""
+    j = torch.arange(num_pairs)
+    blocks = [j[None, :] <= j[:, None] - (step - 1)]  # step-1 (committed) keys
+    for i in range(2, step + 1):
+        blocks.append(j[None, :] == j[:, None] - (step - i))  # one ancestor key per deeper step
+    return torch.cat(blocks, dim=1)
+
+
+@torch.no_grad()
+def soft_targets(final: torch.Tensor, lm_head_weight: torch.Tensor, draft_ids: torch.Tensor, chunk: int = 512):
+    """final: [N, Ht] target last hidden; lm_head_weight: [V, Ht]; draft_ids: [Vd].
+
+    Returns (draft_logprobs [N, Vd] fp16 restricted to the draft vocab, target_argmax [N] long over the full vocab).
+    """
+    logp, argmax = [], []
+    w_d = lm_head_weight[draft_ids]
+    for a in range(0, final.shape[0], chunk):
+        f = final[a : a + chunk].float()
+        argmax.append((f @ lm_head_weight.T).argmax(-1))
+        logp.append(torch.log_softmax(f @ w_d.T, dim=-1).half())
+    return torch.cat(logp), torch.cat(argmax)
+
+
+def make_batch(samples: List[Dict], embed: nn.Embedding, min_resp_offset: int = 2) -> Dict[str, torch.Tensor]:
+    """Pad a list of prepared samples into pair tensors.
+
+    Each sample needs input_ids [N], features [N, F], logp [N, Vd], argmax [N], resp_start.
+    Returns feats [B, M, F], embeds [B, M, H], logp [B, M, Vd], argmax [B, M], valid [B, M] bool
+    with M = max(N) - 1. ``valid`` marks pairs whose predicted token is a response token.
+    """
+    m = max(len(s["input_ids"]) for s in samples) - 1
+    b, f_dim, vd = len(samples), samples[0]["features"].shape[1], samples[0]["logp"].shape[1]
+    feats = torch.zeros(b, m, f_dim)
+    toks = torch.zeros(b, m, dtype=torch.long)
+    logp = torch.zeros(b, m, vd)
+    argmax = torch.zeros(b, m, dtype=torch.long)
+    valid = torch.zeros(b, m, dtype=torch.bool)
+    for i, s in enumerate(samples):
+        n = len(s["input_ids"])
+        feats[i, : n - 1] = s["features"][: n - 1].float()
+        toks[i, : n - 1] = s["input_ids"][1:].long()
+        logp[i, : n - 1] = s["logp"][1:].float()
+        argmax[i, : n - 1] = s["argmax"][1:]
+        lo = max(s["resp_start"] - min_resp_offset, 0)
+        valid[i, lo : n - 2] = True  # pair j predicts x_{j+2}; needs j + 2 <= N - 1
+    with torch.no_grad():
+        embeds = embed(toks)
+    return dict(feats=feats, embeds=embeds, logp=logp, argmax=argmax, valid=valid)
+
+
+def ttt_forward(head: Eagle3Head, batch: Dict[str, torch.Tensor], steps: int, in_vocab: torch.Tensor):
+    """Unrolled training-time test.
+
+    in_vocab: [V] bool, target ids inside the draft vocabulary.
+    Returns (per-step losses [steps], per-step (correct, count) tensors [steps, 2]).
+    """
+    feats, embeds, logp, argmax, valid = (batch[k] for k in ("feats", "embeds", "logp", "argmax", "valid"))
+    b, m, _ = embeds.shape
+    dev = embeds.device
+    positions = torch.arange(m, device=dev).expand(b, m)
+    d2t_ids = head.draft_to_target()
+    target_probs = logp.exp()
+    mask = valid & in_vocab[argmax]
+    hidden = head.project(feats)
+    keys, values, losses, stats = [], [], [], []
+    for k in range(1, steps + 1):
+        q, kk, vv = head.qkv(embeds, hidden, positions)
+        keys.append(kk)
+        values.append(vv)
+        attn_mask = ttt_mask(m, k).to(dev)[None, None]
+        out = head.finish(attend(q, torch.cat(keys, 2), torch.cat(values, 2), attn_mask), hidden)
+        logits = head.logits(out)
+        step_ok = torch.zeros(m, dtype=torch.bool, device=dev)
+        step_ok[k - 1 :] = True
+        w = (mask & step_ok).float()
+        ce = -(target_probs * torch.log_softmax(logits.float(), -1)).sum(-1)
+        losses.append((ce * w).sum() / w.sum().clamp_min(1.0))
+        with torch.no_grad():
+            hit = (d2t_ids[logits.argmax(-1)] == argmax) & valid & step_ok
+            stats.append(torch.stack([hit.sum(), (valid & step_ok).sum()]))
+        hidden = torch.cat([torch.zeros_like(out[:, :1]), out[:, :-1]], dim=1)
+    return torch.stack(losses), torch.stack(stats)
