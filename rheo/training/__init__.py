@@ -1,0 +1,1 @@
+"""Training utilities for draft heads (EAGLE-3 data, vocabulary, training-time test)."""
