@@ -115,6 +115,15 @@ def shard_path(cdir: Path, suite: str, item_id: int, turn: int) -> Path:
     return cdir / suite / f"{item_id}_t{turn}.parquet"
 
 
+def expected_from_path(path: Path) -> dict:
+    """The key fields a shard's row must have, read from its path."""
+    item, _, turn = path.stem.rpartition("_t")
+    if not (item.lstrip("-").isdigit() and turn.isdigit()):
+        raise CorruptShardError(f"corrupt shard {path}: file name is not <item_id>_t<turn>.parquet")
+    return {"config_hash": path.parent.parent.name, "dataset": path.parent.name, "item_id": int(item),
+            "turn": int(turn)}
+
+
 def write_row(path: Path, row: dict) -> None:
     """Write one row atomically (temporary file + fsync + os.replace)."""
     missing = set(COLUMNS) - set(row)
@@ -179,9 +188,8 @@ def load_results(root: Path | str, include_failed: bool = False) -> pd.DataFrame
     root = Path(root)
     rows, corrupt = [], []
     for path in iter_shards(root):
-        expect = {"config_hash": path.parent.parent.name, "dataset": path.parent.name}
         try:
-            rows.append(read_row(path, expect))
+            rows.append(read_row(path, expected_from_path(path)))
         except CorruptShardError as e:
             corrupt.append(str(path))
             log.warning("%s -- skipped (rerun the config to recompute it)", e)

@@ -1,0 +1,140 @@
+"""Harness: bad input is rejected at start-up, before any model loads or any row is written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+import eval.runner as runner
+from eval.compose import compose_config
+from eval.storage import FINGERPRINT, MANIFEST, OutputDirError
+
+TINY = ["model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=4", "method.k=4", "method.depth=2",
+        "method.tree_size=6", "num_threads=1", "progress=false", "warmup=false"]
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Any attempt to load a model fails the test."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a model was loaded although the run should have stopped before")
+    monkeypatch.setattr(runner, "load_pair", forbidden)
+
+
+@pytest.mark.parametrize("group,choices", [
+    ("model", ["smollm2_135m", "llama31_8b_instruct", "vicuna_13b_v13", "r1_distill_llama_8b", "tiny_random"]),
+    ("dataset", ["alpaca", "gsm8k", "humaneval", "mt_bench", "nq", "cnn_dm", "all"]),
+    ("method", ["ar", "topk", "rheo"]),
+])
+def test_unknown_group_choice_lists_the_choices(group, choices):
+    with pytest.raises(MissingConfigException) as err:
+        compose_config([f"{group}=nonexistent"])
+    for choice in choices:
+        assert choice in str(err.value)
+
+
+@pytest.mark.parametrize("override,field", [("model.name=gpt5", "model.name"), ("method.name=beam", "method.name"),
+                                            ("dataset.suites=[gsm8k,mmlu]", "dataset suite")])
+def test_unknown_name_inside_a_group_is_rejected_with_choices(override, field, tmp_path, no_model):
+    cfg = compose_config(TINY + [override, f"output_dir={tmp_path / 'out'}"])
+    with pytest.raises(ValueError, match=field) as err:
+        runner.run(cfg)
+    assert "choose from" in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("override", ["method.kk=3", "temperature=hot", "method.k=ten", "seed=0.5", "banana=1"])
+def test_unknown_key_or_wrong_type_fails_at_composition(override):
+    with pytest.raises((ConfigCompositionException, ValidationError, ConfigKeyError)):
+        compose_config([override])
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["method=rheo", "method.k=4", "method.m=4"], "m must be in"),
+    (["method=rheo", "method.k=4", "method.m=7"], "m must be in"),
+    (["temperature=-0.5"], "temperature"),
+    (["method=ar", "temperature=-1"], "temperature"),
+    (["method=topk", "method.tree_size=0"], "tree_size"),
+    (["method.depth=0"], "depth"),
+    (["max_new_tokens=0"], "max_new_tokens"),
+    (["method.sparse_top=2"], "sparse_top"),
+])
+def test_invalid_method_parameters_rejected_before_model_load(overrides, message, tmp_path, no_model):
+    cfg = compose_config(TINY + overrides + [f"output_dir={tmp_path / 'out'}"])
+    with pytest.raises(ValueError, match=message):
+        runner.run(cfg)
+    assert not (tmp_path / "out").exists()  # nothing was created either
+
+
+def test_missing_weights_offline_names_the_path_to_set(tmp_path, monkeypatch):
+    for var in ("RHEO_MODEL_DIR", "RHEO_LLAMA31_8B_INSTRUCT_TARGET", "RHEO_LLAMA31_8B_INSTRUCT_HEAD"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty_hf_cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = compose_config(TINY + ["model=llama31_8b_instruct", f"output_dir={tmp_path / 'out'}"])
+    with pytest.raises(FileNotFoundError) as err:
+        runner.run(cfg)
+    assert "RHEO_LLAMA31_8B_INSTRUCT_TARGET" in str(err.value)
+    assert not list((tmp_path / "out").rglob("*.parquet"))
+
+
+def test_unwritable_output_dir_is_a_clear_error(tmp_path, no_model):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    cfg = compose_config(TINY + [f"output_dir={blocker / 'results'}"])
+    with pytest.raises(OutputDirError, match="cannot create output_dir"):
+        runner.run(cfg)
+
+
+def test_read_only_output_dir_is_a_clear_error(tmp_path, no_model, monkeypatch):
+    out = tmp_path / "ro"
+    out.mkdir()
+    real_write_text = type(out).write_text
+
+    def refuse(self, *args, **kwargs):  # root ignores chmod, so simulate the OS refusing the write
+        if self.parent == out:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(out), "write_text", refuse)
+    cfg = compose_config(TINY + [f"output_dir={out}"])
+    with pytest.raises(OutputDirError, match="not writable"):
+        runner.run(cfg)
+
+
+def test_foreign_output_dirs_are_refused(tmp_path, no_model):
+    other = tmp_path / "other_project"
+    other.mkdir()
+    (other / MANIFEST).write_text(json.dumps({"project": "someone-else", "layout": 7}))
+    with pytest.raises(OutputDirError, match="belongs to something else"):
+        runner.run(compose_config(TINY + [f"output_dir={other}"]))
+    stuff = tmp_path / "home_like"
+    stuff.mkdir()
+    (stuff / "thesis.tex").write_text("precious")
+    with pytest.raises(OutputDirError, match="not empty and has no"):
+        runner.run(compose_config(TINY + [f"output_dir={stuff}"]))
+    assert (stuff / "thesis.tex").read_text() == "precious" and not (stuff / MANIFEST).exists()
+
+
+def test_config_dir_of_another_config_is_refused(tmp_path, no_model):
+    out = tmp_path / "out"
+    cfg = compose_config(TINY + [f"output_dir={out}", "baseline=false"])
+    key = runner.method_key(cfg)
+    cdir = out / "tiny_random" / runner.config_hash(key)
+    cdir.mkdir(parents=True)
+    (out / MANIFEST).write_text(json.dumps(FINGERPRINT))
+    (cdir / "config.json").write_text(json.dumps({**key, "temperature": 0.123}))
+    with pytest.raises(OutputDirError, match="must not mix"):
+        runner.run(cfg)
+
+
+def test_method_key_drops_unused_parameters():
+    topk = [runner.method_key(compose_config(["method=topk", f"method.m={m}"])) for m in (0, 1, 2)]
+    assert len({runner.config_hash(k) for k in topk}) == 1 and topk[0]["m"] is None
+    rheo = [runner.config_hash(runner.method_key(compose_config(["method=rheo", f"method.m={m}"]))) for m in (0, 1)]
+    assert rheo[0] != rheo[1]
+    ar = runner.method_key(compose_config(["method=rheo"]), "ar")
+    assert ar["k"] is None and ar["tree_size"] is None and ar["method"] == "ar"

@@ -1,0 +1,154 @@
+"""Harness runs on the tiny test pair: rows, resume, failures, corrupt shards, MT-bench turns."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import eval.runner as runner
+from eval import storage
+from eval.analysis import PAIR_KEY, add_variant, with_speedup
+from eval.compose import compose_config
+from eval.storage import load_results
+
+TINY = ["model=tiny_random", "max_new_tokens=5", "method.k=4", "method.depth=2", "method.tree_size=6",
+        "num_threads=1", "progress=false", "warmup=false"]
+ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]
+
+
+def _cfg(tmp_path, *extra):
+    return compose_config(TINY + [f"output_dir={tmp_path / 'out'}", *extra])
+
+
+def _forbid_model_load(monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("model loaded although every row was already stored")
+    monkeypatch.setattr(runner, "load_pair", forbidden)
+
+
+def test_rows_baseline_and_resume(tmp_path, monkeypatch):
+    cfg = _cfg(tmp_path, "dataset=mt_bench", "limit=1", "warmup=true")
+    summary = runner.run(cfg)
+    assert summary.computed == 4 and summary.failed == 0  # (rheo, ar) x 2 turns
+    df = load_results(tmp_path / "out")
+    assert len(df) == 4 and not df.duplicated(ROW_KEY).any()
+    assert set(df["method"]) == {"rheo", "ar"} and set(df["turn"]) == {0, 1}
+    for r in df.itertuples():
+        assert r.new_tokens == 5 == sum(r.accept_lengths)
+        assert r.tau == pytest.approx(r.new_tokens / r.target_calls)
+        assert r.wall_s > 0 and r.tokens_per_s == pytest.approx(r.new_tokens / r.wall_s)
+        assert r.status == "ok" and r.error is None and r.device == "cpu" and r.dtype == "float32"
+        assert r.torch_version and r.transformers_version and r.git_sha and r.config_hash
+    ar = df[df["method"] == "ar"]
+    assert (ar["target_calls"] == ar["new_tokens"]).all() and ar["m"].isna().all() and ar["k"].isna().all()
+    rheo = df[df["method"] == "rheo"]
+    assert (rheo["m"] == 1).all() and (rheo["tree_size"] == 6).all()
+    # same generation seed for both methods of an (item, turn), different across turns
+    seeds = df.groupby("turn")["gen_seed"].nunique()
+    assert (seeds == 1).all() and df["gen_seed"].nunique() == 2
+    speed = with_speedup(add_variant(df))
+    assert len(speed) == 2 and speed["speedup"].notna().all()
+
+    _forbid_model_load(monkeypatch)
+    again = runner.run(cfg)
+    assert again.computed == 0 and again.skipped == 4
+    assert len(load_results(tmp_path / "out")) == 4
+
+
+def test_mt_bench_second_turn_sees_its_own_first_answer(tmp_path, monkeypatch):
+    seen = []
+    real = runner.chat_messages
+
+    def spy(item, turn, answers):
+        seen.append((turn, list(answers)))
+        return real(item, turn, answers)
+
+    monkeypatch.setattr(runner, "chat_messages", spy)
+    runner.run(_cfg(tmp_path, "dataset=mt_bench", "limit=1", "baseline=false"))
+    df = load_results(tmp_path / "out")
+    first = df[df["turn"] == 0].iloc[0]
+    answer = runner.load_pair("tiny_random").tokenizer.decode(first["output_tokens"])
+    assert seen == [(0, []), (1, [answer])]
+
+
+def test_failed_item_is_recorded_as_failure_and_retried(tmp_path, monkeypatch):
+    real = runner._generate
+
+    def flaky(pair, job, prompt, cfg, generator, max_new_tokens=None):
+        if job.method == "rheo" and flaky.calls == 1:
+            flaky.calls += 1
+            raise RuntimeError("simulated out-of-memory")
+        flaky.calls += job.method == "rheo"
+        return real(pair, job, prompt, cfg, generator, max_new_tokens)
+
+    flaky.calls = 0
+    monkeypatch.setattr(runner, "_generate", flaky)
+    cfg = _cfg(tmp_path, "dataset=gsm8k", "limit=3", "baseline=false")
+    summary = runner.run(cfg)
+    assert (summary.computed, summary.failed) == (2, 1)
+    everything = load_results(tmp_path / "out", include_failed=True)
+    failed = everything[everything["status"] == "failed"]
+    assert len(failed) == 1 and "simulated out-of-memory" in failed["error"].iloc[0]
+    assert failed["tau"].isna().all() and failed["new_tokens"].isna().all()  # not data
+    assert len(load_results(tmp_path / "out")) == 2  # failures are not read as data
+    monkeypatch.setattr(runner, "_generate", real)
+    retry = runner.run(cfg)
+    assert (retry.computed, retry.failed, retry.skipped) == (1, 0, 2)
+    assert len(load_results(tmp_path / "out")) == 3
+
+
+def test_systematic_failure_aborts_loudly(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise NotImplementedError("decoder missing")
+
+    monkeypatch.setattr(runner, "_generate", broken)
+    with pytest.raises(RuntimeError, match="all failed"):
+        runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=5", "baseline=false"))
+    rows = load_results(tmp_path / "out", include_failed=True)
+    assert len(rows) == 3 and (rows["status"] == "failed").all()
+
+
+def test_corrupt_and_truncated_shards_are_detected_and_recomputed(tmp_path, caplog):
+    cfg = _cfg(tmp_path, "dataset=gsm8k", "limit=3", "baseline=false")
+    runner.run(cfg)
+    shards = list(storage.iter_shards(tmp_path / "out"))
+    assert len(shards) == 3
+    data = shards[0].read_bytes()
+    shards[0].write_bytes(data[: len(data) // 2])  # truncated
+    shards[1].write_bytes(b"garbage, not parquet")  # corrupt
+    # a valid parquet file with the wrong row for its path
+    table = pq.read_table(shards[2])
+    pq.write_table(table.set_column(table.column_names.index("item_id"), "item_id",
+                                    pa.array([999], type=pa.int64())), shards[2])
+    loaded = load_results(tmp_path / "out")
+    assert loaded.empty and len(loaded.attrs["corrupt_shards"]) == 3
+    assert all(str(p) in " ".join(loaded.attrs["corrupt_shards"]) for p in shards)
+    caplog.clear()
+    summary = runner.run(cfg)
+    assert summary.computed == 3
+    assert sum("corrupt shard" in r.message for r in caplog.records) == 3
+    df = load_results(tmp_path / "out")
+    assert len(df) == 3 and not df.attrs["corrupt_shards"] and not df.duplicated(ROW_KEY).any()
+
+
+def test_stale_temporary_files_are_ignored_and_cleaned(tmp_path):
+    cfg = _cfg(tmp_path, "dataset=gsm8k", "limit=1", "baseline=false")
+    runner.run(cfg)
+    shard = next(storage.iter_shards(tmp_path / "out"))
+    stale = shard.parent / f"{storage.TMP_PREFIX}{shard.stem}-999999999.parquet"
+    stale.write_bytes(b"half a row")
+    assert len(load_results(tmp_path / "out")) == 1  # never read as data
+    runner.run(cfg)
+    assert not stale.exists()
+
+
+def test_results_of_different_configs_never_mix(tmp_path):
+    for m in (0, 1):
+        runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", f"method.m={m}"))
+    runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", "method=topk"))
+    df = load_results(tmp_path / "out")
+    # rheo m=0, rheo m=1, topk, and one shared AR config
+    assert df["config_hash"].nunique() == 4 and len(df) == 4
+    assert df.groupby("config_hash")[["method", "m"]].nunique(dropna=False).max().max() == 1
+    assert not df.duplicated(PAIR_KEY + ["method", "m"]).any()
