@@ -1,0 +1,218 @@
+"""EAGLE-3 drafter: an :class:`~rheo.models.eagle3_head.Eagle3Head` behind the DraftModel protocol.
+
+The session keeps the head's own KV cache. Head position j holds the pair
+(features[j], token[j+1]) (see ``rheo.models.base``: features[i] is the target
+state before tokens[i]); its output predicts token j+2. So after prefill /
+commit the *last* committed pair's output gives the root's logits (node 0).
+
+Drafting a tree layer at depth d >= 1 runs one batched head step over the
+frontier nodes: token = the node's token, hidden = its parent's output hidden,
+position = committed_len - 1 + d; each node attends to the whole committed
+cache plus the keys of its own ancestors in the tree (stored when they were
+expanded) and itself. The tree KV is dropped at the next :meth:`commit`, which
+recomputes the accepted tokens from the target's real features.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+
+from rheo.models.base import TreeView
+from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, attend
+
+__all__ = ["Eagle3Drafter", "Eagle3Session", "load_eagle3_drafter", "Eagle3LoadError"]
+
+
+class Eagle3LoadError(ValueError):
+    """An EAGLE-3 checkpoint that cannot be used with the given target."""
+
+
+class Eagle3Drafter:
+    """DraftModel over an EAGLE-3 head and the target's (frozen) token embeddings."""
+
+    def __init__(self, head: Eagle3Head, embed_weight: torch.Tensor) -> None:
+        """embed_weight: [target_vocab, H] the target's input embeddings."""
+        self.head = head.eval()
+        self.embed_weight = embed_weight.detach()
+        self.vocab_size: int = head.cfg.draft_vocab_size
+        self.draft_to_target: torch.Tensor = head.draft_to_target().long()  # [draft_vocab]
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed_weight.device
+
+    def new_session(self) -> "Eagle3Session":
+        return Eagle3Session(self)
+
+
+class Eagle3Session:
+    """One sequence. Committed KV: [1, nKV, S, hd]; per-node tree state keyed by node index."""
+
+    def __init__(self, drafter: Eagle3Drafter) -> None:
+        self.d = drafter
+        cfg = drafter.head.cfg
+        p = next(drafter.head.parameters())
+        self.dtype, self.device = p.dtype, p.device
+        kv = (1, cfg.num_key_value_heads, 0, cfg.head_dim)
+        self.keys = torch.zeros(kv, dtype=self.dtype, device=self.device)
+        self.values = torch.zeros(kv, dtype=self.dtype, device=self.device)
+        self.root_logits = torch.zeros(cfg.draft_vocab_size, dtype=torch.float32, device=self.device)
+        self.root_hidden = torch.zeros(cfg.hidden_size, dtype=self.dtype, device=self.device)
+        self._reset_tree(1)
+
+    @property
+    def committed_len(self) -> int:
+        return int(self.keys.shape[2])
+
+    # ------------------------------------------------------------------ protocol
+    @torch.no_grad()
+    def prefill(self, prompt_ids: Sequence[int], features: Optional[torch.Tensor]) -> None:
+        """prompt_ids: [len] (root last); features: [len-1, 3Ht]."""
+        ids = torch.as_tensor(list(prompt_ids), dtype=torch.long, device=self.device)
+        n = int(ids.numel()) - 1
+        if features is None or features.shape[0] != n:
+            got = None if features is None else tuple(features.shape)
+            raise ValueError(f"EAGLE-3 prefill needs features [{n}, F] for a {n + 1}-token prompt, got {got}")
+        self.keys, self.values = self.keys[:, :, :0], self.values[:, :, :0]
+        self._append(ids[1:], features)
+
+    @torch.no_grad()
+    def commit(self, tokens: torch.Tensor, features: Optional[torch.Tensor]) -> None:
+        """tokens: [a+1] accepted tokens then the bonus; features: [a+1, 3Ht] (root + accepted nodes)."""
+        if features is None or features.shape[0] != tokens.shape[0]:
+            raise ValueError(f"EAGLE-3 commit needs features [{tokens.shape[0]}, F], got "
+                             f"{None if features is None else tuple(features.shape)}")
+        self._append(tokens.to(self.device, torch.long), features)
+
+    @torch.no_grad()
+    def draft(self, tree: TreeView, frontier: torch.Tensor) -> torch.Tensor:
+        """frontier: [f] node indices, all at one depth. Returns draft logits [f, draft_vocab] float32."""
+        frontier = frontier.to(self.device, torch.long)
+        parents_all = tree.parents.to(self.device, torch.long)
+        depth = int(tree.depths[frontier[0]])  # one host sync per tree layer
+        self._grow(int(tree.tokens.shape[0]))
+        if depth == 0:
+            self.node_hidden[0] = self.root_hidden
+            return self.root_logits.expand(frontier.numel(), -1).clone()
+        head = self.d.head
+        f = int(frontier.numel())
+        tokens = tree.tokens.to(self.device, torch.long)[frontier]
+        embeds = self.d.embed_weight[tokens].to(self.dtype)[:, None]  # [f, 1, H]
+        hidden = self.node_hidden[parents_all[frontier]][:, None]  # [f, 1, H]
+        positions = torch.full((f, 1), self.committed_len - 1 + depth, device=self.device)
+        q, k, v = head.qkv(embeds, hidden, positions)  # q [f, nH, 1, hd]; k, v [f, nKV, 1, hd]
+        anc, chain = parents_all[frontier], []
+        for _ in range(depth - 1):  # ancestors at depths d-1 .. 1 (the root's KV is committed)
+            chain.append(anc)
+            anc = parents_all[anc]
+        tree_k = torch.cat([self.node_k[c][:, :, None] for c in chain] + [k], dim=2)  # [f, nKV, d, hd]
+        tree_v = torch.cat([self.node_v[c][:, :, None] for c in chain] + [v], dim=2)
+        keys = torch.cat([self.keys.expand(f, -1, -1, -1), tree_k], dim=2)
+        values = torch.cat([self.values.expand(f, -1, -1, -1), tree_v], dim=2)
+        out = head.finish(attend(q, keys, values, None), hidden)[:, 0]  # [f, H]
+        self.node_hidden[frontier] = out
+        self.node_k[frontier] = k[:, :, 0]
+        self.node_v[frontier] = v[:, :, 0]
+        return head.logits(out).float()
+
+    # ------------------------------------------------------------------ helpers
+    def _append(self, tokens: torch.Tensor, features: torch.Tensor) -> None:
+        """Run pairs (features[i], tokens[i]) after the committed cache. tokens: [t]; features: [t, 3Ht]."""
+        self._reset_tree(1)
+        t = int(tokens.numel())
+        if t == 0:
+            return
+        head, s = self.d.head, self.committed_len
+        hidden = head.project(features.to(self.device, self.dtype))[None]  # [1, t, H]
+        embeds = self.d.embed_weight[tokens].to(self.dtype)[None]
+        positions = torch.arange(s, s + t, device=self.device)[None]
+        q, k, v = head.qkv(embeds, hidden, positions)
+        self.keys = torch.cat([self.keys, k], dim=2)
+        self.values = torch.cat([self.values, v], dim=2)
+        mask = torch.ones(t, s + t, dtype=torch.bool, device=self.device).tril(diagonal=s)
+        out = head.finish(attend(q, self.keys, self.values, mask[None, None]), hidden)[0]  # [t, H]
+        self.root_hidden = out[-1]
+        self.root_logits = head.logits(out[-1]).float()
+
+    def _reset_tree(self, capacity: int) -> None:
+        cfg = self.d.head.cfg
+        self.node_hidden = torch.zeros(capacity, cfg.hidden_size, dtype=self.dtype, device=self.device)
+        self.node_k = torch.zeros(capacity, cfg.num_key_value_heads, cfg.head_dim, dtype=self.dtype,
+                                  device=self.device)
+        self.node_v = torch.zeros_like(self.node_k)
+
+    def _grow(self, n: int) -> None:
+        extra = n - self.node_hidden.shape[0]
+        if extra > 0:
+            self.node_hidden = torch.cat([self.node_hidden, self.node_hidden.new_zeros(extra, *self.node_hidden.shape[1:])])
+            self.node_k = torch.cat([self.node_k, self.node_k.new_zeros(extra, *self.node_k.shape[1:])])
+            self.node_v = torch.cat([self.node_v, self.node_v.new_zeros(extra, *self.node_v.shape[1:])])
+
+
+# ---------------------------------------------------------------------- loading
+def _read_state(head_dir: Path) -> dict:
+    st, binf = head_dir / "model.safetensors", head_dir / "pytorch_model.bin"
+    if st.exists():
+        from safetensors.torch import load_file
+
+        return load_file(str(st))
+    if binf.exists():
+        return torch.load(binf, map_location="cpu", weights_only=True)
+    raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {head_dir}")
+
+
+def load_eagle3_drafter(head_dir, target_hf_model, device="cpu", dtype: Optional[torch.dtype] = None) -> Eagle3Drafter:
+    """Load an EAGLE-3 head (official layout) for ``target_hf_model`` (a HF Llama causal LM).
+
+    ``dtype`` defaults to the target's parameter dtype. Raises :class:`Eagle3LoadError`
+    when the head does not fit the target.
+    """
+    head_dir = Path(head_dir)
+    cfg_path = head_dir / "config.json"
+    if not cfg_path.exists():
+        raise FileNotFoundError(f"no config.json in {head_dir}")
+    cfg = Eagle3Config.from_dict(json.loads(cfg_path.read_text()))
+    state = _read_state(head_dir)
+    tcfg = target_hf_model.config
+    t_hidden, t_vocab = int(tcfg.hidden_size), int(tcfg.vocab_size)
+    fc = state.get("fc.weight")
+    if fc is None:
+        raise Eagle3LoadError(f"{head_dir}: no fc.weight: not an EAGLE-3 head")
+    if fc.shape[1] != 3 * t_hidden:
+        raise Eagle3LoadError(f"{head_dir}: fc.weight takes {fc.shape[1]} features, the target gives "
+                              f"3 * hidden = {3 * t_hidden}")
+    cfg.target_hidden_size = t_hidden
+    embed = target_hf_model.get_input_embeddings().weight
+    if cfg.hidden_size != embed.shape[1]:
+        raise Eagle3LoadError(f"{head_dir}: head hidden {cfg.hidden_size} != target embedding width {embed.shape[1]}")
+    if "d2t" not in state:
+        state["d2t"] = torch.zeros(cfg.draft_vocab_size, dtype=torch.long)
+    if "t2d" not in state or state["t2d"].shape[0] != t_vocab:
+        t2d = torch.zeros(t_vocab, dtype=torch.bool)
+        ids = torch.arange(cfg.draft_vocab_size) + state["d2t"].long()
+        t2d[ids.clamp(0, t_vocab - 1)] = True
+        state["t2d"] = t2d
+    cfg.vocab_size = t_vocab
+    d2t = state["d2t"].long()
+    if d2t.shape[0] != cfg.draft_vocab_size:
+        raise Eagle3LoadError(f"{head_dir}: d2t has {d2t.shape[0]} entries, draft_vocab_size is {cfg.draft_vocab_size}")
+    target_ids = torch.arange(cfg.draft_vocab_size) + d2t
+    if int(target_ids.min()) < 0 or int(target_ids.max()) >= t_vocab:
+        raise Eagle3LoadError(f"{head_dir}: d2t maps draft ids to target ids in [{int(target_ids.min())}, "
+                              f"{int(target_ids.max())}], outside the target vocabulary [0, {t_vocab})")
+    state["d2t"] = d2t
+    state.pop("embed_tokens.weight", None)  # some checkpoints carry a copy; the target's is used
+    head = Eagle3Head(cfg)
+    missing, unexpected = head.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.startswith("rotary.")]
+    if missing or unexpected:
+        raise Eagle3LoadError(f"{head_dir}: checkpoint keys do not match the EAGLE-3 layout; "
+                              f"missing {missing}, unexpected {unexpected}")
+    dtype = dtype or embed.dtype
+    head = head.to(device=device, dtype=dtype)
+    head.d2t.data = head.d2t.data.long()
+    return Eagle3Drafter(head, embed.to(device))
