@@ -174,7 +174,8 @@ def _generate(pair, job: _Job, prompt: list[int], cfg: DictConfig, generator: to
     if job.method == "ar":
         from baselines.autoregressive import autoregressive_generate
 
-        return autoregressive_generate(pair.target, prompt, max_new, float(cfg.temperature), generator, eos)
+        return autoregressive_generate(pair.target, prompt, max_new, float(cfg.temperature), generator, eos,
+                                       device=cfg.device)
     from rheo.decode import speculative_generate
 
     return speculative_generate(pair.target, pair.drafter, prompt, max_new, config=job.spec,
