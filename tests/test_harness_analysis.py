@@ -1,0 +1,110 @@
+"""Harness analysis: tables, figures and the notebook from result rows only."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+from nbclient import NotebookClient
+
+from eval import analysis, storage
+from eval.synthetic import write_synthetic_results
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from make_figures import make_figures  # noqa: E402
+from make_tables import make_tables  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    return write_synthetic_results(tmp_path_factory.mktemp("syn") / "runs")
+
+
+def test_mean_ci_and_ratio_of_sums():
+    mean, half, n = analysis.mean_ci([1.0, 2.0, 3.0])
+    assert (mean, n) == (2.0, 3) and half == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert math.isnan(analysis.mean_ci([5.0])[1])
+    rows = pd.DataFrame({"new_tokens": [10, 30], "wall_s": [1.0, 1.0], "ar_new_tokens": [10, 30],
+                         "ar_wall_s": [2.0, 4.0]})
+    assert analysis.speedup_ratio_of_sums(rows) == pytest.approx((40 / 2) / (40 / 6))
+
+
+def test_speedup_pairs_each_row_with_its_own_ar_row(synthetic):
+    df = analysis.load(synthetic)
+    speed = analysis.with_speedup(df)
+    assert len(speed) == (df["method"] != "ar").sum() and speed["speedup"].notna().all()
+    r = speed.iloc[0]
+    ar = df[(df["method"] == "ar") & (df["dataset"] == r["dataset"]) & (df["item_id"] == r["item_id"])
+            & (df["turn"] == r["turn"]) & (df["seed"] == r["seed"]) & (df["temperature"] == r["temperature"])]
+    assert len(ar) == 1
+    assert r["speedup"] == pytest.approx(r["tokens_per_s"] / ar["tokens_per_s"].iloc[0])
+
+
+def test_tables_and_figures_from_parquet(synthetic, tmp_path, capsys):
+    written = make_tables(synthetic, tmp_path / "tables", theory=False)
+    assert set(written) == {"main", "m_ablation", "temperature", "runs"}
+    main = written["main"].read_text()
+    assert "τ Top-K" in main and "Δτ (paired)" in main and "**pooled**" in main and "mt_bench" in main
+    assert "Rheo m=3" in written["m_ablation"].read_text()
+    temps = written["temperature"].read_text()
+    assert "| 0 |" in temps and "| 0.5 |" in temps and "| 1 |" in temps
+    figures = make_figures(synthetic, tmp_path / "figures", theory=False)
+    assert len(figures) == 3 and all(p.stat().st_size > 1000 and p.suffix == ".png" for p in figures)
+
+
+def test_missing_runs_are_skipped_with_a_message(tmp_path, capsys):
+    only_topk = tmp_path / "runs"
+    write_synthetic_results(only_topk, suites=("gsm8k",), n_items=2, seeds=(0,), temperatures=(0.5,), ms=())
+    written = make_tables(only_topk, tmp_path / "tables", theory=False)
+    figures = make_figures(tmp_path / "nothing_here", tmp_path / "figures", theory=False)
+    out = capsys.readouterr().out
+    assert set(written) == {"runs"} and figures == []
+    assert "skipped main.md" in out and "skipped m_ablation.md" in out and "skipped temperature.md" in out
+    assert "skipped m-ablation figures" in out
+
+
+def test_corrupt_shard_is_reported_in_the_inventory(tmp_path):
+    runs = write_synthetic_results(tmp_path / "runs", suites=("gsm8k",), n_items=2, seeds=(0,),
+                                   temperatures=(1.0,), ms=(1,))
+    victim = next(storage.iter_shards(runs))
+    victim.write_bytes(victim.read_bytes()[:50])
+    written = make_tables(runs, tmp_path / "tables", theory=False)
+    assert str(victim) in written["runs"].read_text()
+    assert "corrupt shards skipped: 1" in written["runs"].read_text()
+
+
+def test_theory_table_and_figure(tmp_path):
+    from eval import theory
+
+    text = theory.theory_markdown(tmp_path / "theory", n_cycles=300)
+    assert "Lemma 1" in text and "ad-hoc" in text
+    lemma = theory.lemma1_monte_carlo(n_cycles=300)
+    rheo, adhoc = lemma.iloc[0], lemma.iloc[1]
+    assert rheo["TV to target"] < rheo["TV 95% noise level"] * 1.5 < adhoc["TV to target"]
+    assert list((tmp_path / "theory").glob("lemma1_monte_carlo_n300.parquet"))
+    fig = theory.theory_figure(tmp_path / "theory", n_cycles=300)
+    assert len(fig.axes) == 2
+
+
+def test_notebook_executes_headless(synthetic):
+    nb = nbformat.read(ROOT / "notebooks" / "analysis.ipynb", as_version=4)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT / "notebooks")}})
+    import os
+
+    os.environ["RHEO_RESULTS"] = str(synthetic)
+    try:
+        client.execute()
+    finally:
+        del os.environ["RHEO_RESULTS"]
+    outputs = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/markdown", ""))
+                      for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "ok rows under" in outputs and "Main table" in outputs
+    assert sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code"
+               for o in c.get("outputs", [])) >= 3
