@@ -190,3 +190,27 @@ def test_sampling_runs_and_is_seeded(tiny, drafter, method):
                                  generator=torch.Generator().manual_seed(3)).tokens for _ in range(2)]
     assert runs[0] == runs[1] and len(runs[0]) == 20
     assert all(0 <= t < VOCAB for t in runs[0])
+
+
+@torch.no_grad()
+def test_training_time_test_matches_tree_drafting(tiny, drafter):
+    """Step k of the unrolled training forward at pair j == drafting x_{j+1} at depth k-1 along the true path."""
+    from rheo.training.eagle3_train import ttt_steps
+
+    target = HFTarget(tiny)
+    x = [5, 17, 33, 2, 99, 140, 7, 61, 200, 9]
+    feats = target.new_session().prefill(x[:-1])  # [N-1, 3H]: f_j for pairs j = 0..N-2
+    embeds = drafter.embed_weight[torch.tensor(x[1:])][None]
+    steps = 3
+    train_logits = list(ttt_steps(drafter.head, feats[None], embeds, steps))
+    for k in range(1, steps + 1):
+        for j in range(k - 1, len(x) - 1):
+            r = j - (k - 1)  # the root's pair
+            sess = drafter.new_session()
+            sess.prefill(x[: r + 2], feats[: r + 1])
+            chain = x[r + 2 : j + 2]  # drafted tokens at depths 1..k-1
+            n = len(chain) + 1
+            tree = TreeView(torch.tensor(x[r + 1 : j + 2]), torch.arange(-1, n - 1), torch.arange(n))
+            for depth in range(n):
+                logits = sess.draft(tree, torch.tensor([depth]))
+            assert torch.allclose(train_logits[k - 1][0, j], logits[0], atol=ATOL), (k, j)

@@ -93,28 +93,40 @@ def make_batch(samples: List[Dict], embed: nn.Embedding, min_resp_offset: int = 
     return dict(feats=feats, embeds=embeds, logp=logp, argmax=argmax, valid=valid)
 
 
-def ttt_forward(head: Eagle3Head, batch: Dict[str, torch.Tensor], steps: int, in_vocab: torch.Tensor):
-    """Unrolled training-time test.
+def ttt_steps(head: Eagle3Head, feats: torch.Tensor, embeds: torch.Tensor, steps: int):
+    """Yield the head's draft logits [B, M, Vd] for unrolled steps 1..steps.
 
-    in_vocab: [V] bool, target ids inside the draft vocabulary.
-    Returns (per-step losses [steps], per-step (correct, count) tensors [steps, 2]).
+    feats: [B, M, 3Ht] (pair j's target feature); embeds: [B, M, H] (pair j's token embedding).
+    At step k only pairs j >= k-1 are meaningful (see the module docstring).
     """
-    feats, embeds, logp, argmax, valid = (batch[k] for k in ("feats", "embeds", "logp", "argmax", "valid"))
     b, m, _ = embeds.shape
     dev = embeds.device
     positions = torch.arange(m, device=dev).expand(b, m)
-    d2t_ids = head.draft_to_target()
-    target_probs = logp.exp()
-    mask = valid & in_vocab[argmax]
     hidden = head.project(feats)
-    keys, values, losses, stats = [], [], [], []
+    keys, values = [], []
     for k in range(1, steps + 1):
         q, kk, vv = head.qkv(embeds, hidden, positions)
         keys.append(kk)
         values.append(vv)
         attn_mask = ttt_mask(m, k).to(dev)[None, None]
         out = head.finish(attend(q, torch.cat(keys, 2), torch.cat(values, 2), attn_mask), hidden)
-        logits = head.logits(out)
+        yield head.logits(out)
+        hidden = torch.cat([torch.zeros_like(out[:, :1]), out[:, :-1]], dim=1)
+
+
+def ttt_forward(head: Eagle3Head, batch: Dict[str, torch.Tensor], steps: int, in_vocab: torch.Tensor):
+    """Unrolled training-time test loss.
+
+    in_vocab: [V] bool, target ids inside the draft vocabulary.
+    Returns (per-step losses [steps], per-step (correct, count) [steps, 2]).
+    """
+    feats, embeds, logp, argmax, valid = (batch[k] for k in ("feats", "embeds", "logp", "argmax", "valid"))
+    m, dev = embeds.shape[1], embeds.device
+    d2t_ids = head.draft_to_target()
+    target_probs = logp.exp()
+    mask = valid & in_vocab[argmax]
+    losses, stats = [], []
+    for k, logits in enumerate(ttt_steps(head, feats, embeds, steps), start=1):
         step_ok = torch.zeros(m, dtype=torch.bool, device=dev)
         step_ok[k - 1 :] = True
         w = (mask & step_ok).float()
@@ -123,5 +135,4 @@ def ttt_forward(head: Eagle3Head, batch: Dict[str, torch.Tensor], steps: int, in
         with torch.no_grad():
             hit = (d2t_ids[logits.argmax(-1)] == argmax) & valid & step_ok
             stats.append(torch.stack([hit.sum(), (valid & step_ok).sum()]))
-        hidden = torch.cat([torch.zeros_like(out[:, :1]), out[:, :-1]], dim=1)
     return torch.stack(losses), torch.stack(stats)
