@@ -88,6 +88,10 @@ def test_theory_table_and_figure(tmp_path):
     rheo, adhoc = lemma.iloc[0], lemma.iloc[1]
     assert rheo["TV to target"] < rheo["TV 95% noise level"] * 1.5 < adhoc["TV to target"]
     assert list((tmp_path / "theory").glob("lemma1_monte_carlo_n300.parquet"))
+    node = pd.read_parquet(tmp_path / "theory" / "node_acceptance_n300.parquet")
+    # seeded; a 4-sigma band (false-alarm rate ~5e-4 over the 8 cases) around the closed form
+    sigma = (node["closed_form"] * (1 - node["closed_form"]) / node["n_cycles"]) ** 0.5
+    assert ((node["monte_carlo"] - node["closed_form"]).abs() <= 4 * sigma + 1e-9).all(), node
     fig = theory.theory_figure(tmp_path / "theory", n_cycles=300)
     assert len(fig.axes) == 2
 
