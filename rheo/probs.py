@@ -54,9 +54,10 @@ def draft_distribution(draft_logits: torch.Tensor, sparse_top: Optional[int],
         values, ids = torch.sort(logits, dim=-1, descending=True, stable=True)  # [n, S]
     else:
         values, ids = torch.topk(logits, support, dim=-1, sorted=True)  # [n, S]
-    if torch.isnan(values).any() or not torch.isfinite(values[:, 0]).all():
-        raise NonFiniteLogitsError("draft model returned NaN logits (or a row without a finite logit)")
     log_q = torch.log_softmax(values, dim=-1)  # [n, S]
+    # one NaN logit (topk ranks NaN first) or an all -inf row makes the whole row NaN
+    if torch.isnan(log_q[:, 0]).any():
+        raise NonFiniteLogitsError("draft model returned NaN logits (or a row without a finite logit)")
     if draft_to_target is not None:
         ids = draft_to_target[ids]
     return DraftDist(ids=ids, logits=values, log_q=log_q)
@@ -74,6 +75,8 @@ def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 def target_probs(target_logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """target_logits: [V] -> p: [V] at ``temperature`` (float32, or float64 if given)."""
     logits = target_logits.to(prob_dtype(target_logits))
-    if torch.isnan(logits).any() or not torch.isfinite(logits.max()):
+    probs = tempered(logits, temperature)
+    # softmax turns one NaN logit (or an all -inf row) into an all-NaN row
+    if torch.isnan(probs[0]) or (temperature == 0 and torch.isnan(logits).any()):
         raise NonFiniteLogitsError("target model returned NaN logits (or no finite logit)")
-    return tempered(logits, temperature)
+    return probs
