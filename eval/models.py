@@ -10,6 +10,7 @@ cycle. Text is byte-level (vocabulary 256), prompts keep their last
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -22,9 +23,15 @@ DRAFT_CONTEXT = 8  # the toy drafter sees only the last few tokens (cheap, partl
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+@functools.lru_cache(maxsize=1)
 def load_pair(name: str, device: str = "cpu", dtype: Optional[str] = None,
               target_path: Optional[str] = None, head_path: Optional[str] = None):
-    """A model pair with .target, .drafter, .tokenizer, .eos_token_ids, .format_chat."""
+    """A model pair with .target, .drafter, .tokenizer, .eos_token_ids, .format_chat.
+
+    The last pair stays loaded: the jobs of a sweep run one after another in one
+    process (Hydra's basic launcher) and share it. Pairs hold no per-generation
+    state (each generation opens new sessions), so sharing is safe.
+    """
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose from {list(MODELS)}")
     torch_dtype = DTYPES[dtype] if dtype is not None else None
