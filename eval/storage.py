@@ -80,7 +80,8 @@ def prepare_output_dir(root: Path) -> None:
         if found != FINGERPRINT:
             raise OutputDirError(f"output_dir {root} belongs to something else: {manifest} says {found}, "
                                  f"expected {FINGERPRINT}. Choose another output_dir.")
-    elif any(p.name != MANIFEST for p in root.iterdir()):
+    elif any(p.name != MANIFEST and not p.name.startswith(TMP_PREFIX) for p in root.iterdir()):
+        # (temporary files may be a parallel sweep job creating the manifest right now)
         raise OutputDirError(f"output_dir {root} is not empty and has no {MANIFEST}: refusing to write "
                              "results into a directory that is not a rheo results directory.")
     probe = root / f"{TMP_PREFIX}probe-{os.getpid()}"

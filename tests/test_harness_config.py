@@ -138,3 +138,13 @@ def test_method_key_drops_unused_parameters():
     assert rheo[0] != rheo[1]
     ar = runner.method_key(compose_config(["method=rheo"]), "ar")
     assert ar["k"] is None and ar["tree_size"] is None and ar["method"] == "ar"
+
+
+def test_output_dir_being_initialised_by_a_parallel_job_is_accepted(tmp_path):
+    from eval.storage import TMP_PREFIX, prepare_output_dir
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f"{TMP_PREFIX}{MANIFEST}-12345").write_text("{")  # another sweep job mid-write
+    prepare_output_dir(out)
+    assert json.loads((out / MANIFEST).read_text()) == FINGERPRINT
