@@ -25,9 +25,11 @@ import pandas as pd
 
 from eval.storage import load_results
 
-PAIR_KEY = ["model", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed", "max_new_tokens"]
+PAIR_KEY = ["model", "target_path", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
+            "max_new_tokens"]
 TREE = ["k", "depth", "tree_size", "sparse_top"]
-SETTING = ["model", "device", "dtype", "max_new_tokens"] + TREE
+SETTING = ["model", "target_path", "head_path", "device", "dtype", "max_new_tokens"] + TREE
+DEFAULT_WEIGHTS = "default"
 SUITE_ORDER = ["mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq"]
 # two-sided 95% Student-t quantiles for df = 1..30 (df > 30: normal 1.96)
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -48,6 +50,8 @@ def add_variant(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     for col in ["m", "k", "depth", "tree_size", "sparse_top"]:
         df[col] = df[col].astype("Int64")
+    for col in ["target_path", "head_path"]:  # None = the model's default weights; a string keys cleanly
+        df[col] = df[col].fillna(DEFAULT_WEIGHTS).astype(str)
     df["variant"] = [variant_label(r) for r in df.itertuples()] if len(df) else pd.Series(dtype=str)
     return df
 
@@ -119,6 +123,9 @@ def setting_title(setting: dict) -> str:
     tree = f"K={setting['k']} depth={setting['depth']} R={setting['tree_size']} top-{setting['sparse_top']}"
     parts = [str(setting["model"]), f"{setting['device']}/{setting['dtype']}", tree,
              f"max_new_tokens={setting['max_new_tokens']}"]
+    for weights in ("target_path", "head_path"):  # only when not the model's default weights
+        if setting.get(weights, DEFAULT_WEIGHTS) != DEFAULT_WEIGHTS:
+            parts.append(f"{weights}={setting[weights]}")
     if "temperature" in setting:
         parts.append(f"T={setting['temperature']:g}")
     return ", ".join(parts)

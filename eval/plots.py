@@ -6,6 +6,8 @@ Every function takes result rows (``eval.analysis.load``) and returns a list of
 
 from __future__ import annotations
 
+import hashlib
+
 import matplotlib
 
 matplotlib.use("Agg")  # headless by default; notebooks switch backends themselves
@@ -13,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from eval.analysis import (restrict_to_common, settings, setting_title, suites_in,  # noqa: E402
+from eval.analysis import (DEFAULT_WEIGHTS, restrict_to_common, settings, setting_title, suites_in,  # noqa: E402
                            variant_summary)
 from eval.tables import ABLATION_MS, MAIN_T, TEMPERATURE_MS  # noqa: E402
 
@@ -22,8 +24,12 @@ COLORS = {"topk": "#7f7f7f", "rheo m=0": "#9ecae1", "rheo m=1": "#d62728", "rheo
 
 
 def _name(prefix: str, setting: dict) -> str:
-    return (f"{prefix}_{setting['model']}_k{setting['k']}d{setting['depth']}r{setting['tree_size']}"
+    name = (f"{prefix}_{setting['model']}_k{setting['k']}d{setting['depth']}r{setting['tree_size']}"
             f"_n{setting['max_new_tokens']}_{setting['device']}")
+    weights = [setting.get(w) for w in ("target_path", "head_path")]
+    if any(w not in (None, DEFAULT_WEIGHTS) for w in weights):  # non-default weights: keep files apart
+        name += "_w" + hashlib.sha256(repr(weights).encode()).hexdigest()[:6]
+    return name
 
 
 def m_ablation_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:

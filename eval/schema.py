@@ -86,7 +86,8 @@ class RunConf:
     progress: bool = True
     num_threads: Optional[int] = None  # torch intra-op threads (None = torch's default)
     max_consecutive_failures: int = 3  # abort (loudly) if the first N generations all fail
-    experiment: Optional[str] = None  # label of the experiment preset, recorded in rows
+    experiment: Optional[str] = None  # name of the experiment preset (for logs; rows are shared across
+    # experiments, e.g. the Top-K rows of the main table and the m ablation, so it is not a row column)
 
 
 def register_configs() -> None:
@@ -144,7 +145,9 @@ def method_key(cfg: DictConfig, method: str | None = None) -> dict:
         "k": None, "m": None, "depth": None, "tree_size": None, "sparse_top": None,
         "verify_order": None, "proxy": None,
     }
-    if method != "ar":
+    if method == "ar":
+        key.update(head_path=None)  # AR never uses the drafter
+    else:
         key.update(k=mc.k, depth=mc.depth, tree_size=mc.tree_size, sparse_top=mc.sparse_top)
     if method == "rheo":
         key.update(m=mc.m, verify_order=mc.verify_order, proxy=mc.proxy)

@@ -37,7 +37,7 @@ FINGERPRINT = {"project": "rheo", "content": "rheo-eval result shards", "layout"
 TMP_PREFIX = ".tmp-"
 
 ROW_SCHEMA = pa.schema([
-    ("model", pa.string()), ("dataset", pa.string()), ("item_id", pa.int64()), ("turn", pa.int64()),
+    ("model", pa.string()), ("target_path", pa.string()), ("head_path", pa.string()), ("dataset", pa.string()), ("item_id", pa.int64()), ("turn", pa.int64()),
     ("category", pa.string()), ("method", pa.string()), ("m", pa.int64()),
     ("temperature", pa.float64()), ("seed", pa.int64()), ("k", pa.int64()), ("depth", pa.int64()),
     ("tree_size", pa.int64()), ("sparse_top", pa.int64()), ("verify_order", pa.string()),

@@ -52,7 +52,7 @@ def _row(rnd: random.Random, key: dict, chash: str, suite: str, item: int, turn:
     accept = [new_tokens // calls + (i < new_tokens % calls) for i in range(calls)]
     wall = calls * 0.01 * (1.0 if key["method"] == "ar" else 1.3) * rnd.uniform(0.95, 1.05)
     row = {c: None for c in storage.COLUMNS}
-    row.update({k: key[k] for k in ("model", "method", "m", "temperature", "seed", "max_new_tokens", "k",
+    row.update({k: key[k] for k in ("model", "target_path", "head_path", "method", "m", "temperature", "seed", "max_new_tokens", "k",
                                     "depth", "tree_size", "sparse_top", "verify_order", "proxy", "device",
                                     "dtype")})
     row.update(dataset=suite, item_id=item, turn=turn, category="synthetic", gen_seed=0, prompt_tokens=20,

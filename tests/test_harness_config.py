@@ -136,8 +136,8 @@ def test_method_key_drops_unused_parameters():
     assert len({runner.config_hash(k) for k in topk}) == 1 and topk[0]["m"] is None
     rheo = [runner.config_hash(runner.method_key(compose_config(["method=rheo", f"method.m={m}"]))) for m in (0, 1)]
     assert rheo[0] != rheo[1]
-    ar = runner.method_key(compose_config(["method=rheo"]), "ar")
-    assert ar["k"] is None and ar["tree_size"] is None and ar["method"] == "ar"
+    ar = runner.method_key(compose_config(["method=rheo", "model.head_path=/elsewhere/head"]), "ar")
+    assert ar["k"] is None and ar["tree_size"] is None and ar["method"] == "ar" and ar["head_path"] is None
 
 
 def test_output_dir_being_initialised_by_a_parallel_job_is_accepted(tmp_path):
