@@ -147,8 +147,12 @@ def read_row(path: Path, expect: Optional[dict] = None) -> dict:
         table = pq.read_table(path)
     except Exception as e:  # pyarrow raises several types for truncated/garbage files
         raise CorruptShardError(f"corrupt shard {path}: {type(e).__name__}: {e}") from e
-    if table.num_rows != 1 or set(table.column_names) != set(COLUMNS):
-        raise CorruptShardError(f"corrupt shard {path}: {table.num_rows} rows, columns {table.column_names}")
+    if table.num_rows != 1:
+        raise CorruptShardError(f"corrupt shard {path}: {table.num_rows} rows, expected 1")
+    if set(table.column_names) != set(COLUMNS):
+        missing, extra = sorted(set(COLUMNS) - set(table.column_names)), sorted(set(table.column_names) - set(COLUMNS))
+        raise CorruptShardError(f"corrupt shard {path}: columns differ from the row schema "
+                                f"(missing {missing}, unexpected {extra})")
     row = table.to_pylist()[0]
     for name, value in (expect or {}).items():
         if row[name] != value:

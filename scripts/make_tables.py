@@ -35,12 +35,12 @@ def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path
             continue
         written[name] = _write(out / f"{name}.md", text)
     everything = load_results(results, include_failed=True)
-    inventory = tables.runs_table(add_variant(everything)) if not everything.empty else None
-    if inventory is None:
+    corrupt = everything.attrs.get("corrupt_shards", [])
+    if everything.empty and not corrupt:
         print(f"skipped runs.md: no rows under {results}")
     else:
+        inventory = tables.runs_table(add_variant(everything)) or "## Stored rows per configuration\n\nnone\n"
         failed = int((everything["status"] == "failed").sum())
-        corrupt = everything.attrs.get("corrupt_shards", [])
         notes = f"\nfailed rows: {failed}; corrupt shards skipped: {len(corrupt)}\n"
         notes += "".join(f"- {p}\n" for p in corrupt)
         written["runs"] = _write(out / "runs.md", inventory + notes)
