@@ -115,6 +115,7 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-init-from-target", action="store_true")
+    ap.add_argument("--resume", default="", help="head dir (config.json + model.safetensors) to continue from")
     ap.add_argument("--train-lm-head", action="store_true")
     ap.add_argument("--max-train-samples", type=int, default=0)
     ap.add_argument("--max-minutes", type=float, default=0.0, help="stop early (after a checkpoint) past this wall time")
@@ -131,9 +132,16 @@ def main() -> None:
     if args.max_train_samples:
         train = train[: args.max_train_samples]
     held = load_shards(f"{args.data}/heldout_*.pt")
-    draft_ids = choose_draft_vocab(train, target.config.vocab_size, args.draft_vocab)
+    if args.resume:  # same draft vocabulary and weights as the saved head (optimizer restarts)
+        from rheo.models.eagle3 import load_eagle3_drafter
+
+        head = load_eagle3_drafter(args.resume, target, dtype=torch.float32).head
+        draft_ids = head.draft_to_target().cpu()
+    else:
+        draft_ids = choose_draft_vocab(train, target.config.vocab_size, args.draft_vocab)
+        head = init_head(target, draft_ids, not args.no_init_from_target)
+    head = head.to(device).train()
     train, held = prepare(train, target, draft_ids), prepare(held, target, draft_ids)
-    head = init_head(target, draft_ids, not args.no_init_from_target).to(device)
     embed = target.model.embed_tokens
     in_vocab = head.t2d.clone()
 

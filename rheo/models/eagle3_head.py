@@ -206,6 +206,7 @@ def save_head(head: Eagle3Head, out_dir, dtype: torch.dtype = torch.float16) -> 
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(head.cfg.to_dict(), indent=2) + "\n")
         for name in ("model.safetensors", "config.json"):
+            os.chmod(tmp / name, 0o644)
             os.replace(tmp / name, out_dir / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
