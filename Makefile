@@ -31,15 +31,17 @@ test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
 # Parameters (override on the command line, e.g. `make reproduce ITEMS=2 SEEDS=0`):
 # CPU defaults (`make reproduce`): 1 item per suite (MT-bench: both turns, so 7 prompts), 1 seed,
 # 32 new tokens, the CPU-tuned tree (a CPU target pays for every tree node; TREE= gives the
-# paper's K=10/depth 8/R=60), T in {0, 1}: Top-K + Rheo m=0..3 at T=1, Top-K + Rheo m=0..2
-# at T=0, each with its AR baseline = 9 speculative + 2 AR generations per prompt. Measured on
-# a busy 2-core EPYC: ~45 s per speculative and ~28 s per AR generation of 32 tokens, i.e.
-# ~55 min; a quiet machine is faster. Cost scales with ITEMS x seeds x MAX_NEW.
+# paper's K=10/depth 8/R=60), T in {0, 1}: Top-K + Rheo m=0..3 at T=1, Top-K + Rheo m=TEMP_MS
+# at T=0, each with its AR baseline = 8 speculative + 2 AR generations per prompt. Measured on
+# a shared 2-core EPYC with the SmolLM2 head: AR ~0.3 s/token; one speculative cycle 1.5 s
+# (quiet) to 6 s (busy) at tau ~1.5, i.e. ~30 min quiet, longer when the machine is shared.
+# Cost scales with ITEMS x seeds x MAX_NEW; rerunning resumes.
 MODEL ?= smollm2_135m
 ITEMS ?= 1
 SEEDS ?= 0
 MAX_NEW ?= 32
 TEMPS ?= 0,1.0
+TEMP_MS ?= 0,1
 TREE ?= method.k=8 method.depth=6 method.tree_size=24
 DEVICE ?= cpu
 DTYPE ?= null
@@ -52,7 +54,7 @@ RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) dtype=$(DTYPE) outpu
 
 reproduce: ## CPU protocol (<= 60 min on 2 cores): MODEL on all six suites, ITEMS items, SEEDS, MAX_NEW tokens; then tables+figures
 	$(RUN) experiment=m_ablation limit=$(ITEMS) max_new_tokens=$(MAX_NEW) $(TREE)
-	$(RUN) experiment=temperature limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS) $(TREE)
+	$(RUN) experiment=temperature limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS) method.m=$(TEMP_MS) $(TREE)
 	$(MAKE) tables figures RESULTS=$(RESULTS)
 
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep (resumable; MODEL=... DEVICE=cuda DTYPE=bfloat16)

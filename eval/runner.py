@@ -36,7 +36,7 @@ from eval.schema import config_hash, generation_seed, method_key, validate
 
 log = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-WARMUP_TOKENS = 8
+WARMUP_TOKENS = 4
 
 
 @dataclass
@@ -74,7 +74,7 @@ def run(cfg: DictConfig) -> RunSummary:
     pair = load_pair(cfg.model.name, cfg.device, cfg.dtype, cfg.model.target_path, cfg.model.head_path)
     meta = _run_metadata(cfg, pair)
     if cfg.warmup:
-        _warmup(pair, jobs, pending[0][1], cfg)
+        _warmup(pair, [j for j in jobs if any(pj is j for pj, _ in pending)], pending[0][1], cfg)
     _run_pending(cfg, pair, meta, pending, summary)
     if summary.failed:
         log.error("%d row(s) FAILED and were recorded with status=failed; rerun to retry them", summary.failed)
