@@ -46,6 +46,8 @@ TREE ?= method.k=8 method.depth=6 method.tree_size=24
 DEVICE ?= cpu
 DTYPE ?= null
 RESULTS ?= results/runs
+TABLES ?= results/tables
+FIGURES ?= results/figures
 FULL_MAX_NEW ?= 1024
 FULL_TEMPS ?= 0,0.25,0.5,0.75,1.0
 RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) dtype=$(DTYPE) output_dir=$(RESULTS) seed=$(SEEDS)
@@ -55,19 +57,19 @@ RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) dtype=$(DTYPE) outpu
 reproduce: ## CPU protocol (<= 60 min on 2 cores): MODEL on all six suites, ITEMS items, SEEDS, MAX_NEW tokens; then tables+figures
 	$(RUN) experiment=m_ablation limit=$(ITEMS) max_new_tokens=$(MAX_NEW) $(TREE)
 	$(RUN) experiment=temperature limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS) method.m=$(TEMP_MS) $(TREE)
-	$(MAKE) tables figures RESULTS=$(RESULTS)
+	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
 
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep (resumable; MODEL=... DEVICE=cuda DTYPE=bfloat16)
 	$(RUN) experiment=main_table limit=null max_new_tokens=$(FULL_MAX_NEW)
 	$(RUN) experiment=m_ablation limit=null max_new_tokens=$(FULL_MAX_NEW)
 	$(RUN) experiment=temperature limit=null max_new_tokens=$(FULL_MAX_NEW) temperature=$(FULL_TEMPS)
-	$(MAKE) tables figures RESULTS=$(RESULTS)
+	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
 
 smoke: ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree)
 	$(PY) -m eval.run -m experiment=cpu_smoke output_dir=$(RESULTS)
 
-tables: ## Markdown tables from the result parquet -> results/tables/
-	$(PY) scripts/make_tables.py --results $(RESULTS) --out results/tables
+tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/tables/)
+	$(PY) scripts/make_tables.py --results $(RESULTS) --out $(TABLES)
 
-figures: ## PNG figures from the result parquet -> results/figures/
-	$(PY) scripts/make_figures.py --results $(RESULTS) --out results/figures
+figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/figures/)
+	$(PY) scripts/make_figures.py --results $(RESULTS) --out $(FIGURES)

@@ -65,7 +65,8 @@ def temperature_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
         temps = sorted(rows["temperature"].unique())
         fig, ax = plt.subplots(figsize=(4.5, 3.2))
         for v in variants:
-            common = [restrict_to_common(rows[rows["temperature"] == t], variants) for t in temps]
+            at_t = [rows[rows["temperature"] == t] for t in temps]
+            common = [restrict_to_common(a, [u for u in variants if (a["variant"] == u).any()]) for a in at_t]
             cells = [variant_summary(c[c["variant"] == v]) for c in common]
             ax.errorbar(temps, [c["tau"] for c in cells], yerr=[_z(c["tau_ci"]) for c in cells], marker="o",
                         capsize=3, color=COLORS.get(v), label=v.replace("topk", "Top-K").replace("rheo", "Rheo"))

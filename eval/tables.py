@@ -107,15 +107,16 @@ def temperature_table(df: pd.DataFrame) -> Optional[str]:
             continue
         body = []
         for t in sorted(rows["temperature"].unique()):
-            part = restrict_to_common(rows[rows["temperature"] == t], variants)
+            at_t = rows[rows["temperature"] == t]
+            part = restrict_to_common(at_t, [v for v in variants if (at_t["variant"] == v).any()])
             cells = [variant_summary(part[part["variant"] == v]) for v in variants]
-            body.append([f"{t:g}", str(cells[0]["n"])] + [fmt(c["tau"], c["tau_ci"]) for c in cells])
+            body.append([f"{t:g}", str(max(c["n"] for c in cells))] + [fmt(c["tau"], c["tau_ci"]) for c in cells])
         header = ["T", "n"] + [v.replace("rheo ", "Rheo ").replace("topk", "Top-K") for v in variants]
         blocks.append(f"### {setting_title(setting)}\n\n" + _md(header, body))
     if not blocks:
         return None
     return ("## Temperature study\n\nτ pooled over suites, mean ± 95% CI, per temperature on the "
-            "(item, turn, seed) keys every listed variant has.\n\n" + "\n\n".join(blocks) + "\n")
+            "(item, turn, seed) keys every variant run at that temperature has.\n\n" + "\n\n".join(blocks) + "\n")
 
 
 def runs_table(all_rows: pd.DataFrame) -> Optional[str]:
