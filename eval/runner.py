@@ -64,6 +64,11 @@ def run(cfg: DictConfig) -> RunSummary:
     jobs = _jobs(cfg, spec, root)
     suites = {s: load_suite(resolve_path(cfg.data_dir, must_exist=True), s, cfg.item_ids, cfg.limit)
               for s in cfg.dataset.suites}
+    if cfg.item_ids is not None:
+        found = {item.item_id for item in _all_items(suites)}
+        missing = sorted(set(cfg.item_ids) - found)
+        if missing:
+            raise ValueError(f"item_ids {missing} are not question_ids of {list(cfg.dataset.suites)}")
     summary = RunSummary(config_hashes={j.method: j.chash for j in jobs})
     pending = [(j, item) for item in _all_items(suites) for j in jobs if not _item_done(j, item, summary)]
     if not pending:

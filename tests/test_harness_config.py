@@ -148,3 +148,9 @@ def test_output_dir_being_initialised_by_a_parallel_job_is_accepted(tmp_path):
     (out / f"{TMP_PREFIX}{MANIFEST}-12345").write_text("{")  # another sweep job mid-write
     prepare_output_dir(out)
     assert json.loads((out / MANIFEST).read_text()) == FINGERPRINT
+
+
+def test_unknown_item_ids_are_rejected(tmp_path, no_model):
+    cfg = compose_config(TINY + ["item_ids=[0,12345]", f"output_dir={tmp_path / 'out'}"])
+    with pytest.raises(ValueError, match=r"item_ids \[12345\]"):
+        runner.run(cfg)
