@@ -154,3 +154,11 @@ def test_unknown_item_ids_are_rejected(tmp_path, no_model):
     cfg = compose_config(TINY + ["item_ids=[0,12345]", f"output_dir={tmp_path / 'out'}"])
     with pytest.raises(ValueError, match=r"item_ids \[12345\]"):
         runner.run(cfg)
+
+
+def test_experiment_overrides_defaults_and_command_line_overrides_experiment():
+    smoke = compose_config(["experiment=cpu_smoke"])
+    assert (smoke.limit, smoke.max_new_tokens, smoke.method.tree_size, smoke.dataset.name) == (1, 16, 24, "all")
+    assert smoke.experiment == "cpu_smoke"
+    assert compose_config(["experiment=cpu_smoke", "limit=3", "dataset=gsm8k"]).limit == 3
+    assert compose_config(["experiment=cpu_smoke", "dataset=gsm8k"]).dataset.suites == ["gsm8k"]
