@@ -32,10 +32,11 @@ test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
 # CPU defaults (`make reproduce`): 1 item per suite (MT-bench: both turns, so 7 prompts), 1 seed,
 # 32 new tokens, the CPU-tuned tree (a CPU target pays for every tree node; TREE= gives the
 # paper's K=10/depth 8/R=60), T in {0, 1}: Top-K + Rheo m=0..3 at T=1, Top-K + Rheo m=TEMP_MS
-# at T=0, each with its AR baseline = 8 speculative + 2 AR generations per prompt. Measured on
-# a shared 2-core EPYC with the SmolLM2 head: AR ~0.3 s/token; one speculative cycle 1.5 s
-# (quiet) to 6 s (busy) at tau ~1.5, i.e. ~30 min quiet, longer when the machine is shared.
-# Cost scales with ITEMS x seeds x MAX_NEW; rerunning resumes.
+# at T=0, each with its AR baseline (PAIRED) = 8 speculative + 8 AR generations per prompt.
+# Measured on a 2-core EPYC with the SmolLM2 head (K=8/depth 6/R=24): AR ~0.3-0.5 s/token,
+# one speculative cycle ~0.45 s when the machine is quiet (3-6 s while other jobs share it),
+# tau ~1.3-1.8: ~20-25 min quiet (ITEMS=2 fits in 60 min there), several times that on a
+# busy machine. Cost scales with ITEMS x seeds x MAX_NEW; an interrupted run resumes.
 MODEL ?= smollm2_135m
 ITEMS ?= 1
 SEEDS ?= 0
@@ -43,6 +44,9 @@ MAX_NEW ?= 32
 TEMPS ?= 0,1.0
 TEMP_MS ?= 0,1
 TREE ?= method.k=8 method.depth=6 method.tree_size=24
+# true: every method config gets its own AR baseline timed next to it, item by item, so each
+# speedup compares timings taken under the same load (a shared machine); false shares one AR.
+PAIRED ?= true
 DEVICE ?= cpu
 DTYPE ?= null
 RESULTS ?= results/runs
@@ -55,8 +59,8 @@ RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) dtype=$(DTYPE) outpu
 .PHONY: reproduce reproduce-full tables figures smoke
 
 reproduce: ## CPU protocol (<= 60 min on 2 cores): MODEL on all six suites, ITEMS items, SEEDS, MAX_NEW tokens; then tables+figures
-	$(RUN) experiment=m_ablation limit=$(ITEMS) max_new_tokens=$(MAX_NEW) $(TREE)
-	$(RUN) experiment=temperature limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS) method.m=$(TEMP_MS) $(TREE)
+	$(RUN) experiment=m_ablation limit=$(ITEMS) max_new_tokens=$(MAX_NEW) paired_baseline=$(PAIRED) $(TREE)
+	$(RUN) experiment=temperature limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS) method.m=$(TEMP_MS) paired_baseline=$(PAIRED) $(TREE)
 	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
 
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep (resumable; MODEL=... DEVICE=cuda DTYPE=bfloat16)

@@ -70,11 +70,20 @@ def variant_label(row) -> str:
 def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
     """Non-AR rows with their AR partner's numbers (ar_new_tokens, ar_wall_s) and ``speedup``.
 
-    Rows without an AR partner keep NaN there (tau is still usable).
+    The partner is the AR row timed next to this config (``paired_with`` == its config_hash)
+    when there is one, else the shared AR row of the same key. Rows without a partner keep NaN
+    (tau is still usable).
     """
-    ar = df[df["method"] == "ar"][PAIR_KEY + ["new_tokens", "wall_s"]]
-    ar = ar.rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s"})
-    out = df[df["method"] != "ar"].merge(ar, on=PAIR_KEY, how="left", validate="many_to_one")
+    cols = PAIR_KEY + ["new_tokens", "wall_s"]
+    ar = df[df["method"] == "ar"].rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s"})
+    ar_cols = [c if c not in ("new_tokens", "wall_s") else f"ar_{c}" for c in cols]
+    shared = ar[ar["paired_with"].isna()][ar_cols]
+    paired = ar[ar["paired_with"].notna()][ar_cols + ["paired_with"]].rename(columns={"paired_with": "config_hash"})
+    spec = df[df["method"] != "ar"]
+    out = spec.merge(paired, on=PAIR_KEY + ["config_hash"], how="left", validate="many_to_one")
+    fallback = spec.merge(shared, on=PAIR_KEY, how="left", validate="many_to_one")
+    for col in ("ar_new_tokens", "ar_wall_s"):
+        out[col] = out[col].fillna(fallback[col])
     out["speedup"] = out["tokens_per_s"] / (out["ar_new_tokens"] / out["ar_wall_s"])
     return out
 

@@ -236,7 +236,8 @@ def _base_row(cfg, meta: dict, job: _Job, item: Item, turn: int, gen_seed: int) 
     key = method_key(cfg, job.method)
     row = {c: None for c in storage.COLUMNS}
     row.update({k: key[k] for k in ("model", "target_path", "head_path", "method", "m", "temperature", "seed", "k", "depth",
-                                    "tree_size", "sparse_top", "verify_order", "proxy", "max_new_tokens")})
+                                    "tree_size", "sparse_top", "verify_order", "proxy", "max_new_tokens",
+                                    "paired_with")})
     row.update(meta, dataset=item.suite, item_id=item.item_id, turn=turn, category=item.category,
                gen_seed=gen_seed, config_hash=job.chash, accept_lengths=[], output_tokens=[])
     return row

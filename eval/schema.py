@@ -82,6 +82,10 @@ class RunConf:
     output_dir: str = "results/runs"
     data_dir: str = "data/benchmarks"
     baseline: bool = True  # also run the AR baseline of the same target, T and seed
+    # false: one AR row per (target, T, seed, item, turn), shared by every method config (cheap; fine
+    # on a dedicated machine). true: an AR row per method config, timed item by item next to it, so
+    # the speedup of each config compares two timings taken under the same machine load.
+    paired_baseline: bool = False
     warmup: bool = True  # one untimed generation before the first timed one
     progress: bool = True
     num_threads: Optional[int] = None  # torch intra-op threads (None = torch's default)
@@ -145,8 +149,11 @@ def method_key(cfg: DictConfig, method: str | None = None) -> dict:
         "k": None, "m": None, "depth": None, "tree_size": None, "sparse_top": None,
         "verify_order": None, "proxy": None,
     }
+    key["paired_with"] = None
     if method == "ar":
         key.update(head_path=None)  # AR never uses the drafter
+        if cfg.paired_baseline and cfg.method.name != "ar":
+            key["paired_with"] = config_hash(method_key(cfg))
     else:
         key.update(k=mc.k, depth=mc.depth, tree_size=mc.tree_size, sparse_top=mc.sparse_top)
     if method == "rheo":

@@ -50,6 +50,7 @@ ROW_SCHEMA = pa.schema([
     ("output_tokens", pa.list_(pa.int64())), ("device", pa.string()), ("dtype", pa.string()),
     ("torch_version", pa.string()), ("transformers_version", pa.string()),
     ("rheo_version", pa.string()), ("git_sha", pa.string()), ("config_hash", pa.string()),
+    ("paired_with", pa.string()),
     ("status", pa.string()), ("error", pa.string()), ("finished_at", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)

@@ -42,7 +42,7 @@ def _key(method: str, m, t: float, s: int) -> dict:
     return {"model": "synthetic", "target_path": None, "head_path": None, "device": "cpu", "dtype": "float32",
             "method": method, "temperature": t, "seed": s, "max_new_tokens": 64, **tree, "m": m,
             "verify_order": "stochastic_first" if method == "rheo" else None,
-            "proxy": "rheo" if method == "rheo" else None}
+            "proxy": "rheo" if method == "rheo" else None, "paired_with": None}
 
 
 def _row(rnd: random.Random, key: dict, chash: str, suite: str, item: int, turn: int) -> dict:
@@ -54,7 +54,7 @@ def _row(rnd: random.Random, key: dict, chash: str, suite: str, item: int, turn:
     row = {c: None for c in storage.COLUMNS}
     row.update({k: key[k] for k in ("model", "target_path", "head_path", "method", "m", "temperature", "seed", "max_new_tokens", "k",
                                     "depth", "tree_size", "sparse_top", "verify_order", "proxy", "device",
-                                    "dtype")})
+                                    "dtype", "paired_with")})
     row.update(dataset=suite, item_id=item, turn=turn, category="synthetic", gen_seed=0, prompt_tokens=20,
                new_tokens=new_tokens, target_calls=calls, tau=new_tokens / calls, accept_lengths=accept,
                wall_s=wall, tokens_per_s=new_tokens / wall, output_tokens=list(range(new_tokens)),

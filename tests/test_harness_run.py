@@ -152,3 +152,18 @@ def test_results_of_different_configs_never_mix(tmp_path):
     assert df["config_hash"].nunique() == 4 and len(df) == 4
     assert df.groupby("config_hash")[["method", "m"]].nunique(dropna=False).max().max() == 1
     assert not df.duplicated(PAIR_KEY + ["method", "m"]).any()
+
+
+def test_paired_baseline_times_an_ar_row_next_to_each_config(tmp_path):
+    for m in (0, 1):
+        runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", f"method.m={m}", "paired_baseline=true"))
+    runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", "method.m=2"))  # shared AR
+    df = add_variant(load_results(tmp_path / "out"))
+    rheo = df[df["method"] == "rheo"].set_index("m")
+    ar = df[df["method"] == "ar"]
+    assert len(ar) == 3 and set(ar["paired_with"].dropna()) == {rheo.loc[0, "config_hash"], rheo.loc[1, "config_hash"]}
+    speed = with_speedup(df).set_index("m")
+    for m in (0, 1, 2):
+        partner = ar[ar["paired_with"] == rheo.loc[m, "config_hash"]] if m < 2 else ar[ar["paired_with"].isna()]
+        assert len(partner) == 1
+        assert speed.loc[m, "ar_wall_s"] == pytest.approx(partner["wall_s"].iloc[0])
