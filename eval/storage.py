@@ -23,6 +23,7 @@ import glob
 import json
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -85,7 +86,7 @@ def prepare_output_dir(root: Path) -> None:
         # (temporary files may be a parallel sweep job creating the manifest right now)
         raise OutputDirError(f"output_dir {root} is not empty and has no {MANIFEST}: refusing to write "
                              "results into a directory that is not a rheo results directory.")
-    probe = root / f"{TMP_PREFIX}probe-{os.getpid()}"
+    probe = root / f"{TMP_PREFIX}probe{_owner()}"
     try:
         probe.write_text("")
         probe.unlink()
@@ -134,7 +135,7 @@ def write_row(path: Path, row: dict) -> None:
         raise ValueError(f"row columns mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
     table = pa.Table.from_pylist([row], schema=ROW_SCHEMA)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{path.stem}-{os.getpid()}.parquet"
+    tmp = path.parent / f"{TMP_PREFIX}{path.stem}{_owner()}.parquet"
     with open(tmp, "wb") as f:
         pq.write_table(table, f)
         f.flush()
@@ -174,9 +175,13 @@ def load_existing(path: Path, expect: dict) -> Optional[dict]:
 
 
 def remove_stale_tmp(root: Path) -> None:
-    """Delete temporary files left by killed writers (whose pid no longer runs)."""
+    """Delete temporary files left by killed writers on this host (whose pid no longer runs)."""
+    host = socket.gethostname()
     for tmp in glob.glob(str(root / "**" / f"{TMP_PREFIX}*"), recursive=True):
-        pid = tmp.rsplit("-", 1)[-1].split(".")[0]
+        parts = Path(tmp).name.split("@")
+        if len(parts) != 3 or parts[1] != host:  # another machine's writer (shared file system)
+            continue
+        pid = parts[2].split(".")[0]
         if pid.isdigit() and not _pid_alive(int(pid)):
             Path(tmp).unlink(missing_ok=True)
 
@@ -207,12 +212,17 @@ def load_results(root: Path | str, include_failed: bool = False) -> pd.DataFrame
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}-{os.getpid()}"
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}{_owner()}"
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def _owner() -> str:
+    """'@host@pid' suffix of temporary files: who wrote them, so only dead local writers' are cleaned."""
+    return f"@{socket.gethostname()}@{os.getpid()}"
 
 
 def _pid_alive(pid: int) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -136,11 +138,14 @@ def test_stale_temporary_files_are_ignored_and_cleaned(tmp_path):
     cfg = _cfg(tmp_path, "dataset=gsm8k", "limit=1", "baseline=false")
     runner.run(cfg)
     shard = next(storage.iter_shards(tmp_path / "out"))
-    stale = shard.parent / f"{storage.TMP_PREFIX}{shard.stem}-999999999.parquet"
+    host = socket.gethostname()
+    stale = shard.parent / f"{storage.TMP_PREFIX}{shard.stem}@{host}@999999999.parquet"
     stale.write_bytes(b"half a row")
+    remote = shard.parent / f"{storage.TMP_PREFIX}{shard.stem}@another-host@999999999.parquet"
+    remote.write_bytes(b"another machine's row in flight")
     assert len(load_results(tmp_path / "out")) == 1  # never read as data
     runner.run(cfg)
-    assert not stale.exists()
+    assert not stale.exists() and remote.exists()
 
 
 def test_results_of_different_configs_never_mix(tmp_path):
