@@ -29,16 +29,16 @@ test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
 
 # ---------------------------------------------------------------- benchmark harness
 # Parameters (override on the command line, e.g. `make reproduce ITEMS=2 SEEDS=0`):
-# CPU defaults (`make reproduce`): 1 item per suite (MT-bench: both turns, so 7 prompts), 1 seed,
-# 32 new tokens, the CPU-tuned tree (a CPU target pays for every tree node; TREE= gives the
-# paper's K=10/depth 8/R=60), T in {0, 1}: Top-K + Rheo m=0..3 at T=1, Top-K + Rheo m=TEMP_MS
-# at T=0, each with its AR baseline (PAIRED) = 8 speculative + 8 AR generations per prompt.
-# Measured on a 2-core EPYC with the SmolLM2 head (K=8/depth 6/R=24): AR ~0.3-0.5 s/token,
-# one speculative cycle ~0.45 s when the machine is quiet (3-6 s while other jobs share it),
-# tau ~1.3-1.8: ~20-25 min quiet (ITEMS=2 fits in 60 min there), several times that on a
-# busy machine. Cost scales with ITEMS x seeds x MAX_NEW; an interrupted run resumes.
+# CPU defaults (`make reproduce`): 2 items per suite (MT-bench: both turns, so 14 prompts),
+# 1 seed, 32 new tokens, the CPU-tuned tree (a CPU target pays for every tree node; TREE= gives
+# the paper's K=10/depth 8/R=60), T in {0, 1}: Top-K + Rheo m=0..3 at T=1, Top-K + Rheo
+# m=TEMP_MS at T=0, each with its own AR baseline (PAIRED) = 8 speculative + 8 AR generations
+# per prompt, one torch thread (THREADS). Measured on a shared 2-core EPYC with the SmolLM2
+# head: ~9 s per speculative and ~4 s per AR generation of 32 tokens (tau ~1.7), i.e. ~25-30
+# min in all. Two threads are ~10x slower whenever another process shares the cores (OpenMP
+# barriers), hence THREADS=1. Cost scales with ITEMS x seeds x MAX_NEW; a rerun resumes.
 MODEL ?= smollm2_135m
-ITEMS ?= 1
+ITEMS ?= 2
 SEEDS ?= 0
 MAX_NEW ?= 32
 TEMPS ?= 0,1.0
@@ -47,6 +47,7 @@ TREE ?= method.k=8 method.depth=6 method.tree_size=24
 # true: every method config gets its own AR baseline timed next to it, item by item, so each
 # speedup compares timings taken under the same load (a shared machine); false shares one AR.
 PAIRED ?= true
+THREADS ?= 1
 DEVICE ?= cpu
 DTYPE ?= null
 RESULTS ?= results/runs
@@ -60,8 +61,8 @@ RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) dtype=$(DTYPE) outpu
 .PHONY: reproduce reproduce-full tables figures smoke
 
 reproduce: ## CPU protocol (<= 60 min on 2 cores): MODEL on all six suites, ITEMS items, SEEDS, MAX_NEW tokens; then tables+figures
-	$(RUN) experiment=m_ablation seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) paired_baseline=$(PAIRED) $(TREE)
-	$(RUN) experiment=temperature seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS) method.m=$(TEMP_MS) paired_baseline=$(PAIRED) $(TREE)
+	$(RUN) experiment=m_ablation seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) paired_baseline=$(PAIRED) num_threads=$(THREADS) $(TREE)
+	$(RUN) experiment=temperature seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS) method.m=$(TEMP_MS) paired_baseline=$(PAIRED) num_threads=$(THREADS) $(TREE)
 	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
 
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep (resumable; MODEL=... DEVICE=cuda DTYPE=bfloat16)
@@ -71,7 +72,7 @@ reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep
 	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
 
 smoke: ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree)
-	$(PY) -m eval.run -m experiment=cpu_smoke output_dir=$(RESULTS)
+	$(PY) -m eval.run -m experiment=cpu_smoke output_dir=$(RESULTS) num_threads=$(THREADS)
 
 tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/tables/)
 	$(PY) scripts/make_tables.py --results $(RESULTS) --out $(TABLES)
