@@ -55,16 +55,19 @@ class DatasetConf:
     suites: List[str] = MISSING
 
 
+_SPEC_DEFAULTS = SpecConfig()  # the method defaults live in one place: rheo.config.SpecConfig
+
+
 @dataclass
 class MethodConf:
     name: str = MISSING  # ar | topk | rheo
-    k: int = 10
-    m: int = 1
-    depth: int = 8
-    tree_size: int = 60
-    sparse_top: Optional[int] = 128
-    verify_order: str = "stochastic_first"
-    proxy: str = "rheo"
+    k: int = _SPEC_DEFAULTS.k
+    m: int = _SPEC_DEFAULTS.m
+    depth: int = _SPEC_DEFAULTS.depth
+    tree_size: int = _SPEC_DEFAULTS.tree_size
+    sparse_top: Optional[int] = _SPEC_DEFAULTS.sparse_top
+    verify_order: str = _SPEC_DEFAULTS.verify_order
+    proxy: str = _SPEC_DEFAULTS.proxy
 
 
 @dataclass
