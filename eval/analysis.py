@@ -161,6 +161,29 @@ def restrict_to_common(df: pd.DataFrame, variants: Sequence[str]) -> pd.DataFram
     return sub.merge(common, on=PAIR_KEY)
 
 
+def display_name(variant: str) -> str:
+    """'topk' -> 'Top-K', 'rheo m=1' -> 'Rheo m=1' (tables and figures)."""
+    return variant.replace("topk", "Top-K").replace("rheo", "Rheo")
+
+
+def temperature_cells(rows: pd.DataFrame, wanted: Sequence[str]) -> Optional[tuple[list[str], list[float], list[list[dict]]]]:
+    """The temperature study of one setting: (variants present, temperatures, cells[t][v]).
+
+    At each temperature the summaries use only the (item, turn, seed) keys that every
+    variant run at that temperature has. None when fewer than 2 temperatures or variants.
+    """
+    variants = [v for v in wanted if (rows["variant"] == v).any()]
+    if rows["temperature"].nunique() < 2 or len(variants) < 2:
+        return None
+    temps = sorted(rows["temperature"].unique())
+    cells = []
+    for t in temps:
+        at_t = rows[rows["temperature"] == t]
+        part = restrict_to_common(at_t, [v for v in variants if (at_t["variant"] == v).any()])
+        cells.append([variant_summary(part[part["variant"] == v]) for v in variants])
+    return variants, temps, cells
+
+
 def fmt(mean: float, ci: Optional[float] = None, digits: int = 2) -> str:
     if mean is None or math.isnan(mean):
         return "-"

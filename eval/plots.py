@@ -7,6 +7,7 @@ Every function takes result rows (``eval.analysis.load``) and returns a list of
 from __future__ import annotations
 
 import hashlib
+import textwrap
 
 import matplotlib
 
@@ -15,13 +16,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from eval.analysis import (DEFAULT_WEIGHTS, restrict_to_common, settings, setting_title, suites_in,  # noqa: E402
-                           variant_summary)
+from eval.analysis import (DEFAULT_WEIGHTS, display_name, restrict_to_common, setting_title,  # noqa: E402
+                           settings, suites_in, temperature_cells, variant_summary)
 from eval.tables import ABLATION_MS, MAIN_T, TEMPERATURE_MS  # noqa: E402
 
 COLORS = {"topk": "#7f7f7f", "rheo m=0": "#9ecae1", "rheo m=1": "#d62728", "rheo m=2": "#3182bd",
           "rheo m=3": "#08519c"}
 
+
+
+def _title(setting: dict, width: int = 70) -> str:
+    """The setting's title, wrapped so a narrow figure never clips it."""
+    return "\n".join(textwrap.wrap(setting_title(setting), width))
 
 def _name(prefix: str, setting: dict) -> str:
     name = (f"{prefix}_{setting['model']}_k{setting['k']}d{setting['depth']}r{setting['tree_size']}"
@@ -48,7 +54,7 @@ def m_ablation_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
         ax.errorbar(ms, [c["tau"] for c in cells], yerr=[_z(c["tau_ci"]) for c in cells], marker="o",
                     color=COLORS["rheo m=1"], capsize=3, label="Rheo")
         ax.set(xlabel="m (lead slots)", ylabel="τ (tokens / target call)", xticks=ms)
-        ax.set_title(setting_title({**setting, "temperature": MAIN_T}), fontsize=7)
+        ax.set_title(_title({**setting, "temperature": MAIN_T}), fontsize=7)
         ax.legend(fontsize=8)
         fig.tight_layout()
         out.append((_name("m_ablation", setting), fig))
@@ -59,19 +65,16 @@ def temperature_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
     """tau (pooled, 95% CI) vs T for Top-K and Rheo m=0, 1, 2 (T=0 included when run)."""
     out = []
     for setting, rows in settings(df):
-        variants = [v for v in ["topk"] + [f"rheo m={m}" for m in TEMPERATURE_MS] if (rows["variant"] == v).any()]
-        if rows["temperature"].nunique() < 2 or len(variants) < 2:
+        study = temperature_cells(rows, ["topk"] + [f"rheo m={m}" for m in TEMPERATURE_MS])
+        if study is None:
             continue
-        temps = sorted(rows["temperature"].unique())
+        variants, temps, cells = study
         fig, ax = plt.subplots(figsize=(4.5, 3.2))
-        for v in variants:
-            at_t = [rows[rows["temperature"] == t] for t in temps]
-            common = [restrict_to_common(a, [u for u in variants if (a["variant"] == u).any()]) for a in at_t]
-            cells = [variant_summary(c[c["variant"] == v]) for c in common]
-            ax.errorbar(temps, [c["tau"] for c in cells], yerr=[_z(c["tau_ci"]) for c in cells], marker="o",
-                        capsize=3, color=COLORS.get(v), label=v.replace("topk", "Top-K").replace("rheo", "Rheo"))
+        for i, v in enumerate(variants):
+            ax.errorbar(temps, [row[i]["tau"] for row in cells], yerr=[_z(row[i]["tau_ci"]) for row in cells],
+                        marker="o", capsize=3, color=COLORS.get(v), label=display_name(v))
         ax.set(xlabel="temperature T", ylabel="τ (tokens / target call)")
-        ax.set_title(setting_title(setting), fontsize=7)
+        ax.set_title(_title(setting), fontsize=7)
         ax.legend(fontsize=8)
         fig.tight_layout()
         out.append((_name("temperature", setting), fig))
@@ -98,7 +101,7 @@ def suite_bar_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
             ax.set_xticks(x, suites, rotation=30, fontsize=8)
             ax.set_ylabel(ylabel)
         axes[0].legend(fontsize=8, loc="lower right")
-        fig.suptitle(setting_title({**setting, "temperature": MAIN_T}), fontsize=8)
+        fig.suptitle(_title({**setting, "temperature": MAIN_T}, width=110), fontsize=8)
         fig.tight_layout()
         out.append((_name("suites", setting), fig))
     return out

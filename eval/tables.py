@@ -13,8 +13,8 @@ from typing import Optional
 
 import pandas as pd
 
-from eval.analysis import (fmt, mean_ci, paired, restrict_to_common, settings, setting_title, suites_in,
-                           variant_summary)
+from eval.analysis import (display_name, fmt, mean_ci, paired, restrict_to_common, setting_title, settings,
+                           suites_in, temperature_cells, variant_summary)
 
 MAIN_T = 1.0
 ABLATION_MS = (0, 1, 2, 3)
@@ -89,7 +89,7 @@ def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
             body.append([suite, str(cells[0]["n"])] + [fmt(c["tau"], c["tau_ci"]) for c in cells])
         speed = [variant_summary(rows[rows["variant"] == v])["speedup"] for v in variants]
         body.append(["**speedup (pooled)**", ""] + [fmt(s) for s in speed])
-        header = ["suite", "n"] + [v.replace("rheo ", "Rheo ").replace("topk", "Top-K") for v in variants]
+        header = ["suite", "n"] + [display_name(v) for v in variants]
         blocks.append(f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n" + _md(header, body))
     if not blocks:
         return None
@@ -101,17 +101,13 @@ def temperature_table(df: pd.DataFrame) -> Optional[str]:
     """Pooled tau vs temperature for Top-K and Rheo m=0, 1, 2 (needs >= 2 temperatures)."""
     blocks = []
     for setting, rows in settings(df):
-        wanted = ["topk"] + [f"rheo m={m}" for m in TEMPERATURE_MS]
-        variants = [v for v in wanted if (rows["variant"] == v).any()]
-        if rows["temperature"].nunique() < 2 or len(variants) < 2:
+        study = temperature_cells(rows, ["topk"] + [f"rheo m={m}" for m in TEMPERATURE_MS])
+        if study is None:
             continue
-        body = []
-        for t in sorted(rows["temperature"].unique()):
-            at_t = rows[rows["temperature"] == t]
-            part = restrict_to_common(at_t, [v for v in variants if (at_t["variant"] == v).any()])
-            cells = [variant_summary(part[part["variant"] == v]) for v in variants]
-            body.append([f"{t:g}", str(max(c["n"] for c in cells))] + [fmt(c["tau"], c["tau_ci"]) for c in cells])
-        header = ["T", "n"] + [v.replace("rheo ", "Rheo ").replace("topk", "Top-K") for v in variants]
+        variants, temps, cells = study
+        body = [[f"{t:g}", str(max(c["n"] for c in row))] + [fmt(c["tau"], c["tau_ci"]) for c in row]
+                for t, row in zip(temps, cells)]
+        header = ["T", "n"] + [display_name(v) for v in variants]
         blocks.append(f"### {setting_title(setting)}\n\n" + _md(header, body))
     if not blocks:
         return None
