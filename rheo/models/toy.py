@@ -62,8 +62,7 @@ class PrefixSession:
         self._scored: Optional[list[int]] = None  # tokens of the last scored tree (target role)
 
     def prefill(self, token_ids: Sequence[int], features: Optional[torch.Tensor] = None) -> None:
-        self.seq = [int(t) for t in token_ids]
-        return None
+        self.seq = [int(t) for t in token_ids]  # no features: returns None
 
     def score_tree(self, tree: DraftTree) -> TargetOutput:
         self._scored = tree.tokens.tolist()
