@@ -33,13 +33,13 @@ def node_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, meth
     finite = torch.isfinite(logits)  # [S]
     slots = min(k, ids.shape[0])
     if method == "topk":
-        return float(p[ids[:slots]][finite[:slots]].sum())
+        return _probability(p[ids[:slots]][finite[:slots]].sum())
     if method != "rheo":
         raise ValueError(f"method must be 'rheo' or 'topk', got {method!r}")
     if not 0 <= m < slots:
         raise ValueError(f"m must be in [0, {slots - 1}], got {m}")
     if not finite[m]:  # leads hold all the mass: deterministic fallback
-        return float(p[ids[:slots]][finite[:slots]].sum())
+        return _probability(p[ids[:slots]][finite[:slots]].sum())
     q_t = tempered(logits[m:], temperature)  # [S-m] residual q~ on the tail slots
     p_tail = p[ids[m:]]  # [S-m]
     lead_mass = float(p[ids[:m]].sum())
@@ -47,14 +47,21 @@ def node_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, meth
     beta = float((p - _scatter(q_t, ids[m:], p)).clamp(min=0).sum())
     direct = float(torch.minimum(p_tail, q_t).sum())
     if beta <= 0:
-        return direct
+        return _probability(direct)
     n_fill = slots - m - 1
     head = excess[: n_fill + 1]  # fills come from the first n_fill+1 tail slots
     fill_mass = torch.full_like(q_t, float(head[:n_fill].sum()))  # sample outside the head
     in_head = torch.arange(q_t.shape[0]) < n_fill + 1
     fill_mass[in_head] = float(head.sum()) - head[in_head[: head.shape[0]]]
     overflow = (q_t - p_tail).clamp(min=0)  # [S-m]
-    return direct + float((overflow * (lead_mass + fill_mass)).sum()) / beta
+    return _probability(direct + float((overflow * (lead_mass + fill_mass)).sum()) / beta)
+
+
+def _probability(x) -> float:
+    """Clamp to [0, 1]. Every quantity returned above is, mathematically, the probability of
+    an event (a child accepted), so only float64 rounding of sums of ~V terms can take it
+    past a bound (observed: 1 + 2.2e-16); the clamp removes exactly that and nothing else."""
+    return min(1.0, max(0.0, float(x)))
 
 
 def ot_bound(target_probs: torch.Tensor, q_tilde: torch.Tensor, det_tokens: Sequence[int]) -> float:
