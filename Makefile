@@ -79,3 +79,25 @@ tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/
 
 figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/figures/)
 	$(PY) scripts/make_figures.py --results $(RESULTS) --out $(FIGURES)
+
+# ---------------------------------------------------------------- draft head (SmolLM2 EAGLE-3)
+# The corpus (data/draft_corpus, token ids) is committed: `train-head` needs only it.
+# `corpus` regenerates it: WORKERS one-thread processes side by side (bf16), resumable.
+WORKERS ?= 2
+HEAD_OUT ?= .cache/train_head/head
+HEAD_EPOCHS ?= 1
+.PHONY: corpus train-head eval-head
+
+corpus: ## regenerate the draft-head training corpus (SmolLM2 answers offline prompts; hours on 2 CPU cores), then pack it
+	for i in $$(seq 0 $$(($(WORKERS) - 1))); do \
+	  OMP_NUM_THREADS=1 $(PY) scripts/gen_corpus.py --worker $$i --workers $(WORKERS) & \
+	done; wait
+	$(PY) scripts/pack_corpus.py --shards .cache/draft_corpus/shards --out data/draft_corpus
+
+train-head: ## target features (cached in .cache/) + EAGLE-3 head training on the committed corpus; resumable (RESUME=1)
+	OMP_NUM_THREADS=1 $(PY) scripts/train_draft.py --out "$(HEAD_OUT)" --epochs $(HEAD_EPOCHS) \
+	  --warm-start rheo/assets/eagle3_smollm2_135m_small $(if $(RESUME),--resume,)
+
+eval-head: ## tau of a head (HEAD=dir) on 16 held-out corpus prompts + 2 items per benchmark suite, paper tree
+	OMP_NUM_THREADS=1 $(PY) scripts/eval_draft_head.py --head "$(or $(HEAD),rheo/assets/eagle3_smollm2_135m)" \
+	  --n 16 --max-new-tokens 128 --check-greedy --seeds 0,1,2 --suite-items 2 --out "$(or $(EVAL_OUT),.cache/eval_head)"

@@ -1,10 +1,15 @@
-"""Measure the acceptance length tau of an EAGLE-3 head for SmolLM2 on held-out chat prompts.
+"""Acceptance length tau of a SmolLM2 EAGLE-3 head, on held-out corpus prompts and benchmark items.
 
-tau = tokens emitted per target call (accepted drafts + the bonus), pooled over
-all cycles of all prompts. Usage::
+tau = tokens emitted per target call (accepted drafts + the bonus), pooled over all cycles.
+Prompts: the first ``--n`` distinct held-out first-turn prompts of the committed training
+corpus (``data/draft_corpus``; never trained on), and, with ``--suite-items N``, the first N
+items of each benchmark suite (first turn; only measured, never tuned on). Runs, in order:
+Top-K at T=0 (``--check-greedy``: tokens compared with ``generate(do_sample=False)``), then
+Top-K and Rheo m=1 at T=1 for ``--seeds``. One JSON line per generation, then a summary; with
+``--out`` the summary is also written as JSON + Markdown.
 
-    python scripts/eval_draft_head.py --head rheo/assets/eagle3_smollm2_135m \\
-        --prompts .cache/draft_data/held_out_prompts.json --skip 32 --n 20
+    python scripts/eval_draft_head.py --head rheo/assets/eagle3_smollm2_135m --n 16 --max-new-tokens 128 \\
+        --check-greedy --seeds 0,1,2 --suite-items 2 --out results/draft_head
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
+import numpy as np
 import torch
 
 from rheo.config import SpecConfig
@@ -20,46 +27,123 @@ from rheo.decode import speculative_generate
 from rheo.models.eagle3 import load_eagle3_drafter
 from rheo.models.hf_target import HFTarget
 from rheo.models.smollm2 import load_smollm2
+from rheo.training.corpus import DEFAULT_DIR, load_corpus
+from rheo.training.prompts import KINDS
+
+
+def held_out_prompts(n: int, corpus: str) -> list[tuple[str, list[int]]]:
+    """(kind, chat-formatted prompt ids) of the first n distinct held-out first-turn prompts."""
+    c = load_corpus(corpus)
+    out, seen = [], set()
+    for s in np.flatnonzero(c.held_out):
+        if KINDS[c.kind[s]] == "followup":
+            continue
+        ids = c.sequence(s)[: c.resp_start[s]].astype(np.int64).tolist()
+        if tuple(ids) not in seen:
+            seen.add(tuple(ids))
+            out.append((KINDS[c.kind[s]], ids))
+        if len(out) == n:
+            break
+    return out
+
+
+def suite_prompts(tok, items: int) -> list[tuple[str, list[int]]]:
+    from eval.data import load_suite
+    from eval.schema import SUITE_FILES
+
+    root = Path(__file__).resolve().parents[1] / "data" / "benchmarks"
+    out = []
+    for suite in SUITE_FILES:
+        for it in load_suite(root, suite, limit=items):
+            ids = tok.apply_chat_template([{"role": "user", "content": it.turns[0]}], add_generation_prompt=True,
+                                          tokenize=True, return_dict=True)["input_ids"]
+            out.append((suite, list(ids)))
+    return out
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--head", default="rheo/assets/eagle3_smollm2_135m")
-    ap.add_argument("--prompts", default=".cache/draft_data/held_out_prompts.json")
-    ap.add_argument("--skip", type=int, default=32, help="held-out prompts already used for accuracy data")
-    ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--corpus", default=str(DEFAULT_DIR))
+    ap.add_argument("--n", type=int, default=16)
+    ap.add_argument("--suite-items", type=int, default=0)
     ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--method", default="topk")
-    ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--tree-size", type=int, default=60)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--check-greedy", action="store_true", help="also compare with model.generate (T=0)")
+    ap.add_argument("--seeds", default="0,1,2", help="seeds of the T=1 runs ('' = none)")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--check-greedy", action="store_true", help="compare T=0 tokens with model.generate (fp32)")
+    ap.add_argument("--out", default="")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    model, tok = load_smollm2()
+    model, tok = load_smollm2(dtype=getattr(torch, args.dtype))
     target, drafter = HFTarget(model), load_eagle3_drafter(args.head, model)
-    prompts = json.load(open(args.prompts))[args.skip : args.skip + args.n]
-    cfg = SpecConfig(method=args.method, k=args.k, depth=args.depth, tree_size=args.tree_size,
-                     temperature=args.temperature)
-    lengths, mismatches, t0 = [], 0, time.time()
-    for i, p in enumerate(prompts):
-        ids = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                      return_tensors="pt", return_dict=True)["input_ids"]
-        out = speculative_generate(target, drafter, ids[0].tolist(), args.max_new_tokens, config=cfg,
-                                   generator=torch.Generator().manual_seed(args.seed + i),
-                                   eos_token_id=tok.eos_token_id)
-        lengths += out.accept_lengths
-        if args.check_greedy and args.temperature == 0:
-            ref = model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False)[0, ids.shape[1]:]
-            mismatches += int(out.tokens != ref.tolist())
-        print(json.dumps(dict(prompt=i, tokens=len(out.tokens), tau=round(sum(out.accept_lengths) / len(out.accept_lengths), 3))), flush=True)
-    tau = sum(lengths) / len(lengths)
-    print(json.dumps(dict(tau=round(tau, 3), prompts=len(prompts), cycles=len(lengths), tokens=sum(lengths),
-                          greedy_mismatches=mismatches if args.check_greedy else None,
-                          wall_s=round(time.time() - t0, 1), config=vars(args))), flush=True)
+    groups = [("heldout", held_out_prompts(args.n, args.corpus))]
+    if args.suite_items:
+        groups.append(("suites", suite_prompts(tok, args.suite_items)))
+    runs = [("topk", 0.0, 0)] + [(m, 1.0, int(s)) for s in args.seeds.split(",") if s for m in ("topk", "rheo")]
+    rows, t0 = [], time.time()
+    for group, prompts in groups:
+        for method, temp, seed in runs if group == "heldout" else runs[:1]:
+            cfg = SpecConfig(method=method, k=args.k, m=1, depth=args.depth, tree_size=args.tree_size,
+                             temperature=temp)
+            for i, (kind, ids) in enumerate(prompts):
+                out = speculative_generate(target, drafter, ids, args.max_new_tokens, config=cfg,
+                                           generator=torch.Generator().manual_seed(seed * 1000 + i),
+                                           eos_token_id=tok.eos_token_id)
+                row = dict(group=group, kind=kind, prompt=i, method=method, temperature=temp, seed=seed,
+                           tokens=len(out.tokens), cycles=len(out.accept_lengths),
+                           tau=round(sum(out.accept_lengths) / len(out.accept_lengths), 3))
+                if args.check_greedy and temp == 0:
+                    x = torch.tensor([ids])
+                    ref = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=args.max_new_tokens,
+                                         do_sample=False)[0, len(ids):].tolist()
+                    ref = ref[: ref.index(tok.eos_token_id) + 1] if tok.eos_token_id in ref else ref
+                    row["greedy_identical"] = out.tokens == ref
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    summary = summarise(rows, args, time.time() - t0)
+    print(json.dumps(summary, indent=1))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (out / "summary.md").write_text(markdown(summary))
+
+
+def summarise(rows, args, wall_s):
+    """Pooled tau (total tokens / total cycles) per (group, method, T) and per benchmark suite."""
+    out = dict(config=vars(args), wall_s=round(wall_s, 1), pooled=[], per_suite=[])
+    keys = sorted({(r["group"], r["method"], r["temperature"]) for r in rows})
+    for g, m, t in keys:
+        sel = [r for r in rows if (r["group"], r["method"], r["temperature"]) == (g, m, t)]
+        taus = [r["tau"] for r in sel]
+        rec = dict(group=g, method=m, temperature=t, generations=len(sel),
+                   tau_pooled=round(sum(r["tokens"] for r in sel) / sum(r["cycles"] for r in sel), 3),
+                   tau_mean=round(float(np.mean(taus)), 3), tau_sd=round(float(np.std(taus, ddof=1)), 3) if len(taus) > 1 else 0.0)
+        if any("greedy_identical" in r for r in sel):
+            rec["greedy_identical"] = f"{sum(r.get('greedy_identical', False) for r in sel)}/{len(sel)}"
+        out["pooled"].append(rec)
+    for suite in sorted({r["kind"] for r in rows if r["group"] == "suites"}):
+        sel = [r for r in rows if r["group"] == "suites" and r["kind"] == suite]
+        out["per_suite"].append(dict(suite=suite, items=len(sel),
+                                     tau=round(sum(r["tokens"] for r in sel) / sum(r["cycles"] for r in sel), 3)))
+    return out
+
+
+def markdown(s) -> str:
+    lines = ["| prompts | method | T | generations | tau (pooled) | tau mean +- sd | greedy == generate |",
+             "|---|---|---|---|---|---|---|"]
+    for r in s["pooled"]:
+        lines.append(f"| {r['group']} | {r['method']} | {r['temperature']:g} | {r['generations']} | {r['tau_pooled']} | "
+                     f"{r['tau_mean']} +- {r['tau_sd']} | {r.get('greedy_identical', '-')} |")
+    if s["per_suite"]:
+        lines += ["", "| suite | items | Top-K tau, T=0 |", "|---|---|---|"]
+        lines += [f"| {r['suite']} | {r['items']} | {r['tau']} |" for r in s["per_suite"]]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -1,41 +1,69 @@
-"""Train an EAGLE-3 draft head for SmolLM2-135M-Instruct on data from gen_draft_data.py.
+"""Train the EAGLE-3 draft head of SmolLM2-135M-Instruct on the committed corpus.
 
-Deterministic given --seed (CPU). Writes the head (fp16 safetensors + config.json)
-to --out after every evaluation and a JSON log of held-out accuracy per unrolled
-step to --run-dir/metrics.jsonl. Usage::
+Pipeline (each stage resumable; nothing here reads the benchmarks):
 
-    python scripts/train_draft.py --data .cache/draft_data --run-dir .cache/train_draft \\
-        --out rheo/assets/eagle3_smollm2_135m --epochs 3
+1. the corpus: ``data/draft_corpus/`` (token ids; ``scripts/gen_corpus.py`` + ``pack_corpus.py``);
+2. target features (``rheo.training.features``), cached under ``--features`` (outside git);
+3. the draft vocabulary: the ``--draft-vocab`` most frequent response tokens of the training
+   split; its coverage of the target's argmax on held-out responses is printed;
+4. training: EAGLE-3 training-time test unrolled ``--steps-unrolled`` steps, loss against the
+   target's own next-token distribution over the draft vocabulary, AdamW + cosine schedule
+   planned over ``--epochs`` (fractional allowed). A full checkpoint (head, optimiser,
+   scheduler, data position) is written every ``--ckpt-minutes``; ``--resume`` continues
+   bit-exactly in data order. Held-out top-1 per unrolled step vs tokens seen is logged to
+   ``<run-dir>/metrics.jsonl``; the head is exported (fp16, official layout) to ``--out``.
+
+    python scripts/train_draft.py --run-dir .cache/train_head --out .cache/head_new --epochs 1
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
+import os
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
 from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, save_head
+from rheo.models.hf_target import feature_layer_ids
 from rheo.models.smollm2 import load_smollm2
-from rheo.training.eagle3_train import choose_draft_vocab, make_batch, soft_targets, ttt_forward
+from rheo.training.corpus import DEFAULT_DIR, load_corpus, sha256
+from rheo.training.eagle3_train import batch_from_sequences, ttt_forward
+from rheo.training.features import FeatureCache, build_features, length_batches
 
 
-def load_shards(pattern: str):
-    out = []
-    for path in sorted(glob.glob(pattern)):
-        out.extend(torch.load(path))
-    return out
+def draft_vocab(corpus, size: int) -> torch.Tensor:
+    """[size] long, ascending: most frequent training-response tokens (ties: lower id)."""
+    counts = np.zeros(2**16, dtype=np.int64)
+    for s in np.flatnonzero(~corpus.held_out):
+        seq = corpus.sequence(s)
+        np.add.at(counts, seq[corpus.resp_start[s]:].astype(np.int64), 1)
+    ranked = np.lexsort((np.arange(len(counts)), -counts))[:size]
+    return torch.from_numpy(np.sort(ranked)).long()
 
 
-def init_head(target, draft_ids: torch.Tensor, from_target: bool) -> Eagle3Head:
-    """Head shaped like one target layer; lm_head/norm copied from the target (draft rows)."""
+def coverage(cache: FeatureCache, held: np.ndarray, in_vocab: torch.Tensor) -> float:
+    """Share of held-out response positions whose target argmax is in the draft vocabulary."""
+    hits = total = 0
+    for s in held:
+        a, r, b = int(cache.corpus.offsets[s]), int(cache.corpus.resp_start[s]), int(cache.corpus.offsets[s + 1])
+        am = torch.from_numpy(np.asarray(cache.argmax[a + r - 1 : b - 1]).astype(np.int64))
+        hits += int(in_vocab[am].sum())
+        total += len(am)
+    return hits / max(total, 1)
+
+
+def init_head(target, draft_ids: torch.Tensor, warm_start: str) -> Eagle3Head:
+    """Head shaped like one target layer; lm_head/norm = the target's (draft rows).
+
+    ``warm_start``: a head dir whose fc / midlayer weights are copied (its draft vocabulary
+    may differ: lm_head rows always come from the target)."""
     tc = target.config
-    n = tc.num_hidden_layers
     cfg = Eagle3Config(
         hidden_size=tc.hidden_size, num_attention_heads=tc.num_attention_heads,
         num_key_value_heads=tc.num_key_value_heads, intermediate_size=tc.intermediate_size,
@@ -50,162 +78,163 @@ def init_head(target, draft_ids: torch.Tensor, from_target: bool) -> Eagle3Head:
         head.t2d[draft_ids] = True
         head.lm_head.weight.copy_(target.lm_head.weight[draft_ids])
         head.norm.weight.copy_(target.model.norm.weight)
-        if from_target:  # start as target layer L-3 reading its own input; the embedding half at zero
-            h = tc.hidden_size
-            src = target.model.layers[n - 3]
-            head.fc.weight.zero_()
-            head.fc.weight[:, 2 * h :] = torch.eye(h)
-            for name in ("q_proj", "k_proj", "v_proj"):
-                w = getattr(head.midlayer.self_attn, name).weight
-                w.zero_()
-                w[:, h:] = getattr(src.self_attn, name).weight
-            head.midlayer.self_attn.o_proj.weight.copy_(src.self_attn.o_proj.weight)
-            head.midlayer.mlp.load_state_dict(src.mlp.state_dict())
-            head.midlayer.hidden_norm.weight.copy_(src.input_layernorm.weight)
-            head.midlayer.post_attention_layernorm.weight.copy_(src.post_attention_layernorm.weight)
+        if warm_start:
+            from safetensors.torch import load_file
+
+            state = load_file(str(Path(warm_start) / "model.safetensors"))
+            keep = {k: v.float() for k, v in state.items() if k.startswith(("fc.", "midlayer."))}
+            missing = head.load_state_dict(keep, strict=False)
+            if missing.unexpected_keys:
+                raise ValueError(f"warm start {warm_start}: unexpected keys {missing.unexpected_keys}")
     return head
 
 
-def prepare(samples, target, draft_ids):
-    w = target.lm_head.weight.detach().float()
-    for s in tqdm(samples, desc="soft targets"):
-        s["logp"], s["argmax"] = soft_targets(s.pop("final"), w, draft_ids)
-    return samples
-
-
-def batches_by_tokens(samples, max_tokens: int, gen: torch.Generator):
-    order = torch.randperm(len(samples), generator=gen).tolist()
-    out, cur, width = [], [], 0
-    for i in order:
-        n = len(samples[i]["input_ids"])
-        if cur and max(width, n) * (len(cur) + 1) > max_tokens:
-            out.append(cur)
-            cur, width = [], 0
-        cur.append(samples[i])
-        width = max(width, n)
-    if cur:
-        out.append(cur)
-    return out
-
-
 @torch.no_grad()
-def evaluate(head, embed, held, steps, in_vocab, max_tokens, device):
+def evaluate(head, embed, cache, held, steps, in_vocab, w_draft, max_tokens):
     head.eval()
     tot = torch.zeros(steps, 2)
-    for b in batches_by_tokens(held, max_tokens, torch.Generator().manual_seed(0)):
-        _, st = ttt_forward(head, {k: v.to(device) for k, v in make_batch(b, embed).items()}, steps, in_vocab)
+    lengths = cache.corpus.lengths()
+    for b in length_batches(lengths, sorted(held, key=lambda s: lengths[s]), max_tokens):
+        batch = batch_from_sequences([cache.sequence(s) for s in b], embed, w_draft)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            _, st = ttt_forward(head, batch, steps, in_vocab)
         tot += st.float()
     head.train()
     return (tot[:, 0] / tot[:, 1].clamp_min(1)).tolist()
 
 
+def epoch_batches(lengths, train_ids, max_tokens, seed, epoch):
+    """The batches of one epoch: a seeded shuffle, cut into blocks sorted by length (little padding)."""
+    g = np.random.default_rng([seed, epoch])
+    order = g.permutation(train_ids)
+    batches = []
+    for a in range(0, len(order), 256):
+        block = sorted(order[a : a + 256], key=lambda s: lengths[s])
+        batches += list(length_batches(lengths, block, max_tokens))
+    perm = g.permutation(len(batches))
+    return [batches[i] for i in perm]
+
+
+def save_state(path: Path, **state) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=".cache/draft_data")
-    ap.add_argument("--run-dir", default=".cache/train_draft")
-    ap.add_argument("--out", default="rheo/assets/eagle3_smollm2_135m")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", default=str(DEFAULT_DIR))
+    ap.add_argument("--features", default=".cache/draft_features")
+    ap.add_argument("--run-dir", default=".cache/train_head")
+    ap.add_argument("--out", default=".cache/train_head/head")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--draft-vocab", type=int, default=8192)
     ap.add_argument("--steps-unrolled", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--max-tokens", type=int, default=2048)
-    ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch")
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--step-decay", type=float, default=0.8)
-    ap.add_argument("--eval-every", type=int, default=100)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--no-init-from-target", action="store_true")
-    ap.add_argument("--resume", default="", help="head dir (config.json + model.safetensors) to continue from")
-    ap.add_argument("--train-lm-head", action="store_true")
-    ap.add_argument("--max-train-samples", type=int, default=0)
-    ap.add_argument("--max-minutes", type=float, default=0.0, help="stop early (after a checkpoint) past this wall time")
+    ap.add_argument("--eval-every", type=int, default=200)
+    ap.add_argument("--eval-sequences", type=int, default=120)
+    ap.add_argument("--ckpt-minutes", type=float, default=10.0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--warm-start", default="", help="head dir to copy fc/midlayer from")
+    ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/state.pt")
+    ap.add_argument("--features-only", action="store_true")
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (a smoke test)")
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # CPU path is the tested one
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
 
+    corpus = load_corpus(args.corpus)
     target, _ = load_smollm2()
-    train = load_shards(f"{args.data}/train_*.pt")
-    if args.max_train_samples:
-        train = train[: args.max_train_samples]
-    held = load_shards(f"{args.data}/heldout_*.pt")
-    if args.resume:  # same draft vocabulary and weights as the saved head (optimizer restarts)
-        from rheo.models.eagle3 import load_eagle3_drafter
+    meta = dict(corpus_sha256=sha256(Path(args.corpus) / "corpus.npz"), dtype="bfloat16",
+                layers=list(feature_layer_ids(target.config.num_hidden_layers)))
+    cache = FeatureCache(args.features, corpus, target.config.hidden_size, meta, create=True)
+    if not cache.done.all():
+        build_features(target, cache)
+    target = target.float()
+    if args.features_only:
+        return
+    held = np.flatnonzero(corpus.held_out)[: args.eval_sequences]
+    train_ids = np.flatnonzero(~corpus.held_out)
+    lengths = corpus.lengths()
 
-        head = load_eagle3_drafter(args.resume, target, dtype=torch.float32).head
-        draft_ids = head.draft_to_target().cpu()
-    else:
-        draft_ids = choose_draft_vocab(train, target.config.vocab_size, args.draft_vocab)
-        head = init_head(target, draft_ids, not args.no_init_from_target)
-    head = head.to(device).train()
-    train, held = prepare(train, target, draft_ids), prepare(held, target, draft_ids)
-    embed = target.model.embed_tokens
+    state_path = run_dir / "state.pt"
+    resume = torch.load(state_path, weights_only=False) if args.resume and state_path.exists() else None
+    draft_ids = resume["draft_ids"] if resume else draft_vocab(corpus, args.draft_vocab)
+    head = init_head(target, draft_ids, "" if resume else args.warm_start)
     in_vocab = head.t2d.clone()
-
-    def to_dev(batch):
-        return {k: v.to(device) for k, v in batch.items()}
-
-    head.lm_head.weight.requires_grad_(args.train_lm_head)
+    cov = coverage(cache, np.flatnonzero(corpus.held_out), in_vocab)
+    embed = target.model.embed_tokens
+    w_draft = target.lm_head.weight.detach()[draft_ids].float()  # [Vd, H]
+    head.lm_head.weight.requires_grad_(False)
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    gen = torch.Generator().manual_seed(args.seed)
-    n_per_epoch = len(batches_by_tokens(train, args.max_tokens, torch.Generator().manual_seed(0)))
-    total = n_per_epoch * args.epochs
-    plan = {"total": total}  # with --max-minutes, shortened once the speed is measured (see below)
+    per_epoch = len(epoch_batches(lengths, train_ids, args.max_tokens, args.seed, 0))
+    total = max(1, int(per_epoch * args.epochs))
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / args.warmup)
-        * 0.5 * (1 + math.cos(math.pi * min(s, plan["total"]) / plan["total"]))
-    )
-    n_tok = sum(len(s["input_ids"]) for s in train)
-    info = dict(train_samples=len(train), train_tokens=n_tok, held_out_samples=len(held), total_steps=total,
-                args=vars(args), device=str(device), threads=args.threads)
+        opt, lambda s: min(1.0, (s + 1) / args.warmup) * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    step, epoch, pos, tokens_seen = 0, 0, 0, 0
+    if resume:
+        head.load_state_dict(resume["head"])
+        opt.load_state_dict(resume["opt"])
+        sched.load_state_dict(resume["sched"])
+        step, epoch, pos, tokens_seen = resume["step"], resume["epoch"], resume["pos"], resume["tokens_seen"]
+        torch.set_rng_state(resume["torch_rng"])
+    info = dict(train_sequences=len(train_ids), train_tokens=int(lengths[train_ids].sum()),
+                train_response_tokens=int((lengths - corpus.resp_start)[train_ids].sum()),
+                held_out_sequences=len(held), draft_vocab=len(draft_ids), held_out_argmax_coverage=round(cov, 4),
+                batches_per_epoch=per_epoch, total_steps=total, resumed_at=step, args=vars(args))
     print(json.dumps(info), flush=True)
+    (run_dir / "info.json").write_text(json.dumps(info, indent=1))
     metrics = open(run_dir / "metrics.jsonl", "a")
 
-    def checkpoint(step, epoch):
-        acc = evaluate(head, embed, held, args.steps_unrolled, in_vocab, args.max_tokens, device)
-        rec = dict(step=step, epoch=epoch, wall_s=round(time.time() - t_start, 1), held_out_top1=acc)
+    def checkpoint(final: bool = False):
+        acc = evaluate(head, embed, cache, held, args.steps_unrolled, in_vocab, w_draft, args.max_tokens)
+        rec = dict(step=step, epoch=epoch, tokens_seen=tokens_seen, wall_s=round(time.time() - t_start, 1),
+                   held_out_top1=[round(a, 4) for a in acc], final=final)
         print(json.dumps(rec), flush=True)
         metrics.write(json.dumps(rec) + "\n")
         metrics.flush()
-        save_head(head, run_dir / f"ckpt_{step:06d}")
         save_head(head, args.out)
-        (run_dir / "last.json").write_text(json.dumps({**info, **rec}, indent=1))
+        save_state(state_path, head=head.state_dict(), opt=opt.state_dict(), sched=sched.state_dict(), step=step,
+                   epoch=epoch, pos=pos, tokens_seen=tokens_seen, torch_rng=torch.get_rng_state(), draft_ids=draft_ids)
 
-    checkpoint(0, 0)
+    if not resume:
+        checkpoint()
     step_w = torch.tensor([args.step_decay**k for k in range(args.steps_unrolled)])
-    step = 0
-    for epoch in range(1, args.epochs + 1):
-        pbar = tqdm(batches_by_tokens(train, args.max_tokens, gen), desc=f"epoch {epoch}")
-        for b in pbar:
-            losses, st = ttt_forward(head, to_dev(make_batch(b, embed)), args.steps_unrolled, in_vocab)
-            loss = (losses * step_w).sum()
+    last_ckpt = time.time()
+    bar = tqdm(total=total, initial=step, desc="train", mininterval=30)
+    while step < total and not (args.max_steps and step >= args.max_steps):
+        batches = epoch_batches(lengths, train_ids, args.max_tokens, args.seed, epoch)
+        while pos < len(batches) and step < total and not (args.max_steps and step >= args.max_steps):
+            b = batches[pos]
+            batch = batch_from_sequences([cache.sequence(s) for s in b], embed, w_draft)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                losses, st = ttt_forward(head, batch, args.steps_unrolled, in_vocab)
+            loss = (losses.float() * step_w).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 0.5)
             opt.step()
             sched.step()
-            step += 1
-            if args.max_minutes and step == 10:  # fit the cosine schedule into the time budget
-                t10 = time.time()
-            if args.max_minutes and step == 30:
-                per_step = (time.time() - t10) / 20 * 1.1  # + evaluation overhead
-                fit = step + int((60 * args.max_minutes - (time.time() - t_start)) / per_step)
-                plan["total"] = max(step + 1, min(total, fit))
-                print(json.dumps(dict(planned_steps=plan["total"], sec_per_step=round(per_step, 2))), flush=True)
+            step, pos = step + 1, pos + 1
+            tokens_seen += int(lengths[b].sum())
             acc = (st[:, 0].float() / st[:, 1].clamp_min(1)).tolist()
-            pbar.set_postfix(loss=f"{loss.item():.3f}", acc=" ".join(f"{a:.2f}" for a in acc))
-            if step % args.eval_every == 0:
-                checkpoint(step, epoch)
-            if step >= plan["total"] or (args.max_minutes and time.time() - t_start > 60 * args.max_minutes):
-                break
-        checkpoint(step, epoch)
-        if step >= plan["total"] or (args.max_minutes and time.time() - t_start > 60 * args.max_minutes):
-            print(json.dumps(dict(stopped=True, step=step, planned=plan["total"])), flush=True)
-            break
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", acc=" ".join(f"{a:.2f}" for a in acc),
+                            tok_s=f"{tokens_seen / (time.time() - t_start):.0f}")
+            if step % args.eval_every == 0 or time.time() - last_ckpt > 60 * args.ckpt_minutes:
+                checkpoint()
+                last_ckpt = time.time()
+        if pos >= len(batches):
+            epoch, pos = epoch + 1, 0
+    checkpoint(final=True)
     print(json.dumps(dict(done=True, steps=step, wall_s=round(time.time() - t_start, 1))), flush=True)
 
 

@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 import torch
 
 from rheo.models.base import TreeView
-from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, attend
+from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, attend, dequantize_int8
 
 __all__ = ["Eagle3Drafter", "Eagle3Session", "load_eagle3_drafter", "Eagle3LoadError"]
 
@@ -159,7 +159,7 @@ def _read_state(head_dir: Path) -> dict:
     if st.exists():
         from safetensors.torch import load_file
 
-        return load_file(str(st))
+        return dequantize_int8(load_file(str(st)))
     if binf.exists():
         return torch.load(binf, map_location="cpu", weights_only=True)
     raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {head_dir}")

@@ -180,10 +180,12 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: Opti
     return nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
 
 
-def save_head(head: Eagle3Head, out_dir, dtype: torch.dtype = torch.float16) -> None:
+def save_head(head: Eagle3Head, out_dir, dtype: torch.dtype = torch.float16, int8: bool = False) -> None:
     """Write ``config.json`` + ``model.safetensors`` (official key names) atomically into ``out_dir``.
 
     Float weights are stored as ``dtype``; ``d2t`` (long) and ``t2d`` (bool) as they are.
+    ``int8``: matrices as per-row int8 (:func:`quantize_int8`; our loader reads it, the
+    official EAGLE code does not).
     """
     import json
     import os
@@ -201,6 +203,8 @@ def save_head(head: Eagle3Head, out_dir, dtype: torch.dtype = torch.float16) -> 
             continue
         v = v.detach().cpu()
         state[k] = (v.to(dtype) if v.is_floating_point() else v).contiguous()
+    if int8:
+        state = quantize_int8(state)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp_head_", dir=out_dir))
     try:
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
@@ -210,3 +214,32 @@ def save_head(head: Eagle3Head, out_dir, dtype: torch.dtype = torch.float16) -> 
             os.replace(tmp / name, out_dir / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+INT8_SCALE_SUFFIX = "_int8_scale"
+
+
+def quantize_int8(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Symmetric per-row int8 for every 2-D float weight: ``w ~= q * scale[:, None]``.
+
+    The int8 tensor keeps its official key; ``<key>_int8_scale`` [rows] fp16 sits beside it.
+    Used only to store a *baseline* head compactly (half of fp16); see :func:`dequantize_int8`.
+    """
+    out = {}
+    for k, v in state.items():
+        if v.is_floating_point() and v.dim() == 2:
+            scale = v.float().abs().amax(dim=1).clamp_min(1e-12) / 127.0  # [rows]
+            out[k] = torch.round(v.float() / scale[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
+            out[k + INT8_SCALE_SUFFIX] = scale.to(torch.float16)
+        else:
+            out[k] = v
+    return out
+
+
+def dequantize_int8(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Inverse of :func:`quantize_int8` (a no-op on a plain checkpoint); weights come back fp32."""
+    scales = {k[: -len(INT8_SCALE_SUFFIX)]: v for k, v in state.items() if k.endswith(INT8_SCALE_SUFFIX)}
+    out = {k: v for k, v in state.items() if not k.endswith(INT8_SCALE_SUFFIX)}
+    for k, s in scales.items():
+        out[k] = out[k].float() * s.float()[:, None]
+    return out

@@ -136,3 +136,31 @@ def ttt_forward(head: Eagle3Head, batch: Dict[str, torch.Tensor], steps: int, in
             hit = (d2t_ids[logits.argmax(-1)] == argmax) & valid & step_ok
             stats.append(torch.stack([hit.sum(), (valid & step_ok).sum()]))
     return torch.stack(losses), torch.stack(stats)
+
+
+@torch.no_grad()
+def batch_from_sequences(seqs: List[Dict], embed: nn.Embedding, w_draft: torch.Tensor,
+                         min_resp_offset: int = 2) -> Dict[str, torch.Tensor]:
+    """Pad cached sequences into pair tensors, soft labels recomputed from the target's final hidden.
+
+    Each sequence: input_ids [N], features [N, F] fp16, final [N, Ht] fp16, argmax [N], resp_start.
+    w_draft: [Vd, Ht] the target's lm_head rows of the draft vocabulary.
+    Returns feats [B, M, F], embeds [B, M, H], logp [B, M, Vd], argmax [B, M], valid [B, M] bool with
+    M = max(N) - 1; pair j holds (f_j, x_{j+1}) and is scored against p_{j+1} (see the module docstring).
+    """
+    m = max(len(s["input_ids"]) for s in seqs) - 1
+    b, f_dim, h_t = len(seqs), seqs[0]["features"].shape[1], seqs[0]["final"].shape[1]
+    feats = torch.zeros(b, m, f_dim)
+    toks = torch.zeros(b, m, dtype=torch.long)
+    final = torch.zeros(b, m, h_t)
+    argmax = torch.zeros(b, m, dtype=torch.long)
+    valid = torch.zeros(b, m, dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        n = len(s["input_ids"])
+        feats[i, : n - 1] = s["features"][: n - 1].float()
+        toks[i, : n - 1] = s["input_ids"][1:]
+        final[i, : n - 1] = s["final"][1:].float()
+        argmax[i, : n - 1] = s["argmax"][1:]
+        valid[i, max(s["resp_start"] - min_resp_offset, 0) : n - 2] = True
+    logp = torch.log_softmax(final @ w_draft.T, dim=-1)  # [B, M, Vd]
+    return dict(feats=feats, embeds=embed(toks), logp=logp, argmax=argmax, valid=valid)

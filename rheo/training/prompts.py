@@ -1,81 +1,340 @@
-"""Offline chat prompts for draft-head training, built from Python's stdlib docstrings.
+"""Offline training prompts for the draft head: six kinds, none from the benchmarks.
 
-Nothing here reads the benchmark data: prompts come only from the docstrings of
-standard-library modules bundled with the running interpreter. The list is
-deterministic given the seed; :func:`split_prompts` holds out a fixed share.
+Kinds (``Prompt.kind``), mirroring what the benchmark suites ask for without
+reading them:
+
+* ``chat``      task types x topics (explain, compare, advise, write a poem/email/story ...);
+* ``code``      Python functions to write, from a list of small tasks (plain request or a
+                signature + docstring to complete);
+* ``math``      arithmetic word problems from templates with random quantities and names;
+* ``qa``        short factual questions from templates, and questions about a passage;
+* ``summary``   passages from text the installed packages ship (stdlib / package
+                docstrings, package descriptions, licences), to summarise;
+* ``followup``  second turns ("make it shorter", "explain step 2", ...) on the target's
+                own first answers: built later, from generated answers, by
+                :func:`followup_turns`.
+
+Passages come from :mod:`rheo.training.passages`. Everything is deterministic given
+the seed and the installed packages; the generated corpus itself is committed as
+token ids (``data/draft_corpus/``), so nobody needs to rebuild it. The held-out split
+is a fixed share chosen by a hash of the prompt text (independent of order).
+:func:`benchmark_ngrams` / :func:`shares_ngram` implement the contamination check: no
+training prompt may share an 8-gram (lower-cased whitespace tokens) with a benchmark
+prompt; :func:`build_prompts` drops any that would.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
+import hashlib
+import json
 import random
-from typing import List, Tuple
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, List, Sequence, Set, Tuple
 
-STDLIB_MODULES = (
-    "abc argparse array base64 bisect calendar collections colorsys contextlib copy csv dataclasses "
-    "datetime decimal difflib enum fnmatch fractions functools glob gzip hashlib heapq hmac html "
-    "itertools json logging math operator os pathlib pickle pprint queue random re secrets shlex "
-    "shutil socket sqlite3 statistics string struct subprocess tempfile textwrap threading time "
-    "timeit typing unicodedata urllib.parse uuid warnings weakref zipfile zlib"
-).split()
+from rheo.training import passages as _passages
 
-TEMPLATES = (
-    "Explain what `{qual}` does in Python.",
-    "Summarise this docstring in two sentences:\n\n{doc}",
-    "Write a short example that uses `{qual}`.",
-    "What are common mistakes when using `{qual}`?",
-    "Rewrite this explanation in simpler words for a beginner:\n\n{first}",
-    "When should I use `{qual}` instead of writing my own code?",
-    "Give three bullet points describing the `{mod}` module.",
-    "Write a haiku about `{qual}`.",
-    "Translate this sentence into French: {first}",
-    "Is the following statement true? Explain briefly. \"{first}\"",
+NGRAM = 8
+HELD_OUT_PERCENT = 3
+KINDS = ("chat", "code", "math", "qa", "summary", "followup")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    kind: str
+
+
+# ----------------------------------------------------------------------------- chat
+TOPICS = (
+    "photosynthesis, black holes, the water cycle, volcanoes, climate change, renewable energy, electric cars, "
+    "the Roman Empire, the printing press, the Silk Road, ancient Egypt, the Renaissance, jazz music, "
+    "classical music, impressionist painting, chess, marathon running, yoga, meditation, healthy sleep, "
+    "vegetarian cooking, baking bread, coffee, tea ceremonies, gardening, beekeeping, bird watching, "
+    "urban planning, public libraries, remote work, time management, job interviews, public speaking, "
+    "learning a new language, saving money, starting a small business, online privacy, password security, "
+    "machine learning, quantum computing, the internet, smartphones, social media, video games, "
+    "space exploration, the Moon landing, Mars, ocean tides, coral reefs, rainforests, deserts, "
+    "honeybees, dolphins, elephants, penguins, friendship, kindness, leadership, teamwork, "
+    "camping, hiking, travelling on a budget, museums, photography, poetry, writing a novel, "
+    "recycling, composting, minimalism, moving to a new city, raising a puppy, caring for houseplants, "
+    "volunteering, elections, the stock market, inflation, the history of money, earthquakes, "
+    "vaccines, the human heart, nutrition, exercise for beginners, robots, 3D printing, bicycles, trains"
+).split(", ")
+
+CHAT_TEMPLATES = (
+    "Explain {t} to a ten-year-old.",
+    "Write a short poem about {t}.",
+    "Give me five interesting facts about {t}.",
+    "What are the main advantages and disadvantages of {t}?",
+    "Write a short story in which {t} plays an important role.",
+    "I am preparing a presentation about {t}. Suggest an outline with five sections.",
+    "What are common misconceptions about {t}?",
+    "Write a friendly email inviting my colleagues to a lunch talk on {t}.",
+    "Describe {t} in three sentences.",
+    "Why should a student care about {t}? Answer in one paragraph.",
+    "Create a list of discussion questions about {t} for a book club.",
+    "Write a tweet that makes people curious about {t}.",
+    "How has {t} changed over the last hundred years?",
+    "Give me a step-by-step plan to learn more about {t} in one month.",
+    "Write a dialogue between a teacher and a student about {t}.",
+    "Compare {t} and {u}: how are they similar and how do they differ?",
+    "Write a product description for a board game themed around {t}.",
+    "What would the world look like without {t}?",
+    "Give three tips for someone who wants to get started with {t}.",
+    "Write a limerick about {t}.",
+)
+
+# ----------------------------------------------------------------------------- code
+CODE_TASKS = (
+    ("is_palindrome", "s: str", "bool", "Return True if s reads the same forwards and backwards, ignoring case."),
+    ("fibonacci", "n: int", "int", "Return the n-th Fibonacci number, with fibonacci(0) == 0."),
+    ("count_vowels", "text: str", "int", "Return how many vowels the text contains."),
+    ("flatten", "nested: list", "list", "Flatten a list of lists by one level."),
+    ("word_frequencies", "text: str", "dict", "Map every word of the text to the number of times it occurs."),
+    ("second_largest", "numbers: list", "int", "Return the second largest distinct number in the list."),
+    ("is_prime", "n: int", "bool", "Return True if n is a prime number."),
+    ("reverse_words", "sentence: str", "str", "Reverse the order of the words in a sentence."),
+    ("merge_sorted", "a: list, b: list", "list", "Merge two sorted lists into one sorted list."),
+    ("running_mean", "values: list", "list", "Return the running mean after each element."),
+    ("celsius_to_fahrenheit", "c: float", "float", "Convert a temperature from Celsius to Fahrenheit."),
+    ("unique_in_order", "items: list", "list", "Remove duplicates while keeping the first occurrence order."),
+    ("gcd", "a: int, b: int", "int", "Return the greatest common divisor of a and b."),
+    ("chunk", "items: list, size: int", "list", "Split the list into consecutive chunks of the given size."),
+    ("capitalize_words", "text: str", "str", "Capitalise the first letter of every word."),
+    ("binary_search", "items: list, target: int", "int", "Return the index of target in the sorted list, or -1."),
+    ("digit_sum", "n: int", "int", "Return the sum of the decimal digits of a non-negative integer."),
+    ("transpose", "matrix: list", "list", "Return the transpose of a matrix given as a list of rows."),
+    ("anagrams", "a: str, b: str", "bool", "Return True if the two words are anagrams of each other."),
+    ("max_subarray", "numbers: list", "int", "Return the largest sum of a contiguous sub-list."),
+    ("roman_numeral", "n: int", "str", "Convert a positive integer to a Roman numeral."),
+    ("count_words_longer", "text: str, k: int", "int", "Count the words that have more than k letters."),
+    ("rotate_list", "items: list, k: int", "list", "Rotate the list to the right by k positions."),
+    ("factorial", "n: int", "int", "Return n factorial, computed iteratively."),
+    ("parse_key_values", "line: str", "dict", "Parse 'a=1;b=2' into a dictionary of strings."),
+    ("pairwise_differences", "numbers: list", "list", "Return the differences between consecutive numbers."),
+    ("is_sorted", "items: list", "bool", "Return True if the list is sorted in non-decreasing order."),
+    ("longest_word", "text: str", "str", "Return the longest word of the text (the first one on ties)."),
+    ("matrix_sum", "matrix: list", "int", "Return the sum of all entries of a matrix."),
+    ("caesar_shift", "text: str, k: int", "str", "Shift every letter of the text by k places in the alphabet."),
+    ("leap_year", "year: int", "bool", "Return True if the year is a leap year in the Gregorian calendar."),
+    ("median", "numbers: list", "float", "Return the median of a non-empty list of numbers."),
+    ("group_by_length", "words: list", "dict", "Group words into a dictionary keyed by their length."),
+    ("remove_punctuation", "text: str", "str", "Remove every punctuation character from the text."),
+    ("power_set", "items: list", "list", "Return all subsets of the list."),
+    ("dot_product", "a: list, b: list", "float", "Return the dot product of two vectors of equal length."),
+)
+
+CODE_TEMPLATES = (
+    "Write a Python function `{name}({args}) -> {ret}`. {doc} Include a docstring.",
+    "Implement this in Python and explain your solution briefly: {doc}",
+    "Finish the following Python function.\n\n```python\ndef {name}({args}) -> {ret}:\n    \"\"\"{doc}\"\"\"\n```",
+    "Write unit tests with pytest for a function `{name}` that does the following: {doc}",
+    "Show two different ways to write `{name}` in Python. {doc}",
+    "Write a JavaScript function called {name} that does this: {doc}",
+)
+
+# ----------------------------------------------------------------------------- math
+NAMES = ("Amara", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jules", "Kiri", "Lena",
+         "Mateo", "Noor", "Oskar", "Priya", "Quinn", "Rosa", "Sami", "Tomas", "Uma", "Vera", "Wen", "Yusuf", "Zoe")
+ITEMS = ("apples", "marbles", "stickers", "pencils", "cookies", "stamps", "books", "seashells", "cupcakes", "cards")
+
+MATH_TEMPLATES = (
+    "{n1} has {a} {it}. {n1} buys {b} packs with {c} {it} in each pack and gives {d} {it} to {n2}. "
+    "How many {it} does {n1} have now?",
+    "A bakery sells muffins for ${p} each. On Monday it sells {a} muffins and on Tuesday {b} more than on "
+    "Monday. How much money does the bakery make on the two days together?",
+    "{n1} reads {a} pages every weekday and {b} pages on each day of the weekend. How many pages does "
+    "{n1} read in {c} weeks?",
+    "A train travels at {a} km per hour for {b} hours and then at {c} km per hour for {d} hours. What is "
+    "the total distance it travels?",
+    "{n1} earns ${a} per hour and works {b} hours a week. After {c} weeks, {n1} spends ${d} on a bicycle. "
+    "How much money is left?",
+    "A garden has {a} rows of tomato plants with {b} plants in each row. Each plant gives {c} tomatoes. "
+    "If {d} tomatoes are rotten, how many good tomatoes are there?",
+    "{n1} is {a} years old. {n2} is {b} years older than {n1}. In {c} years, what will be the sum of their ages?",
+    "A shop offers a {pc}% discount on a jacket that costs ${a}0. How much does the jacket cost after the "
+    "discount?",
+    "A tank holds {a}0 litres of water. It leaks {b} litres per hour. After {c} hours, {d} litres are added. "
+    "How much water is in the tank?",
+    "{n1} and {n2} share {a}{b} {it} in the ratio {c}:{d}. How many {it} does {n2} get? Round down if needed.",
+    "A school has {a} classes with {b} students each. {pc}% of the students take the bus. How many students "
+    "take the bus? Round to the nearest whole number.",
+    "{n1} runs {a} km on Monday, twice as far on Wednesday and {b} km less than Wednesday on Friday. "
+    "How many km does {n1} run in total?",
+    "Solve step by step: {a} * {b} + {c} * {d} - {a}",
+    "A rectangle is {a} cm long and {b} cm wide. What are its area and its perimeter?",
+    "{n1} saves ${a} every week. How many weeks does {n1} need to save ${b}{c}0?",
+)
+
+# ----------------------------------------------------------------------------- qa
+COUNTRIES = ("France", "Japan", "Brazil", "Kenya", "Canada", "Norway", "India", "Mexico", "Egypt", "Australia",
+             "Argentina", "Vietnam", "Poland", "Morocco", "Peru", "Ireland", "Thailand", "Ghana", "Chile", "Greece")
+ELEMENTS = ("hydrogen", "helium", "carbon", "nitrogen", "oxygen", "sodium", "iron", "copper", "silver", "gold",
+            "neon", "calcium", "zinc", "uranium", "silicon", "magnesium")
+QA_TEMPLATES = (
+    "What is the capital of {country}?",
+    "What language is mainly spoken in {country}?",
+    "What currency is used in {country}?",
+    "Which continent is {country} in?",
+    "What is the chemical symbol of {element}?",
+    "Is {element} a metal?",
+    "Who is known for discovering {element}?",
+    "When did people first use {t}?",
+    "Who invented {t}?",
+    "What is the difference between weather and climate?",
+    "How many bones are in the adult human body?",
+    "Why is the sky blue?",
+    "How far is the Moon from the Earth?",
+    "Where do {animal} live?",
+    "What do {animal} eat?",
+    "How long do {animal} usually live?",
+)
+ANIMALS = ("penguins", "koalas", "wolves", "octopuses", "owls", "camels", "sea turtles", "foxes", "bats", "ants")
+
+PASSAGE_QUESTIONS = (
+    "Read the text below and answer: what is it mainly about?\n\n{p}",
+    "{p}\n\nBased on the text above, what is one thing a reader should remember?",
+    "Answer in one sentence using the passage: what problem does it describe?\n\n{p}",
+)
+SUMMARY_TEMPLATES = (
+    "Summarise the following text in two sentences:\n\n{p}",
+    "Write a short summary of this text for a newsletter:\n\n{p}",
+    "TL;DR:\n\n{p}",
+    "Give the key points of the following text as a bulleted list:\n\n{p}",
+    "Condense this into one sentence:\n\n{p}",
+)
+
+FOLLOWUPS = (
+    "Make it shorter.",
+    "Can you explain that in simpler words?",
+    "Please give an example.",
+    "Rewrite your answer as a bulleted list.",
+    "What is the most important point?",
+    "Can you explain the second step in more detail?",
+    "Now make it more formal.",
+    "Add one more idea to your answer.",
+    "Are there any exceptions?",
+    "Summarise your answer in one sentence.",
 )
 
 
-def _docs(mod_name: str) -> List[Tuple[str, str]]:
-    try:
-        mod = importlib.import_module(mod_name)
-    except Exception:
-        return []
+def _chat(rng: random.Random) -> List[Prompt]:
     out = []
-    doc = inspect.getdoc(mod)
-    if doc:
-        out.append((mod_name, doc))
-    for name, obj in sorted(vars(mod).items()):
-        if name.startswith("_") or not (inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj)):
-            continue
-        d = inspect.getdoc(obj)
-        if d and len(d) > 40:
-            out.append((f"{mod_name}.{name}", d))
+    for t in TOPICS:
+        for tpl in CHAT_TEMPLATES:
+            out.append(Prompt(tpl.format(t=t, u=rng.choice(TOPICS)), "chat"))
     return out
 
 
-def build_prompts(seed: int = 0, max_doc_chars: int = 500) -> List[str]:
-    """All prompts (deduplicated, shuffled with ``seed``)."""
+def _code(rng: random.Random) -> List[Prompt]:
+    return [Prompt(tpl.format(name=n, args=a, ret=r, doc=d), "code") for n, a, r, d in CODE_TASKS
+            for tpl in CODE_TEMPLATES]
+
+
+def _math(rng: random.Random, per_template: int) -> List[Prompt]:
+    out = []
+    for tpl in MATH_TEMPLATES:
+        for _ in range(per_template):
+            n1, n2 = rng.sample(NAMES, 2)
+            out.append(Prompt(tpl.format(
+                n1=n1, n2=n2, it=rng.choice(ITEMS), a=rng.randint(2, 60), b=rng.randint(2, 30),
+                c=rng.randint(2, 12), d=rng.randint(1, 9), p=rng.randint(2, 9), pc=rng.choice((10, 15, 20, 25, 30, 40))),
+                "math"))
+    return out
+
+
+def _qa(rng: random.Random) -> List[Prompt]:
+    out = []
+    for tpl in QA_TEMPLATES:
+        if "{country}" in tpl:
+            out += [Prompt(tpl.format(country=c), "qa") for c in COUNTRIES]
+        elif "{element}" in tpl:
+            out += [Prompt(tpl.format(element=e), "qa") for e in ELEMENTS]
+        elif "{animal}" in tpl:
+            out += [Prompt(tpl.format(animal=a), "qa") for a in ANIMALS]
+        elif "{t}" in tpl:
+            out += [Prompt(tpl.format(t=t), "qa") for t in TOPICS]
+        else:
+            out.append(Prompt(tpl, "qa"))
+    return out
+
+
+def _passage_prompts(rng: random.Random, max_passages: int) -> List[Prompt]:
+    out = []
+    for i, p in enumerate(_passages.passages(rng.randint(0, 2**31), max_passages)):
+        if i % 3 == 0:
+            out.append(Prompt(rng.choice(PASSAGE_QUESTIONS).format(p=p), "qa"))
+        else:
+            out.append(Prompt(rng.choice(SUMMARY_TEMPLATES).format(p=p), "summary"))
+    return out
+
+
+def build_corpus_prompts(seed: int = 0, math_per_template: int = 80, max_passages: int = 1500,
+                         benchmark_dir: str | Path | None = None) -> List[Prompt]:
+    """All first-turn prompts, deduplicated, contamination-filtered, shuffled with ``seed``."""
     rng = random.Random(seed)
-    prompts = set()
-    for mod_name in STDLIB_MODULES:
-        for qual, doc in _docs(mod_name):
-            doc = doc.strip()[:max_doc_chars]
-            first = doc.split("\n\n")[0].replace("\n", " ")[:300]
-            for tpl in rng.sample(TEMPLATES, 3):
-                prompts.add(tpl.format(qual=qual, mod=mod_name.split(".")[0], doc=doc, first=first))
-    out = sorted(prompts)
-    rng.shuffle(out)
+    prompts = _chat(rng) + _code(rng) + _math(rng, math_per_template) + _qa(rng) + _passage_prompts(rng, max_passages)
+    seen, unique = set(), []
+    for p in prompts:
+        if p.text not in seen:
+            seen.add(p.text)
+            unique.append(p)
+    bench = benchmark_ngrams(benchmark_dir)
+    clean = [p for p in unique if not shares_ngram(p.text, bench)]
+    rng.shuffle(clean)
+    return clean
+
+
+def build_prompts(seed: int = 0) -> List[str]:
+    """Texts of :func:`build_corpus_prompts` (kept for callers that want plain strings)."""
+    return [p.text for p in build_corpus_prompts(seed)]
+
+
+def is_held_out(text: str) -> bool:
+    """Fixed split: ``HELD_OUT_PERCENT`` % of prompts, chosen by a hash of the text."""
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) % 100 < HELD_OUT_PERCENT
+
+
+def split_prompts(prompts: Sequence) -> Tuple[list, list]:
+    """(train, held_out) by :func:`is_held_out` on each prompt's text (str or Prompt)."""
+    train, held = [], []
+    for p in prompts:
+        (held if is_held_out(p if isinstance(p, str) else p.text) else train).append(p)
+    return train, held
+
+
+def followup_turns(seed: int, n: int) -> List[str]:
+    """``n`` second-turn user messages, deterministic given ``seed``."""
+    rng = random.Random(seed)
+    return [rng.choice(FOLLOWUPS) for _ in range(n)]
+
+
+# ----------------------------------------------------------------------------- contamination
+def ngrams(text: str, n: int = NGRAM) -> Set[Tuple[str, ...]]:
+    """Lower-cased whitespace-token n-grams of ``text``."""
+    toks = text.lower().split()
+    return {tuple(toks[i : i + n]) for i in range(len(toks) - n + 1)}
+
+
+def benchmark_texts(benchmark_dir: str | Path | None = None) -> Iterable[str]:
+    """Every turn of every benchmark record (``data/benchmarks/*.jsonl``)."""
+    root = Path(benchmark_dir) if benchmark_dir else Path(__file__).resolve().parents[2] / "data" / "benchmarks"
+    files = sorted(root.glob("*.jsonl"))
+    if not files:
+        raise FileNotFoundError(f"no benchmark files in {root}: the contamination check needs them")
+    for f in files:
+        for line in f.read_text().splitlines():
+            if line.strip():
+                yield from json.loads(line)["turns"]
+
+
+def benchmark_ngrams(benchmark_dir: str | Path | None = None) -> Set[Tuple[str, ...]]:
+    out: Set[Tuple[str, ...]] = set()
+    for t in benchmark_texts(benchmark_dir):
+        out |= ngrams(t)
     return out
 
 
-def split_prompts(prompts: List[str], held_out_fraction: float = 0.05) -> Tuple[List[str], List[str]]:
-    """(train, held_out): the first ``held_out_fraction`` of the shuffled list is held out."""
-    n_held = max(1, int(len(prompts) * held_out_fraction))
-    return prompts[n_held:], prompts[:n_held]
-
-
-def doc_texts(seed: int = 0, max_doc_chars: int = 800) -> List[Tuple[str, str]]:
-    """(qualified name, docstring) pairs, shuffled, for teacher-forced samples."""
-    rng = random.Random(seed + 1)
-    out = [(q, d.strip()[:max_doc_chars]) for m in STDLIB_MODULES for q, d in _docs(m)]
-    rng.shuffle(out)
-    return out
+def shares_ngram(text: str, bench: Set[Tuple[str, ...]]) -> bool:
+    return not ngrams(text).isdisjoint(bench)

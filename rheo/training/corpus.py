@@ -1,0 +1,98 @@
+"""The draft-head training corpus as token ids: pack generated shards, load the packed file.
+
+Packed layout (``data/draft_corpus/corpus.npz``, numpy ``savez_compressed``):
+
+* ``tokens``      [T] uint16, every sequence's prompt ids then response ids, concatenated;
+* ``offsets``     [S+1] int64, sequence s is ``tokens[offsets[s]:offsets[s+1]]``;
+* ``resp_start``  [S] int32, index (within the sequence) of the first response token;
+* ``kind``        [S] uint8, index into :data:`rheo.training.prompts.KINDS`;
+* ``temperature`` [S] float32, 0 = greedy;
+* ``held_out``    [S] bool, the fixed held-out split (:func:`rheo.training.prompts.is_held_out`).
+
+``manifest.json`` beside it records counts, sizes, the generation commands and a SHA-256
+of the packed file; :func:`load_corpus` checks the hash, so a damaged or hand-edited file
+is refused with a message instead of training on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+
+from rheo.training.prompts import KINDS
+
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "data" / "draft_corpus"
+
+
+@dataclass
+class Corpus:
+    tokens: np.ndarray  # [T] uint16
+    offsets: np.ndarray  # [S+1] int64
+    resp_start: np.ndarray  # [S] int32
+    kind: np.ndarray  # [S] uint8
+    temperature: np.ndarray  # [S] float32
+    held_out: np.ndarray  # [S] bool
+
+    def __len__(self) -> int:
+        return len(self.resp_start)
+
+    def sequence(self, s: int) -> np.ndarray:
+        return self.tokens[self.offsets[s] : self.offsets[s + 1]]
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def response_tokens(self) -> int:
+        return int((self.lengths() - self.resp_start).sum())
+
+
+def pack_samples(samples: List[Dict]) -> Corpus:
+    """samples: dicts with prompt, response (lists of ids), kind, temperature, split."""
+    seqs = [list(s["prompt"]) + list(s["response"]) for s in samples]
+    if max(max(q) for q in seqs) >= 2**16:
+        raise ValueError("token ids >= 65536 do not fit the uint16 corpus format")
+    lens = np.array([len(q) for q in seqs], dtype=np.int64)
+    return Corpus(
+        tokens=np.array([t for q in seqs for t in q], dtype=np.uint16),
+        offsets=np.concatenate([[0], np.cumsum(lens)]),
+        resp_start=np.array([len(s["prompt"]) for s in samples], dtype=np.int32),
+        kind=np.array([KINDS.index(s["kind"]) for s in samples], dtype=np.uint8),
+        temperature=np.array([s["temperature"] for s in samples], dtype=np.float32),
+        held_out=np.array([s["split"] == "heldout" for s in samples], dtype=bool),
+    )
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def save_corpus(corpus: Corpus, folder: Path, manifest: Dict) -> Path:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "corpus.npz"
+    tmp = folder / ".corpus.tmp.npz"
+    np.savez_compressed(tmp, **{k: getattr(corpus, k) for k in Corpus.__dataclass_fields__})
+    tmp.replace(path)
+    manifest = dict(manifest, file="corpus.npz", sha256=sha256(path), bytes=path.stat().st_size)
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return path
+
+
+def load_corpus(folder: Path | str = DEFAULT_DIR) -> Corpus:
+    folder = Path(folder)
+    path, man = folder / "corpus.npz", folder / "manifest.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no training corpus at {path}: it is committed in the repository "
+                                f"(data/draft_corpus/), or regenerate it with `make corpus`")
+    if man.exists():
+        want = json.loads(man.read_text()).get("sha256")
+        if want and sha256(path) != want:
+            raise ValueError(f"{path} does not match the SHA-256 in {man}: the file is damaged or was "
+                             f"changed by hand; restore it with `git checkout -- {folder}` or regenerate it")
+    with np.load(path) as z:
+        return Corpus(**{k: z[k] for k in Corpus.__dataclass_fields__})

@@ -1,0 +1,123 @@
+"""Target features for draft-head training, computed from the corpus and cached on disk.
+
+For every token position of every corpus sequence, one target forward gives
+
+* ``feats``  [T, 3H] fp16: the inputs of decoder layers :func:`feature_layer_ids` (the
+  EAGLE-3 fused feature; the same definition the tree-scoring adapter uses);
+* ``final``  [T, H]  fp16: the target's last normed hidden state (its next-token logits
+  are ``lm_head(final)``; soft labels over the draft vocabulary are recomputed from it);
+* ``argmax`` [T] int32: the target's argmax next token over the full vocabulary.
+
+They live in flat memory-mapped files under ``cache_dir`` (outside git, ~4.6 KB per
+token), indexed like the corpus (``Corpus.offsets``). ``done.npy`` marks finished
+sequences, so an interrupted run resumes where it stopped; ``meta.json`` pins the corpus
+hash, the dtype and the layer ids, and a mismatch rebuilds nothing silently: it refuses.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, Iterator, List
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from rheo.models.hf_target import feature_layer_ids
+from rheo.training.corpus import Corpus
+
+
+def _open(path: Path, dtype, shape, create: bool) -> np.memmap:
+    mode = "r+" if path.exists() else ("w+" if create else "r")
+    return np.memmap(path, dtype=dtype, mode=mode, shape=shape)
+
+
+class FeatureCache:
+    """Memory-mapped feats / final / argmax for one corpus."""
+
+    def __init__(self, folder: Path | str, corpus: Corpus, hidden: int, meta: Dict, create: bool = False):
+        self.folder = Path(folder)
+        self.corpus = corpus
+        n_tok = int(corpus.offsets[-1])
+        meta_path = self.folder / "meta.json"
+        if meta_path.exists():
+            old = json.loads(meta_path.read_text())
+            if old != meta:
+                raise ValueError(f"feature cache {self.folder} was built for {old}, not {meta}: "
+                                 f"delete the folder to rebuild it")
+        elif create:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            meta_path.write_text(json.dumps(meta, indent=1))
+        else:
+            raise FileNotFoundError(f"no feature cache in {self.folder}: run scripts/train_draft.py --features-only")
+        self.feats = _open(self.folder / "feats.f16", np.float16, (n_tok, 3 * hidden), create)
+        self.final = _open(self.folder / "final.f16", np.float16, (n_tok, hidden), create)
+        self.argmax = _open(self.folder / "argmax.i32", np.int32, (n_tok,), create)
+        done_path = self.folder / "done.npy"
+        self.done = np.load(done_path) if done_path.exists() else np.zeros(len(corpus), dtype=bool)
+
+    def save_done(self) -> None:
+        for m in (self.feats, self.final, self.argmax):
+            m.flush()
+        tmp = self.folder / ".done.tmp.npy"
+        np.save(tmp, self.done)
+        tmp.replace(self.folder / "done.npy")
+
+    def sequence(self, s: int) -> Dict[str, torch.Tensor]:
+        a, b = int(self.corpus.offsets[s]), int(self.corpus.offsets[s + 1])
+        return dict(
+            input_ids=torch.from_numpy(self.corpus.tokens[a:b].astype(np.int64)),
+            features=torch.from_numpy(np.asarray(self.feats[a:b])),
+            final=torch.from_numpy(np.asarray(self.final[a:b])),
+            argmax=torch.from_numpy(np.asarray(self.argmax[a:b]).astype(np.int64)),
+            resp_start=int(self.corpus.resp_start[s]),
+        )
+
+
+def length_batches(lengths: np.ndarray, order: List[int], max_tokens: int) -> Iterator[List[int]]:
+    """Consecutive runs of ``order`` whose padded size (count x longest) stays <= max_tokens."""
+    cur: List[int] = []
+    width = 0
+    for s in order:
+        n = int(lengths[s])
+        if cur and max(width, n) * (len(cur) + 1) > max_tokens:
+            yield cur
+            cur, width = [], 0
+        cur.append(s)
+        width = max(width, n)
+    if cur:
+        yield cur
+
+
+@torch.no_grad()
+def build_features(model, cache: FeatureCache, max_tokens: int = 8192, dtype: torch.dtype = torch.bfloat16) -> None:
+    """Fill every sequence not yet marked done (longest first, so memory peaks early)."""
+    corpus = cache.corpus
+    lengths = corpus.lengths()
+    layers = feature_layer_ids(model.config.num_hidden_layers)
+    todo = sorted((s for s in range(len(corpus)) if not cache.done[s]), key=lambda s: -lengths[s])
+    model = model.to(dtype)
+    bar = tqdm(total=int(lengths[todo].sum()) if todo else 0, desc="target features", unit="tok", mininterval=20)
+    for batch in length_batches(lengths, todo, max_tokens):
+        width = int(lengths[batch].max())
+        ids = torch.zeros(len(batch), width, dtype=torch.long)  # [B, W] right-padded
+        attn = torch.zeros_like(ids)
+        for i, s in enumerate(batch):
+            seq = torch.from_numpy(corpus.sequence(s).astype(np.int64))
+            ids[i, : len(seq)] = seq
+            attn[i, : len(seq)] = 1
+        out = model(input_ids=ids, attention_mask=attn, output_hidden_states=True)
+        hs = out.hidden_states  # L+1 tensors [B, W, H]; hs[i] is the input of layer i
+        feats = torch.cat([hs[i] for i in layers], dim=-1).to(torch.float16)  # [B, W, 3H]
+        final = hs[-1].to(torch.float16)  # [B, W, H]
+        argmax = out.logits.argmax(-1).to(torch.int32)  # [B, W]
+        for i, s in enumerate(batch):
+            a, n = int(corpus.offsets[s]), int(lengths[s])
+            cache.feats[a : a + n] = feats[i, :n].numpy()
+            cache.final[a : a + n] = final[i, :n].numpy()
+            cache.argmax[a : a + n] = argmax[i, :n].numpy()
+            cache.done[s] = True
+        cache.save_done()
+        bar.update(int(lengths[batch].sum()))
+    bar.close()

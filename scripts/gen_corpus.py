@@ -1,0 +1,194 @@
+"""Generate the draft-head training corpus: the target answers offline prompts, in batches.
+
+The plan is fixed by the seed (and the installed packages the passages come from):
+
+* pass ``a``: every first-turn prompt of :func:`rheo.training.prompts.build_corpus_prompts`;
+  the sampling setting of a prompt is chosen by its hash: greedy (50%), T=0.7 (25%), T=1.0 (25%);
+* pass ``f``: second turns (:func:`followup_turns`) on pass-a answers (every second one);
+* pass ``b``: every first-turn prompt again, sampled (T=1.0 / 0.7 alternating), for more data.
+
+Each pass is cut into batches of ``--batch`` prompts (blocks of 8 batches sorted by prompt
+length, to waste little on padding); batch ``k`` of a pass is done by worker ``k % workers``
+and written atomically as one JSON shard, so any number of workers (one torch thread each)
+can run side by side, be killed, and resume. Generation stops once the shards hold
+``--target-tokens`` response tokens. ``scripts/pack_corpus.py`` packs the shards into the
+committed ``data/draft_corpus/``.
+
+    python scripts/gen_corpus.py --worker 0 --workers 2 &  python scripts/gen_corpus.py --worker 1 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import torch
+from tqdm import tqdm
+
+from rheo.models.smollm2 import load_smollm2
+from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
+
+SETTINGS = (0.0, 0.0, 0.7, 1.0)  # chosen by prompt hash in pass a
+
+
+def _hash(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def plan_batches(convs: List[Dict], batch: int) -> List[List[Dict]]:
+    """Blocks of 8 batches; inside a block, conversations sorted by prompt length."""
+    out = []
+    for a in range(0, len(convs), 8 * batch):
+        block = sorted(convs[a : a + 8 * batch], key=lambda c: c["n_chars"])
+        out += [block[i : i + batch] for i in range(0, len(block), batch)]
+    return out
+
+
+def response_tokens(shard_dir: Path) -> int:
+    total = 0
+    for f in shard_dir.glob("*.json"):
+        try:
+            total += sum(len(s["response"]) for s in json.loads(f.read_text())["samples"])
+        except (json.JSONDecodeError, KeyError):
+            continue  # a shard being written by another worker
+    return total
+
+
+def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int) -> List[Dict]:
+    """convs: dicts with 'messages', 'temperature' (one value per batch). Returns samples."""
+    ids = [tok.apply_chat_template(c["messages"], tokenize=True, add_generation_prompt=True) for c in convs]
+    ids = [list(x["input_ids"]) if isinstance(x, dict) or hasattr(x, "keys") else list(x) for x in ids]
+    width = max(len(x) for x in ids)
+    inp = torch.full((len(ids), width), tok.pad_token_id, dtype=torch.long)  # [B, W] left-padded
+    attn = torch.zeros_like(inp)
+    for i, x in enumerate(ids):
+        inp[i, width - len(x) :] = torch.tensor(x)
+        attn[i, width - len(x) :] = 1
+    temp = convs[0]["temperature"]
+    torch.manual_seed(seed)
+    kw = dict(do_sample=False) if temp == 0 else dict(do_sample=True, temperature=temp, top_k=0, top_p=1.0)
+    with torch.no_grad():
+        out = model.generate(input_ids=inp, attention_mask=attn, max_new_tokens=max_new, **kw)
+    eos = tok.eos_token_id
+    samples = []
+    for i, c in enumerate(convs):
+        resp = out[i, width:].tolist()
+        if eos in resp:
+            resp = resp[: resp.index(eos) + 1]
+        else:
+            while resp and resp[-1] == tok.pad_token_id:  # pad == eos for SmolLM2; kept for other models
+                resp.pop()
+        samples.append(dict(prompt=ids[i], response=resp, kind=c["kind"], temperature=temp,
+                            split=c["split"], key=c["key"]))
+    return samples
+
+
+def first_turns(seed: int) -> List[Dict]:
+    prompts = build_corpus_prompts(seed)
+    train, held = split_prompts(prompts)
+    convs = []
+    for split, group in (("train", train), ("heldout", held)):
+        for p in group:
+            convs.append(dict(messages=[{"role": "user", "content": p.text}], kind=p.kind, split=split,
+                              key=p.text, n_chars=len(p.text), h=_hash(p.text)))
+    convs.sort(key=lambda c: c["h"])  # a fixed shuffle independent of the prompt builder's order
+    return convs
+
+
+def pass_a(seed: int) -> List[Dict]:
+    return [dict(c, temperature=SETTINGS[c["h"] % 4]) for c in first_turns(seed)]
+
+
+def pass_b(seed: int) -> List[Dict]:
+    return [dict(c, temperature=(1.0, 0.7)[c["h"] % 2], key=c["key"] + "#b") for c in first_turns(seed)]
+
+
+def pass_f(shard_dir: Path, tok, seed: int) -> List[Dict]:
+    """Second turns on every second pass-a answer (ordered by shard name, so deterministic)."""
+    firsts = []
+    for f in sorted(shard_dir.glob("a_*.json")):
+        firsts += json.loads(f.read_text())["samples"]
+    firsts = [s for s in firsts if s["response"] and s["response"][-1] == tok.eos_token_id][::2]
+    follow = followup_turns(seed, len(firsts))
+    convs = []
+    for s, u in zip(firsts, follow):
+        answer = tok.decode(s["response"][:-1])
+        msgs = [{"role": "user", "content": s["key"]}, {"role": "assistant", "content": answer},
+                {"role": "user", "content": u}]
+        convs.append(dict(messages=msgs, kind="followup", split=s["split"], key=s["key"] + "#f", n_chars=len(answer),
+                          temperature=s["temperature"], h=_hash(s["key"] + u)))
+    # one setting per batch: group by temperature, then the usual blocks
+    convs.sort(key=lambda c: (c["temperature"], c["h"]))
+    return convs
+
+
+def run_pass(name: str, convs: List[Dict], model, tok, args, shard_dir: Path) -> bool:
+    """Returns False once the token target is reached."""
+    batches = batches_by_setting(convs, args.batch)
+    mine = [k for k in range(len(batches)) if k % args.workers == args.worker]
+    bar = tqdm(mine, desc=f"pass {name} worker {args.worker}", mininterval=30)
+    t0, done = time.time(), 0
+    for k in bar:
+        path = shard_dir / f"{name}_{k:05d}.json"
+        if path.exists():
+            continue
+        if response_tokens(shard_dir) >= args.target_tokens:
+            return False
+        t_batch = time.time()
+        samples = generate_batch(model, tok, batches[k], args.max_new_tokens, args.seed * 100003 + _hash(name) + k)
+        record = dict(pass_=name, batch=k, seconds=round(time.time() - t_batch, 2), worker=args.worker,
+                      workers=args.workers, threads=args.threads, dtype=args.dtype, samples=samples)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, path)
+        done += sum(len(s["response"]) for s in samples)
+        bar.set_postfix(tok_s=f"{done / (time.time() - t0):.0f}")
+    return True
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=".cache/draft_corpus/shards")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--target-tokens", type=int, default=1_050_000)
+    ap.add_argument("--worker", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    ap.add_argument("--passes", default="a,f,b")
+    args = ap.parse_args()
+    if not 0 <= args.worker < args.workers:
+        ap.error(f"--worker must be in [0, {args.workers - 1}]")
+    torch.set_num_threads(args.threads)
+    shard_dir = Path(args.out)
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    model, tok = load_smollm2(dtype=getattr(torch, args.dtype))
+    for name in args.passes.split(","):
+        if name == "f":
+            # every worker needs all of pass a: wait for the other workers' shards
+            n_a = len(batches_by_setting(pass_a(args.seed), args.batch))
+            while len(list(shard_dir.glob("a_*.json"))) < n_a:
+                time.sleep(20)
+            convs = pass_f(shard_dir, tok, args.seed)
+        else:
+            convs = pass_a(args.seed) if name == "a" else pass_b(args.seed)
+        if not run_pass(name, convs, model, tok, args, shard_dir):
+            break
+    print(f"worker {args.worker}: {response_tokens(shard_dir)} response tokens in {shard_dir}")
+
+
+def batches_by_setting(convs: List[Dict], batch: int) -> List[List[Dict]]:
+    """One sampling setting per batch: group by temperature, then :func:`plan_batches`."""
+    temps = sorted({c["temperature"] for c in convs})
+    return [b for t in temps for b in plan_batches([c for c in convs if c["temperature"] == t], batch)]
+
+
+if __name__ == "__main__":
+    main()

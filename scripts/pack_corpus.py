@@ -1,0 +1,77 @@
+"""Pack the shards of ``scripts/gen_corpus.py`` into the committed corpus + manifest.
+
+Order is fixed (pass a, f, b; batch index; position in batch), so packing the same shards
+twice gives the same bytes. The manifest states sizes per kind / setting / split and the
+measured generation throughput (response tokens per second of batch wall time).
+
+    python scripts/pack_corpus.py --shards .cache/draft_corpus/shards --out data/draft_corpus
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import platform
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from rheo.training.corpus import pack_samples, save_corpus
+from rheo.training.prompts import FOLLOWUPS
+
+PASS_ORDER = {"a": 0, "f": 1, "b": 2}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shards", default=".cache/draft_corpus/shards")
+    ap.add_argument("--out", default="data/draft_corpus")
+    args = ap.parse_args()
+    files = sorted(Path(args.shards).glob("*.json"),
+                   key=lambda f: (PASS_ORDER[f.stem.split("_")[0]], int(f.stem.split("_")[1])))
+    if not files:
+        raise SystemExit(f"no shards in {args.shards}: run scripts/gen_corpus.py first")
+    samples, seconds, timed_tokens, settings = [], 0.0, 0, Counter()
+    for f in files:
+        rec = json.loads(f.read_text())
+        samples += rec["samples"]
+        n_resp = sum(len(s["response"]) for s in rec["samples"])
+        if "seconds" in rec:
+            seconds += rec["seconds"]
+            timed_tokens += n_resp
+            settings[(rec["workers"], rec["threads"], rec["dtype"])] += 1
+    corpus = pack_samples(samples)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    resp = corpus.lengths() - corpus.resp_start
+    by = lambda key: {str(k): dict(sequences=int(v), response_tokens=int(resp[[i for i, s in enumerate(samples)  # noqa: E731
+                                                                             if key(s) == k]].sum()))
+                      for k, v in sorted(Counter(key(s) for s in samples).items())}
+    manifest = dict(
+        sequences=len(corpus), tokens=int(corpus.offsets[-1]), response_tokens=corpus.response_tokens(),
+        held_out_sequences=int(corpus.held_out.sum()),
+        held_out_response_tokens=int(resp[corpus.held_out].sum()),
+        by_kind=by(lambda s: s["kind"]), by_temperature=by(lambda s: s["temperature"]),
+        shards=len(files),
+        generation=dict(
+            response_tokens_per_batch_second=round(timed_tokens / seconds, 1) if seconds else None,
+            note="per worker process; workers ran side by side (workers x threads x dtype -> shards): "
+                 + ", ".join(f"{w}x{t}x{d}: {n}" for (w, t, d), n in settings.items()),
+            machine=f"{platform.machine()} {platform.processor() or ''}".strip(), torch=torch.__version__,
+            max_new_tokens=256, batch=64),
+        commands=["python scripts/gen_corpus.py --worker 0 --workers 2 & "
+                  "python scripts/gen_corpus.py --worker 1 --workers 2",
+                  f"python scripts/pack_corpus.py --shards {args.shards} --out {args.out}"],
+    )
+    # the user turns as text, for the contamination test (tests/test_training.py)
+    users = sorted({s["key"].removesuffix("#b").removesuffix("#f") for s in samples} | set(FOLLOWUPS))
+    with gzip.open(Path(args.out) / "user_turns.json.gz", "wt") as f:
+        json.dump(users, f)
+    manifest["user_turns"] = dict(file="user_turns.json.gz", count=len(users))
+    path = save_corpus(corpus, Path(args.out), manifest)
+    print(json.dumps(dict(manifest, path=str(path)), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Draft-head training data: contamination, split, corpus format, feature alignment, int8 heads."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rheo.training import prompts as P
+from rheo.training.corpus import DEFAULT_DIR, Corpus, load_corpus, pack_samples, save_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return P.benchmark_ngrams()
+
+
+def test_ngram_check_can_fail(bench):
+    """The contamination check fires on a benchmark sentence pasted into a prompt."""
+    turn = next(iter(P.benchmark_texts()))
+    assert P.shares_ngram("Please answer this: " + " ".join(turn.split()[:12]), bench)
+    assert not P.shares_ngram("Write a short poem about honeybees and the water cycle.", bench)
+
+
+def test_built_prompts_are_clean_and_cover_every_kind(bench):
+    prompts = P.build_corpus_prompts(0)
+    assert not [p.text for p in prompts if P.shares_ngram(p.text, bench)]
+    assert {p.kind for p in prompts} >= {"chat", "code", "math", "qa", "summary"}
+    assert len({p.text for p in prompts}) == len(prompts)  # deduplicated
+
+
+def test_committed_corpus_user_turns_share_no_8gram_with_benchmarks(bench):
+    path = DEFAULT_DIR / "user_turns.json.gz"
+    with gzip.open(path, "rt") as f:
+        turns = json.load(f)
+    assert len(turns) > 1000
+    contaminated = [t[:80] for t in turns if P.shares_ngram(t, bench)]
+    assert not contaminated, contaminated[:5]
+
+
+def test_held_out_split_is_fixed_and_disjoint():
+    texts = [f"prompt number {i}" for i in range(2000)]
+    train, held = P.split_prompts(texts)
+    assert set(train).isdisjoint(held) and len(train) + len(held) == len(texts)
+    share = len(held) / len(texts)
+    assert 0.01 < share < 0.06  # HELD_OUT_PERCENT = 3, binomial sd ~0.4%
+    assert P.split_prompts(list(reversed(texts)))[1] == list(reversed(held))  # order-independent
+
+
+def test_committed_corpus_loads_and_is_big_enough():
+    c = load_corpus()
+    man = json.loads((DEFAULT_DIR / "manifest.json").read_text())
+    assert c.response_tokens() == man["response_tokens"] >= 1_000_000
+    assert c.held_out.any() and (~c.held_out).any()
+    assert (c.resp_start > 0).all() and (c.resp_start < c.lengths()).all()
+    assert set(np.unique(c.kind)) == set(range(len(P.KINDS)))
+
+
+def test_pack_roundtrip_and_hash_check(tmp_path):
+    samples = [dict(prompt=[1, 2, 3], response=[4, 5, 2], kind="math", temperature=0.7, split="train"),
+               dict(prompt=[7], response=[8, 9], kind="followup", temperature=0.0, split="heldout")]
+    save_corpus(pack_samples(samples), tmp_path, {})
+    c = load_corpus(tmp_path)
+    assert c.sequence(0).tolist() == [1, 2, 3, 4, 5, 2] and c.sequence(1).tolist() == [7, 8, 9]
+    assert c.resp_start.tolist() == [3, 1] and c.held_out.tolist() == [False, True]
+    assert P.KINDS[c.kind[1]] == "followup" and c.response_tokens() == 5
+    np.savez_compressed(tmp_path / "corpus.npz", **{k: getattr(c, k) for k in Corpus.__dataclass_fields__
+                                                      if k != "temperature"}, temperature=c.temperature * 0)
+    with pytest.raises(ValueError, match="SHA-256"):
+        load_corpus(tmp_path)
+
+
+def test_batch_pairs_align_with_the_target_distribution():
+    """Pair j holds (f_j, x_{j+1}) and is scored against p_{j+1} = softmax(W_d final_{j+1})."""
+    from rheo.training.eagle3_train import batch_from_sequences
+
+    g = torch.Generator().manual_seed(0)
+    n, h, vd = 7, 4, 5
+    seq = dict(input_ids=torch.arange(10, 10 + n), features=torch.randn(n, 3 * h, generator=g).half(),
+               final=torch.randn(n, h, generator=g).half(), argmax=torch.arange(20, 20 + n), resp_start=3)
+    w = torch.randn(vd, h, generator=g)
+    embed = torch.nn.Embedding(40, h)
+    b = batch_from_sequences([seq], embed, w)
+    j = 2
+    assert torch.equal(b["feats"][0, j], seq["features"][j].float())
+    assert torch.equal(b["embeds"][0, j], embed.weight[seq["input_ids"][j + 1]].detach())
+    want = torch.log_softmax(w @ seq["final"][j + 1].float(), -1)
+    assert torch.allclose(b["logp"][0, j], want, atol=1e-6)
+    assert int(b["argmax"][0, j]) == int(seq["argmax"][j + 1])
+    assert b["valid"][0].tolist() == [False, True, True, True, True, False]  # resp_start - 2 .. n - 3
+
+
+def test_feature_cache_matches_hidden_states_and_resumes(tmp_path):
+    from rheo.models.hf_target import feature_layer_ids
+    from rheo.models.tiny import make_tiny_llama
+    from rheo.training.features import FeatureCache, build_features
+
+    model = make_tiny_llama(seed=0)
+    samples = [dict(prompt=[1, 2, 3], response=[4, 5, 6, 7], kind="chat", temperature=0.0, split="train"),
+               dict(prompt=[3, 9], response=[8, 2], kind="qa", temperature=1.0, split="train")]
+    corpus = pack_samples(samples)
+    meta = dict(test=True)
+    cache = FeatureCache(tmp_path, corpus, model.config.hidden_size, meta, create=True)
+    build_features(model, cache, dtype=torch.float32)
+    assert cache.done.all()
+    ids = torch.tensor([[3, 9, 8, 2]])
+    with torch.no_grad():
+        hs = model(input_ids=ids, output_hidden_states=True).hidden_states
+    want = torch.cat([hs[i] for i in feature_layer_ids(model.config.num_hidden_layers)], -1)[0]
+    got = FeatureCache(tmp_path, corpus, model.config.hidden_size, meta).sequence(1)
+    assert torch.allclose(got["features"].float(), want, atol=1e-2)  # stored fp16
+    with pytest.raises(ValueError, match="delete the folder"):
+        FeatureCache(tmp_path, corpus, model.config.hidden_size, dict(test=False))
+
+
+def test_int8_head_storage_roundtrip(tmp_path):
+    from rheo.models.eagle3_head import dequantize_int8, quantize_int8
+
+    g = torch.Generator().manual_seed(0)
+    state = {"fc.weight": torch.randn(6, 12, generator=g), "d2t": torch.arange(4), "norm.weight": torch.ones(6)}
+    q = quantize_int8(state)
+    assert q["fc.weight"].dtype == torch.int8 and q["norm.weight"].dtype == torch.float32
+    back = dequantize_int8(q)
+    err = (back["fc.weight"] - state["fc.weight"]).abs().max() / state["fc.weight"].abs().max()
+    assert err < 1 / 127 + 1e-3  # half a quantisation step per row, plus fp16 scale rounding
+    assert torch.equal(back["d2t"], state["d2t"])
