@@ -26,7 +26,7 @@ from rheo.config import SpecConfig
 
 METHODS = ("ar", "topk", "rheo")
 #: model names of rheo.models.load_model_pair, plus the harness-only test pair
-PAPER_MODELS = ("smollm2_135m", "llama31_8b_instruct", "vicuna_13b_v13", "r1_distill_llama_8b")
+PAPER_MODELS = ("smollm2_135m", "smollm2_135m_small_head", "llama31_8b_instruct", "vicuna_13b_v13", "r1_distill_llama_8b")
 TEST_MODELS = ("tiny_random",)
 MODELS = PAPER_MODELS + TEST_MODELS
 #: harness suite name -> file under data_dir (file names as in the EAGLE repository)

@@ -27,9 +27,11 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
+from rheo.models.hf_target import feature_layer_ids
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
 
@@ -59,8 +61,16 @@ def response_tokens(shard_dir: Path) -> int:
     return total
 
 
-def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int) -> List[Dict]:
-    """convs: dicts with 'messages', 'temperature' (one value per batch). Returns samples."""
+def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layers=None):
+    """convs: dicts with 'messages', 'temperature' (one value per batch).
+
+    Returns (samples, features). With ``layers`` (the EAGLE-3 feature layers), the hidden
+    states that generation computes anyway are kept, so training needs no second forward:
+    features = dict(feats [N, 3H] fp16, final [N, H] fp16, argmax [N] int32) over the batch's
+    sequences concatenated (prompt + response, in sample order). The last token of a sequence
+    is never fed back, so its row is zero; ``argmax`` is filled from the last prompt position
+    on (-1 before: training never reads those).
+    """
     ids = [tok.apply_chat_template(c["messages"], tokenize=True, add_generation_prompt=True) for c in convs]
     ids = [list(x["input_ids"]) if isinstance(x, dict) or hasattr(x, "keys") else list(x) for x in ids]
     width = max(len(x) for x in ids)
@@ -72,12 +82,15 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int) -> Li
     temp = convs[0]["temperature"]
     torch.manual_seed(seed)
     kw = dict(do_sample=False) if temp == 0 else dict(do_sample=True, temperature=temp, top_k=0, top_p=1.0)
+    capture = layers is not None
     with torch.no_grad():
-        out = model.generate(input_ids=inp, attention_mask=attn, max_new_tokens=max_new, **kw)
+        out = model.generate(input_ids=inp, attention_mask=attn, max_new_tokens=max_new, return_dict_in_generate=True,
+                             output_hidden_states=capture, output_logits=capture, **kw)
+    seqs = out.sequences  # [B, W + G]
     eos = tok.eos_token_id
     samples = []
     for i, c in enumerate(convs):
-        resp = out[i, width:].tolist()
+        resp = seqs[i, width:].tolist()
         if eos in resp:
             resp = resp[: resp.index(eos) + 1]
         else:
@@ -85,7 +98,31 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int) -> Li
                 resp.pop()
         samples.append(dict(prompt=ids[i], response=resp, kind=c["kind"], temperature=temp,
                             split=c["split"], key=c["key"]))
-    return samples
+    if not capture:
+        return samples, None
+    hs = out.hidden_states  # steps x (L+1) x [B, W or 1, H]; step t > 0 feeds response token t-1
+
+    def stack(layer_idx):  # [B, W + steps - 1, H]
+        return torch.cat([hs[0][layer_idx]] + [h[layer_idx] for h in hs[1:]], dim=1)
+
+    feats = torch.cat([stack(i) for i in layers], dim=-1).to(torch.float16)  # [B, W + S - 1, 3H]
+    final = stack(-1).to(torch.float16)
+    argmax = torch.stack(out.logits, dim=1).argmax(-1).to(torch.int32)  # [B, S]: step t predicts response t
+    f_rows, fin_rows, am_rows = [], [], []
+    for i, smp in enumerate(samples):
+        p, r = len(smp["prompt"]), len(smp["response"])
+        n = p + r
+        cols = slice(width - p, width + r - 1)  # fed positions: prompt, then response[:-1]
+        f = torch.zeros(n, feats.shape[-1], dtype=torch.float16)
+        fin = torch.zeros(n, final.shape[-1], dtype=torch.float16)
+        am = torch.full((n,), -1, dtype=torch.int32)
+        f[: n - 1], fin[: n - 1] = feats[i, cols], final[i, cols]
+        am[p - 1 : n - 1] = argmax[i, :r]
+        f_rows.append(f)
+        fin_rows.append(fin)
+        am_rows.append(am)
+    return samples, dict(feats=torch.cat(f_rows).numpy(), final=torch.cat(fin_rows).numpy(),
+                         argmax=torch.cat(am_rows).numpy())
 
 
 def first_turns(seed: int) -> List[Dict]:
@@ -129,6 +166,7 @@ def pass_f(shard_dir: Path, tok, seed: int) -> List[Dict]:
 
 def run_pass(name: str, convs: List[Dict], model, tok, args, shard_dir: Path) -> bool:
     """Returns False once the token target is reached."""
+    layers = feature_layer_ids(model.config.num_hidden_layers) if args.features else None
     batches = batches_by_setting(convs, args.batch)
     mine = [k for k in range(len(batches)) if k % args.workers == args.worker]
     bar = tqdm(mine, desc=f"pass {name} worker {args.worker}", mininterval=30)
@@ -140,7 +178,12 @@ def run_pass(name: str, convs: List[Dict], model, tok, args, shard_dir: Path) ->
         if response_tokens(shard_dir) >= args.target_tokens:
             return False
         t_batch = time.time()
-        samples = generate_batch(model, tok, batches[k], args.max_new_tokens, args.seed * 100003 + _hash(name) + k)
+        samples, feats = generate_batch(model, tok, batches[k], args.max_new_tokens,
+                                        args.seed * 100003 + _hash(name) + k, layers)
+        if feats is not None:  # written first: the JSON's presence marks the shard complete
+            ftmp = path.with_name(f".{path.stem}.{os.getpid()}.feats.npz")
+            np.savez(ftmp, **feats)
+            os.replace(ftmp, path.with_name(f"{path.stem}.feats.npz"))
         record = dict(pass_=name, batch=k, seconds=round(time.time() - t_batch, 2), worker=args.worker,
                       workers=args.workers, threads=args.threads, dtype=args.dtype, samples=samples)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -163,6 +206,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     ap.add_argument("--passes", default="a,f,b")
+    ap.add_argument("--no-features", dest="features", action="store_false",
+                    help="do not keep the target features computed during generation")
     args = ap.parse_args()
     if not 0 <= args.worker < args.workers:
         ap.error(f"--worker must be in [0, {args.workers - 1}]")

@@ -18,10 +18,8 @@ from pathlib import Path
 
 import torch
 
-from rheo.training.corpus import pack_samples, save_corpus
+from rheo.training.corpus import pack_samples, save_corpus, shard_files
 from rheo.training.prompts import FOLLOWUPS
-
-PASS_ORDER = {"a": 0, "f": 1, "b": 2}
 
 
 def main() -> None:
@@ -29,8 +27,7 @@ def main() -> None:
     ap.add_argument("--shards", default=".cache/draft_corpus/shards")
     ap.add_argument("--out", default="data/draft_corpus")
     args = ap.parse_args()
-    files = sorted(Path(args.shards).glob("*.json"),
-                   key=lambda f: (PASS_ORDER[f.stem.split("_")[0]], int(f.stem.split("_")[1])))
+    files = shard_files(args.shards)
     if not files:
         raise SystemExit(f"no shards in {args.shards}: run scripts/gen_corpus.py first")
     samples, seconds, timed_tokens, settings = [], 0.0, 0, Counter()

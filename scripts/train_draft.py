@@ -34,7 +34,7 @@ from rheo.models.hf_target import feature_layer_ids
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.corpus import DEFAULT_DIR, load_corpus, sha256
 from rheo.training.eagle3_train import batch_from_sequences, ttt_forward
-from rheo.training.features import FeatureCache, build_features, length_batches
+from rheo.training.features import FeatureCache, build_features, import_shard_features, length_batches
 
 
 def draft_vocab(corpus, size: int) -> torch.Tensor:
@@ -142,6 +142,8 @@ def main() -> None:
     ap.add_argument("--warm-start", default="", help="head dir to copy fc/midlayer from")
     ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/state.pt")
     ap.add_argument("--features-only", action="store_true")
+    ap.add_argument("--shard-features", default=".cache/draft_corpus/shards",
+                    help="generation shards whose kept features are imported instead of recomputed")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (a smoke test)")
     args = ap.parse_args()
     torch.manual_seed(args.seed)
@@ -155,6 +157,8 @@ def main() -> None:
     meta = dict(corpus_sha256=sha256(Path(args.corpus) / "corpus.npz"), dtype="bfloat16",
                 layers=list(feature_layer_ids(target.config.num_hidden_layers)))
     cache = FeatureCache(args.features, corpus, target.config.hidden_size, meta, create=True)
+    if args.shard_features and Path(args.shard_features).is_dir() and not cache.done.all():
+        print(f"imported features of {import_shard_features(cache, args.shard_features)} sequences", flush=True)
     if not cache.done.all():
         build_features(target, cache)
     target = target.float()

@@ -97,6 +97,9 @@ class ModelEntry:
 MODELS: dict[str, ModelEntry] = {e.name: e for e in (
     ModelEntry("smollm2_135m", BUILTIN_SMOLLM2, "rheo/assets/eagle3_smollm2_135m",
                "template", ("<|im_end|>",), "float32"),
+    # the first, weaker head (int8 storage), for draft-quality studies
+    ModelEntry("smollm2_135m_small_head", BUILTIN_SMOLLM2, "rheo/assets/eagle3_smollm2_135m_small",
+               "template", ("<|im_end|>",), "float32"),
     ModelEntry("llama31_8b_instruct", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                "template", ("<|eot_id|>", "<|end_of_text|>"), "bfloat16"),
     ModelEntry("vicuna_13b_v13", "lmsys/vicuna-13b-v1.3", "yuhuili/EAGLE3-Vicuna1.3-13B",

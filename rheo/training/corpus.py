@@ -67,6 +67,15 @@ def pack_samples(samples: List[Dict]) -> Corpus:
     )
 
 
+PASS_ORDER = {"a": 0, "f": 1, "b": 2}  # generation passes of scripts/gen_corpus.py
+
+
+def shard_files(shard_dir: Path | str) -> List[Path]:
+    """Generation shards (``<pass>_<batch>.json``) in packing order: pass a, f, b, then batch index."""
+    files = [f for f in Path(shard_dir).glob("*.json") if f.stem.split("_")[0] in PASS_ORDER]
+    return sorted(files, key=lambda f: (PASS_ORDER[f.stem.split("_")[0]], int(f.stem.split("_")[1])))
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 

@@ -25,7 +25,7 @@ import torch
 from tqdm import tqdm
 
 from rheo.models.hf_target import feature_layer_ids
-from rheo.training.corpus import Corpus
+from rheo.training.corpus import Corpus, shard_files
 
 
 def _open(path: Path, dtype, shape, create: bool) -> np.memmap:
@@ -88,6 +88,35 @@ def length_batches(lengths: np.ndarray, order: List[int], max_tokens: int) -> It
         width = max(width, n)
     if cur:
         yield cur
+
+
+def import_shard_features(cache: FeatureCache, shard_dir: Path | str) -> int:
+    """Copy the features kept during generation (``<shard>.feats.npz``) into the cache.
+
+    Shards are walked in packing order; each shard's token ids must equal the corpus
+    sequences they map to (else the corpus was packed from other shards: refuse).
+    Returns the number of sequences imported.
+    """
+    corpus, s0, imported = cache.corpus, 0, 0
+    for f in shard_files(shard_dir):
+        samples = json.loads(f.read_text())["samples"]
+        s1 = s0 + len(samples)
+        for i, smp in enumerate(samples):
+            if s0 + i >= len(corpus) or corpus.sequence(s0 + i).tolist() != smp["prompt"] + smp["response"]:
+                raise ValueError(f"{f}: sample {i} differs from corpus sequence {s0 + i}: the corpus was not "
+                                 f"packed from {shard_dir}; drop --shard-features")
+        npz = f.with_name(f"{f.stem}.feats.npz")
+        if npz.exists() and not cache.done[s0:s1].all():
+            a, b = int(corpus.offsets[s0]), int(corpus.offsets[s1])
+            with np.load(npz) as z:
+                if z["feats"].shape[0] != b - a:
+                    raise ValueError(f"{npz}: {z['feats'].shape[0]} rows, the shard's sequences hold {b - a} tokens")
+                cache.feats[a:b], cache.final[a:b], cache.argmax[a:b] = z["feats"], z["final"], z["argmax"]
+            cache.done[s0:s1] = True
+            imported += s1 - s0
+        s0 = s1
+    cache.save_done()
+    return imported
 
 
 @torch.no_grad()
