@@ -30,6 +30,7 @@ from typing import Dict, List
 import numpy as np
 import torch
 from tqdm import tqdm
+from transformers import LogitsProcessorList
 
 from rheo.models.hf_target import feature_layer_ids
 from rheo.models.smollm2 import load_smollm2
@@ -83,9 +84,15 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
     torch.manual_seed(seed)
     kw = dict(do_sample=False) if temp == 0 else dict(do_sample=True, temperature=temp, top_k=0, top_p=1.0)
     capture = layers is not None
+    argmaxes: List[torch.Tensor] = []  # per step [B]: argmax of the logits (temperature keeps it)
+
+    def record_argmax(input_ids, scores):
+        argmaxes.append(scores.argmax(-1))
+        return scores
+
     with torch.no_grad():
         out = model.generate(input_ids=inp, attention_mask=attn, max_new_tokens=max_new, return_dict_in_generate=True,
-                             output_hidden_states=capture, output_logits=capture, **kw)
+                             output_hidden_states=capture, logits_processor=LogitsProcessorList([record_argmax]), **kw)
     seqs = out.sequences  # [B, W + G]
     eos = tok.eos_token_id
     samples = []
@@ -107,7 +114,7 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
 
     feats = torch.cat([stack(i) for i in layers], dim=-1).to(torch.float16)  # [B, W + S - 1, 3H]
     final = stack(-1).to(torch.float16)
-    argmax = torch.stack(out.logits, dim=1).argmax(-1).to(torch.int32)  # [B, S]: step t predicts response t
+    argmax = torch.stack(argmaxes, dim=1).to(torch.int32)  # [B, S]: step t predicts response token t
     f_rows, fin_rows, am_rows = [], [], []
     for i, smp in enumerate(samples):
         p, r = len(smp["prompt"]), len(smp["response"])

@@ -1,0 +1,49 @@
+"""Learning curve of a draft-head run: held-out top-1 per unrolled step vs training tokens seen.
+
+    python scripts/plot_learning_curve.py --metrics .cache/train_head/metrics.jsonl \\
+        --out rheo/assets/eagle3_smollm2_135m/learning_curve.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--metrics", default=".cache/train_head/metrics.jsonl")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--title", default="SmolLM2-135M EAGLE-3 head: held-out top-1 accuracy")
+    args = ap.parse_args()
+    lines = [json.loads(x) for x in Path(args.metrics).read_text().splitlines() if x.strip()]
+    if not lines:
+        raise SystemExit(f"{args.metrics} holds no evaluation yet")
+    by_tokens = {}
+    for rec in lines:  # a resumed run repeats a checkpoint: keep the last record per position
+        by_tokens[rec["tokens_seen"]] = rec
+    recs = [by_tokens[k] for k in sorted(by_tokens)]
+    x = [r["tokens_seen"] / 1e6 for r in recs]
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for step in range(len(recs[0]["held_out_top1"])):
+        ax.plot(x, [r["held_out_top1"][step] for r in recs], marker="o", ms=3, label=f"unrolled step {step + 1}")
+    ax.set_xlabel("training tokens seen (millions)")
+    ax.set_ylabel("held-out top-1 (head argmax == target argmax)")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(args.title, fontsize=10)
+    fig.tight_layout()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=120)
+    print(f"wrote {args.out} ({len(recs)} points)")
+
+
+if __name__ == "__main__":
+    main()
