@@ -120,6 +120,24 @@ def import_shard_features(cache: FeatureCache, shard_dir: Path | str) -> int:
 
 
 @torch.no_grad()
+def forward_features(model, seqs: List[np.ndarray], layers) -> List[Dict[str, np.ndarray]]:
+    """One right-padded forward over token sequences. Per sequence: feats [n, 3H] fp16,
+    final [n, H] fp16, argmax [n] int32 (see the module docstring)."""
+    width = max(len(q) for q in seqs)
+    ids = torch.zeros(len(seqs), width, dtype=torch.long)  # [B, W]
+    attn = torch.zeros_like(ids)
+    for i, q in enumerate(seqs):
+        ids[i, : len(q)] = torch.from_numpy(np.asarray(q, dtype=np.int64))
+        attn[i, : len(q)] = 1
+    out = model(input_ids=ids, attention_mask=attn, output_hidden_states=True)
+    hs = out.hidden_states  # L+1 tensors [B, W, H]; hs[i] is the input of layer i, hs[-1] the normed output
+    feats = torch.cat([hs[i] for i in layers], dim=-1).to(torch.float16)  # [B, W, 3H]
+    final = hs[-1].to(torch.float16)  # [B, W, H]
+    argmax = out.logits.argmax(-1).to(torch.int32)  # [B, W]
+    return [dict(feats=feats[i, : len(q)].numpy(), final=final[i, : len(q)].numpy(),
+                 argmax=argmax[i, : len(q)].numpy()) for i, q in enumerate(seqs)]
+
+
 def build_features(model, cache: FeatureCache, max_tokens: int = 8192, dtype: torch.dtype = torch.bfloat16) -> None:
     """Fill every sequence not yet marked done (longest first, so memory peaks early)."""
     corpus = cache.corpus
@@ -129,23 +147,9 @@ def build_features(model, cache: FeatureCache, max_tokens: int = 8192, dtype: to
     model = model.to(dtype)
     bar = tqdm(total=int(lengths[todo].sum()) if todo else 0, desc="target features", unit="tok", mininterval=20)
     for batch in length_batches(lengths, todo, max_tokens):
-        width = int(lengths[batch].max())
-        ids = torch.zeros(len(batch), width, dtype=torch.long)  # [B, W] right-padded
-        attn = torch.zeros_like(ids)
-        for i, s in enumerate(batch):
-            seq = torch.from_numpy(corpus.sequence(s).astype(np.int64))
-            ids[i, : len(seq)] = seq
-            attn[i, : len(seq)] = 1
-        out = model(input_ids=ids, attention_mask=attn, output_hidden_states=True)
-        hs = out.hidden_states  # L+1 tensors [B, W, H]; hs[i] is the input of layer i
-        feats = torch.cat([hs[i] for i in layers], dim=-1).to(torch.float16)  # [B, W, 3H]
-        final = hs[-1].to(torch.float16)  # [B, W, H]
-        argmax = out.logits.argmax(-1).to(torch.int32)  # [B, W]
-        for i, s in enumerate(batch):
+        for s, f in zip(batch, forward_features(model, [corpus.sequence(s) for s in batch], layers)):
             a, n = int(corpus.offsets[s]), int(lengths[s])
-            cache.feats[a : a + n] = feats[i, :n].numpy()
-            cache.final[a : a + n] = final[i, :n].numpy()
-            cache.argmax[a : a + n] = argmax[i, :n].numpy()
+            cache.feats[a : a + n], cache.final[a : a + n], cache.argmax[a : a + n] = f["feats"], f["final"], f["argmax"]
             cache.done[s] = True
         cache.save_done()
         bar.update(int(lengths[batch].sum()))
