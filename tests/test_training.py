@@ -130,3 +130,34 @@ def test_int8_head_storage_roundtrip(tmp_path):
     err = (back["fc.weight"] - state["fc.weight"]).abs().max() / state["fc.weight"].abs().max()
     assert err < 1 / 127 + 1e-3  # half a quantisation step per row, plus fp16 scale rounding
     assert torch.equal(back["d2t"], state["d2t"])
+
+
+@torch.no_grad()
+def test_ttt_loss_on_selected_pairs_equals_the_dense_computation():
+    """ttt_forward computes logits only at valid pairs; it must equal the dense formula."""
+    from rheo.models.eagle3_head import Eagle3Config, Eagle3Head
+    from rheo.training.eagle3_train import ttt_forward, ttt_steps
+
+    torch.manual_seed(0)
+    cfg = Eagle3Config(hidden_size=16, num_attention_heads=2, num_key_value_heads=1, intermediate_size=32,
+                       vocab_size=40, draft_vocab_size=12, target_hidden_size=16, head_dim=8)
+    head = Eagle3Head(cfg)
+    for p in head.parameters():
+        p.normal_(0, 0.3)
+    head.d2t.copy_(torch.arange(12) * 3 - torch.arange(12))  # draft i -> target 3i
+    head.t2d.zero_()
+    head.t2d[torch.arange(12) * 3] = True
+    b, m = 2, 9
+    batch = dict(feats=torch.randn(b, m, 48), embeds=torch.randn(b, m, 16),
+                 logp=torch.log_softmax(torch.randn(b, m, 12), -1), argmax=torch.randint(0, 40, (b, m)),
+                 valid=torch.rand(b, m) < 0.6)
+    batch["argmax"][0, :4] = torch.tensor([0, 3, 6, 9])  # some in the draft vocabulary
+    losses, stats = ttt_forward(head, batch, 3, head.t2d.clone())
+    j = torch.arange(m).expand(b, m)
+    for k, logits in enumerate(ttt_steps(head, batch["feats"], batch["embeds"], 3), start=1):
+        w = (batch["valid"] & head.t2d[batch["argmax"]] & (j >= k - 1)).float()
+        ce = -(batch["logp"].exp() * torch.log_softmax(logits, -1)).sum(-1)
+        assert torch.allclose(losses[k - 1], (ce * w).sum() / w.sum().clamp_min(1.0), atol=1e-5)
+        ok = batch["valid"] & (j >= k - 1)
+        hit = (head.draft_to_target()[logits.argmax(-1)] == batch["argmax"]) & ok
+        assert stats[k - 1].tolist() == [int(hit.sum()), int(ok.sum())]

@@ -93,11 +93,14 @@ def make_batch(samples: List[Dict], embed: nn.Embedding, min_resp_offset: int = 
     return dict(feats=feats, embeds=embeds, logp=logp, argmax=argmax, valid=valid)
 
 
-def ttt_steps(head: Eagle3Head, feats: torch.Tensor, embeds: torch.Tensor, steps: int):
+def ttt_steps(head: Eagle3Head, feats: torch.Tensor, embeds: torch.Tensor, steps: int,
+              select: torch.Tensor | None = None):
     """Yield the head's draft logits [B, M, Vd] for unrolled steps 1..steps.
 
     feats: [B, M, 3Ht] (pair j's target feature); embeds: [B, M, H] (pair j's token embedding).
     At step k only pairs j >= k-1 are meaningful (see the module docstring).
+    select: optional [B, M] bool; then only those pairs' logits are computed, [P, Vd]
+    (the output projection is the costliest part, and prompt pairs carry no loss).
     """
     b, m, _ = embeds.shape
     dev = embeds.device
@@ -110,12 +113,12 @@ def ttt_steps(head: Eagle3Head, feats: torch.Tensor, embeds: torch.Tensor, steps
         values.append(vv)
         attn_mask = ttt_mask(m, k).to(dev)[None, None]
         out = head.finish(attend(q, torch.cat(keys, 2), torch.cat(values, 2), attn_mask), hidden)
-        yield head.logits(out)
+        yield head.logits(out if select is None else out[select])
         hidden = torch.cat([torch.zeros_like(out[:, :1]), out[:, :-1]], dim=1)
 
 
 def ttt_forward(head: Eagle3Head, batch: Dict[str, torch.Tensor], steps: int, in_vocab: torch.Tensor):
-    """Unrolled training-time test loss.
+    """Unrolled training-time test loss, over the ``valid`` pairs only.
 
     in_vocab: [V] bool, target ids inside the draft vocabulary.
     Returns (per-step losses [steps], per-step (correct, count) [steps, 2]).
@@ -123,18 +126,19 @@ def ttt_forward(head: Eagle3Head, batch: Dict[str, torch.Tensor], steps: int, in
     feats, embeds, logp, argmax, valid = (batch[k] for k in ("feats", "embeds", "logp", "argmax", "valid"))
     m, dev = embeds.shape[1], embeds.device
     d2t_ids = head.draft_to_target()
-    target_probs = logp.exp()
-    mask = valid & in_vocab[argmax]
+    target_probs = logp[valid].exp()  # [P, Vd]
+    am = argmax[valid]  # [P]
+    pos = torch.arange(m, device=dev).expand_as(valid)[valid]  # [P] pair index j
+    in_v = in_vocab[am]
     losses, stats = [], []
-    for k, logits in enumerate(ttt_steps(head, feats, embeds, steps), start=1):
-        step_ok = torch.zeros(m, dtype=torch.bool, device=dev)
-        step_ok[k - 1 :] = True
-        w = (mask & step_ok).float()
+    for k, logits in enumerate(ttt_steps(head, feats, embeds, steps, select=valid), start=1):
+        step_ok = pos >= k - 1
+        w = (in_v & step_ok).float()
         ce = -(target_probs * torch.log_softmax(logits.float(), -1)).sum(-1)
         losses.append((ce * w).sum() / w.sum().clamp_min(1.0))
         with torch.no_grad():
-            hit = (d2t_ids[logits.argmax(-1)] == argmax) & valid & step_ok
-            stats.append(torch.stack([hit.sum(), (valid & step_ok).sum()]))
+            hit = (d2t_ids[logits.argmax(-1)] == am) & step_ok
+            stats.append(torch.stack([hit.sum(), step_ok.sum()]))
     return torch.stack(losses), torch.stack(stats)
 
 
