@@ -21,6 +21,7 @@ import torch
 from tqdm import tqdm
 
 from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, save_head
+from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.eagle3_train import choose_draft_vocab, make_batch, soft_targets, ttt_forward
 
@@ -35,7 +36,6 @@ def load_shards(pattern: str):
 def init_head(target, draft_ids: torch.Tensor, from_target: bool) -> Eagle3Head:
     """Head shaped like one target layer; lm_head/norm copied from the target (draft rows)."""
     tc = target.config
-    n = tc.num_hidden_layers
     cfg = Eagle3Config(
         hidden_size=tc.hidden_size, num_attention_heads=tc.num_attention_heads,
         num_key_value_heads=tc.num_key_value_heads, intermediate_size=tc.intermediate_size,
@@ -52,7 +52,7 @@ def init_head(target, draft_ids: torch.Tensor, from_target: bool) -> Eagle3Head:
         head.norm.weight.copy_(target.model.norm.weight)
         if from_target:  # start as target layer L-3 reading its own input; the embedding half at zero
             h = tc.hidden_size
-            src = target.model.layers[n - 3]
+            src = target.model.layers[eagle3_feature_layers(tc.num_hidden_layers)[2]]
             head.fc.weight.zero_()
             head.fc.weight[:, 2 * h :] = torch.eye(h)
             for name in ("q_proj", "k_proj", "v_proj"):
