@@ -28,7 +28,7 @@ def synthetic(tmp_path_factory):
 
 def test_mean_ci_and_ratio_of_sums():
     mean, half, n = analysis.mean_ci([1.0, 2.0, 3.0])
-    assert (mean, n) == (2.0, 3) and half == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert n == 3 and mean == pytest.approx(2.0) and half == pytest.approx(4.303 * 1.0 / math.sqrt(3))
     assert math.isnan(analysis.mean_ci([5.0])[1])
     rows = pd.DataFrame({"new_tokens": [10, 30], "wall_s": [1.0, 1.0], "ar_new_tokens": [10, 30],
                          "ar_wall_s": [2.0, 4.0]})
