@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
+from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.prompts import build_prompts, doc_texts, split_prompts
@@ -61,9 +61,7 @@ def save_batch(path: Path, model, tok, seqs, resp_starts, source: str) -> int:
         )
         for i, (s, r) in enumerate(zip(seqs, resp_starts))
     ]
-    tmp = path.with_suffix(".tmp")
-    torch.save(samples, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: torch.save(samples, f))
     return sum(len(s) for s in seqs)
 
 
