@@ -34,6 +34,10 @@ def test_dtype_map_is_defined_once():
     assert _grep(r"\"bfloat16\"\s*:\s*torch\.bfloat16") == ["rheo/placement.py"]
 
 
+def test_model_names_are_listed_once():
+    assert _grep(r"\"r1_distill_llama_8b\"") == ["rheo/models/registry.py"]
+
+
 def test_no_unreachable_import_error_fallbacks():
     assert _grep(r"except ImportError") == []
     assert _grep(r"node_acceptance is not available") == []
