@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from safetensors.torch import save_file
 
 from rheo.models import registry
 from rheo.models.hf_target import HFTarget
@@ -61,7 +62,7 @@ def write_head(folder, hidden=64, vocab=256, draft_vocab=100):
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(
         {"hidden_size": hidden, "vocab_size": vocab, "draft_vocab_size": draft_vocab}))
-    (folder / "model.safetensors").write_bytes(b"stub")
+    save_file({"stub": torch.zeros(1)}, str(folder / "model.safetensors"))  # the loader is stubbed
     return folder
 
 
@@ -237,3 +238,13 @@ def test_model_names_are_defined_once():
     assert schema.PAPER_MODELS == tuple(MODELS)
     group = Path(__file__).resolve().parents[1] / "configs" / "model"
     assert {p.stem for p in group.glob("*.yaml")} == set(MODELS) | set(schema.TEST_MODELS)
+
+
+def test_truncated_head_weights_are_found_before_the_target_loads(tmp_path, monkeypatch, stub_drafter):
+    from rheo.models.weights import CorruptWeightsError
+
+    head = write_head(tmp_path / "h")
+    (head / "model.safetensors").write_bytes((head / "model.safetensors").read_bytes()[:20])
+    monkeypatch.setattr(registry, "_load_target", lambda *a: pytest.fail("loaded the target before checking the head"))
+    with pytest.raises(CorruptWeightsError, match=f"EAGLE-3 head: {head / 'model.safetensors'} is unreadable"):
+        load_model_pair("vicuna_13b_v13", target_path=str(write_target(tmp_path / "t")), head_path=str(head))

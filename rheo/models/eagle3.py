@@ -161,7 +161,8 @@ class Eagle3Session:
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _weights_fix(head_dir: Path) -> str:
+def head_weights_fix(head_dir: Path) -> str:
+    """What to do about an unreadable weights file of the head in ``head_dir``."""
     try:
         rel = head_dir.resolve().relative_to(_REPO_ROOT)
     except ValueError:
@@ -174,14 +175,14 @@ def _read_state(head_dir: Path) -> dict:
     if st.exists():
         from safetensors.torch import load_file
 
-        check_weight_files(head_dir, "EAGLE-3 head", _weights_fix(head_dir))
+        check_weight_files(head_dir, "EAGLE-3 head", head_weights_fix(head_dir))
         return load_file(str(st))
     if binf.exists():
         try:
             return torch.load(binf, map_location="cpu", weights_only=True)
         except Exception as e:  # truncated zip, garbage, pickle refusing an object
             raise CorruptWeightsError(f"EAGLE-3 head: {binf} is unreadable ({type(e).__name__}: {e}).\n"
-                                      f"    fix: {_weights_fix(head_dir)}") from e
+                                      f"    fix: {head_weights_fix(head_dir)}") from e
     raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {head_dir}")
 
 
