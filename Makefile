@@ -56,29 +56,29 @@ FIGURES ?= results/figures
 FULL_SEEDS ?= 0,1,2
 FULL_MAX_NEW ?= 1024
 FULL_TEMPS ?= 0,0.25,0.5,0.75,1.0
-RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) dtype=$(DTYPE) output_dir=$(RESULTS)
+RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) dtype=$(DTYPE) output_dir="$(RESULTS)"
 
 .PHONY: reproduce reproduce-full tables figures smoke
 
 reproduce: ## CPU protocol (<= 60 min on 2 cores): MODEL on all six suites, ITEMS items, SEEDS, MAX_NEW tokens; then tables+figures
 	$(RUN) experiment=m_ablation seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) paired_baseline=$(PAIRED) num_threads=$(THREADS) $(TREE)
 	$(RUN) experiment=temperature seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS) method.m=$(TEMP_MS) paired_baseline=$(PAIRED) num_threads=$(THREADS) $(TREE)
-	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
+	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
 
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep (resumable; MODEL=... DEVICE=cuda DTYPE=bfloat16)
 	$(RUN) experiment=main_table seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW)
 	$(RUN) experiment=m_ablation seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW)
 	$(RUN) experiment=temperature seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW) temperature=$(FULL_TEMPS)
-	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
+	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
 
 smoke: ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree)
-	$(PY) -m eval.run -m experiment=cpu_smoke output_dir=$(RESULTS) num_threads=$(THREADS)
+	$(PY) -m eval.run -m experiment=cpu_smoke output_dir="$(RESULTS)" num_threads=$(THREADS)
 
 tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/tables/)
-	$(PY) scripts/make_tables.py --results $(RESULTS) --out $(TABLES)
+	$(PY) scripts/make_tables.py --results "$(RESULTS)" --out "$(TABLES)"
 
 figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/figures/)
-	$(PY) scripts/make_figures.py --results $(RESULTS) --out $(FIGURES)
+	$(PY) scripts/make_figures.py --results "$(RESULTS)" --out "$(FIGURES)"
 
 # ---------------------------------------------------------------- draft head (SmolLM2 EAGLE-3)
 # The corpus (data/draft_corpus, token ids) is committed: `train-head` needs only it.

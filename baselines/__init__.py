@@ -1,6 +1,6 @@
-"""Baselines composed from the core: autoregressive sampling and EAGLE's Top-K tree."""
+"""Baselines composed from the core. Autoregressive sampling lives here; EAGLE's Top-K tree is
+not a separate loop: it is ``rheo.decode.speculative_generate`` with ``SpecConfig(method="topk")``."""
 
 from baselines.autoregressive import autoregressive_generate
-from baselines.topk import topk_config, topk_generate
 
-__all__ = ["autoregressive_generate", "topk_config", "topk_generate"]
+__all__ = ["autoregressive_generate"]

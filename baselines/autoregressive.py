@@ -7,6 +7,8 @@ call), so both are timed on the same KV-cached model code.
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Optional, Sequence
 
 import torch
@@ -22,9 +24,11 @@ def autoregressive_generate(target: TargetModel, prompt: Sequence[int], max_new_
                             eos_token_id: EosSpec = None, device: torch.device | str = "cpu",
                             rng: Optional[RandomSource] = None) -> GenerationOutput:
     """Sample ``target`` token by token (argmax at ``temperature == 0``)."""
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    ids = check_prompt(prompt, max_new_tokens, target.vocab_size)
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"temperature must be a number >= 0, got {type(temperature).__name__} {temperature!r}")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    ids = check_prompt(prompt, max_new_tokens, target.vocab_size, getattr(target, "context_length", None))
     rng = rng if rng is not None else TorchRandom(generator)
     stop = eos_set(eos_token_id)
     out = GenerationOutput(tokens=[], accept_lengths=[])

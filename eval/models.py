@@ -17,10 +17,10 @@ from typing import Optional, Sequence
 import torch
 
 from eval.schema import MODELS
+from rheo.placement import as_dtype
 
 TINY_CONTEXT = 48
 DRAFT_CONTEXT = 8  # the toy drafter sees only the last few tokens (cheap, partly right)
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,7 +34,7 @@ def load_pair(name: str, device: str = "cpu", dtype: Optional[str] = None,
     """
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose from {list(MODELS)}")
-    torch_dtype = DTYPES[dtype] if dtype is not None else None
+    torch_dtype = as_dtype(dtype)
     if name == "tiny_random":
         return make_tiny_pair(device=device)
     from rheo.models import load_model_pair  # heavy import, only when a real model is needed

@@ -12,13 +12,17 @@ config; this module only wires it to Hydra.
 
 from __future__ import annotations
 
+import json
 import logging
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from eval.runner import run
+from eval.runner import RunInterrupted, RunSummary, run
 from eval.schema import register_configs
+from eval.sweep import FAILURE_MARKER
 
 register_configs()
 log = logging.getLogger("eval.run")
@@ -26,9 +30,37 @@ log = logging.getLogger("eval.run")
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="config")
 def main(cfg: DictConfig) -> None:
-    summary = run(cfg)
+    """Exit status: 0 when every row is stored ok; 1 when a row failed (a sweep: once all its jobs
+    ran, see eval.sweep); 130 on Ctrl-C, with what was stored and how to resume."""
+    try:
+        summary = run(cfg)
+    except RunInterrupted as stop:
+        done = stop.summary
+        log.error("interrupted: %d row(s) stored by this run (%d ok, %d failed) and %d found already stored; "
+                  "rerun the same command to resume", done.computed + done.failed, done.computed, done.failed,
+                  done.skipped)
+        raise SystemExit(130) from None
+    except KeyboardInterrupt:
+        log.error("interrupted before the first generation: nothing was stored by this run; rerun the same "
+                  "command to start again")
+        raise SystemExit(130) from None
     log.info("computed %d, skipped %d, failed %d rows; config hashes %s", summary.computed,
              summary.skipped, summary.failed, summary.config_hashes)
+    if summary.failed:
+        _report_failures(summary)
+
+
+def _report_failures(summary: RunSummary) -> None:
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:  # the sweep goes on; eval.sweep exits non-zero at its end
+        report = {"overrides": " ".join(hydra_cfg.overrides.task), "failed": summary.failed,
+                  "report": summary.failure_report(), "first_error": summary.first_error}
+        marker = f"{hydra_cfg.runtime.output_dir}/{FAILURE_MARKER}"
+        with open(marker, "w") as f:
+            json.dump(report, f)
+        return
+    log.error("exit status 1: %s", summary.failure_report())
+    raise SystemExit(1)
 
 
 if __name__ == "__main__":

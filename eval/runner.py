@@ -33,6 +33,7 @@ from eval import storage
 from eval.data import Item, chat_messages, load_suite
 from eval.models import load_pair
 from eval.schema import config_hash, generation_seed, method_key, validate
+from eval.validate import check_against_pair
 
 log = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +46,22 @@ class RunSummary:
     failed: int = 0  # rows stored with status failed
     skipped: int = 0  # rows found already done
     config_hashes: dict = field(default_factory=dict)  # method -> config_hash
+    failed_by_method: dict = field(default_factory=dict)  # method -> rows stored as failed in this run
+    attempted_by_method: dict = field(default_factory=dict)  # method -> rows generated in this run
+    first_error: Optional[str] = None  # the first failed row's error (first line)
+
+    def failure_report(self) -> str:
+        """'' when nothing failed, else one line per method that had failures."""
+        return "; ".join(f"{m}: {n} of {self.attempted_by_method.get(m, n)} rows failed"
+                         for m, n in self.failed_by_method.items() if n)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; ``summary`` says what was stored before it (every finished row is)."""
+
+    def __init__(self, summary: RunSummary) -> None:
+        super().__init__()
+        self.summary = summary
 
 
 @dataclass
@@ -77,12 +94,18 @@ def run(cfg: DictConfig) -> RunSummary:
     if cfg.num_threads is not None:
         torch.set_num_threads(int(cfg.num_threads))
     pair = load_pair(cfg.model.name, cfg.device, cfg.dtype, cfg.model.target_path, cfg.model.head_path)
+    first_items = list({id(item): item for _, item in pending}.values())
+    check_against_pair(cfg, spec, pair, [pair.format_chat(chat_messages(item, 0, [])) for item in first_items])
     meta = _run_metadata(cfg, pair)
-    if cfg.warmup:
-        _warmup(pair, [j for j in jobs if any(pj is j for pj, _ in pending)], pending[0][1], cfg)
-    _run_pending(cfg, pair, meta, pending, summary)
+    try:
+        if cfg.warmup:
+            _warmup(pair, [j for j in jobs if any(pj is j for pj, _ in pending)], pending[0][1], cfg)
+        _run_pending(cfg, pair, meta, pending, summary)
+    except KeyboardInterrupt:
+        raise RunInterrupted(summary) from None
     if summary.failed:
-        log.error("%d row(s) FAILED and were recorded with status=failed; rerun to retry them", summary.failed)
+        log.error("%d row(s) FAILED and were recorded with status=failed (%s); first error: %s; rerun to "
+                  "retry them", summary.failed, summary.failure_report(), summary.first_error)
     return summary
 
 
@@ -111,12 +134,23 @@ def _item_done(job: _Job, item: Item, summary: RunSummary) -> bool:
     done = 0
     for turn in range(len(item.turns)):
         path = storage.shard_path(job.cdir, item.suite, item.item_id, turn)
-        row = storage.load_existing(path, _expect(job, item, turn))
-        done += row is not None and row["status"] == "ok"
+        done += _reusable(storage.load_existing(path, _expect(job, item, turn)), item, path)
     if done == len(item.turns):
         summary.skipped += done
         return True
     return False
+
+
+def _reusable(row: Optional[dict], item: Item, path: Path) -> bool:
+    """A stored ok row made from the item's current text (rows stored before turns_sha existed
+    cannot be checked and are reused)."""
+    if row is None or row["status"] != "ok":
+        return False
+    if row.get("turns_sha") not in (None, item.turns_sha):
+        log.warning("%s was made from other text of %s item %s (turns hash %s, now %s): recomputing it",
+                    path, item.suite, item.item_id, row["turns_sha"], item.turns_sha)
+        return False
+    return True
 
 
 def _run_pending(cfg: DictConfig, pair, meta: dict, pending: list, summary: RunSummary) -> None:
@@ -137,6 +171,12 @@ def _run_pending(cfg: DictConfig, pair, meta: dict, pending: list, summary: RunS
             summary.computed += row["status"] == "ok" and not row.get("_reused", False)
             summary.skipped += bool(row.get("_reused", False))
             summary.failed += row["status"] == "failed"
+            if not row.get("_reused", False):
+                summary.attempted_by_method[job.method] = summary.attempted_by_method.get(job.method, 0) + 1
+                summary.failed_by_method[job.method] = (summary.failed_by_method.get(job.method, 0)
+                                                        + (row["status"] == "failed"))
+                if row["status"] == "failed" and summary.first_error is None:
+                    summary.first_error = str(row["error"]).splitlines()[0]
             if row["status"] == "ok":  # a later turn after a failed one is recorded as failed
                 answers.append(pair.tokenizer.decode(row["output_tokens"], skip_special_tokens=True))
         if taus:
@@ -150,7 +190,7 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
     """Generate (or reuse) one row and store it; returns the row."""
     path = storage.shard_path(job.cdir, item.suite, item.item_id, turn)
     existing = storage.load_existing(path, _expect(job, item, turn))
-    if existing is not None and existing["status"] == "ok":
+    if _reusable(existing, item, path):
         return {**existing, "_reused": True}
     gen_seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
     row = _base_row(cfg, meta, job, item, turn, gen_seed)
@@ -239,7 +279,7 @@ def _base_row(cfg, meta: dict, job: _Job, item: Item, turn: int, gen_seed: int) 
                                     "tree_size", "sparse_top", "verify_order", "proxy", "max_new_tokens",
                                     "paired_with")})
     row.update(meta, dataset=item.suite, item_id=item.item_id, turn=turn, category=item.category,
-               gen_seed=gen_seed, config_hash=job.chash, accept_lengths=[], output_tokens=[])
+               turns_sha=item.turns_sha, gen_seed=gen_seed, config_hash=job.chash, accept_lengths=[], output_tokens=[])
     return row
 
 

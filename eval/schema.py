@@ -23,10 +23,12 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from rheo.config import SpecConfig
+from rheo.models.registry import MODELS as REGISTRY
+from rheo.placement import DTYPE_NAMES
 
 METHODS = ("ar", "topk", "rheo")
-#: model names of rheo.models.load_model_pair, plus the harness-only test pair
-PAPER_MODELS = ("smollm2_135m", "smollm2_135m_small_head", "llama31_8b_instruct", "vicuna_13b_v13", "r1_distill_llama_8b")
+#: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
+PAPER_MODELS = tuple(REGISTRY)
 TEST_MODELS = ("tiny_random",)
 MODELS = PAPER_MODELS + TEST_MODELS
 #: harness suite name -> file under data_dir (file names as in the EAGLE repository)
@@ -39,7 +41,7 @@ SUITE_FILES = {
     "cnn_dm": "sum.jsonl",
 }
 SUITES = tuple(SUITE_FILES)
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = DTYPE_NAMES
 
 
 @dataclass
@@ -108,6 +110,9 @@ def validate(cfg: DictConfig) -> SpecConfig | None:
 
     Raises ValueError with the allowed choices. Returns None for method ``ar``.
     """
+    from eval.validate import check_config
+
+    check_config(cfg)
     _choice("model.name", cfg.model.name, MODELS)
     _choice("method.name", cfg.method.name, METHODS)
     if not cfg.dataset.suites:

@@ -22,8 +22,6 @@ from __future__ import annotations
 import glob
 import json
 import logging
-import os
-import socket
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -31,15 +29,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rheo.io import TMP_PREFIX, atomic_write, atomic_write_bytes, owner, remove_stale_tmp  # noqa: F401
+
 log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.json"
 FINGERPRINT = {"project": "rheo", "content": "rheo-eval result shards", "layout": 1}
-TMP_PREFIX = ".tmp-"
 
 ROW_SCHEMA = pa.schema([
     ("model", pa.string()), ("target_path", pa.string()), ("head_path", pa.string()), ("dataset", pa.string()), ("item_id", pa.int64()), ("turn", pa.int64()),
-    ("category", pa.string()), ("method", pa.string()), ("m", pa.int64()),
+    ("category", pa.string()), ("turns_sha", pa.string()), ("method", pa.string()), ("m", pa.int64()),
     ("temperature", pa.float64()), ("seed", pa.int64()), ("k", pa.int64()), ("depth", pa.int64()),
     ("tree_size", pa.int64()), ("sparse_top", pa.int64()), ("verify_order", pa.string()),
     ("proxy", pa.string()), ("max_new_tokens", pa.int64()), ("gen_seed", pa.int64()),
@@ -55,6 +54,9 @@ ROW_SCHEMA = pa.schema([
     ("status", pa.string()), ("error", pa.string()), ("finished_at", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
+#: columns added after the first layout: a shard written before lacks them and reads them as None
+#: (turns_sha: hash of the item's turns, eval.data.Item.turns_sha)
+LATER_COLUMNS = ("turns_sha",)
 
 
 class OutputDirError(RuntimeError):
@@ -86,14 +88,24 @@ def prepare_output_dir(root: Path) -> None:
         # (temporary files may be a parallel sweep job creating the manifest right now)
         raise OutputDirError(f"output_dir {root} is not empty and has no {MANIFEST}: refusing to write "
                              "results into a directory that is not a rheo results directory.")
-    probe = root / f"{TMP_PREFIX}probe{_owner()}"
+    probe = root / f"{TMP_PREFIX}probe{owner()}"
     try:
         probe.write_text("")
         probe.unlink()
     except OSError as e:
         raise OutputDirError(f"output_dir {root} is not writable: {e}") from e
     if not manifest.exists():
-        _atomic_write_bytes(manifest, json.dumps(FINGERPRINT, indent=1).encode())
+        atomic_write_bytes(manifest, json.dumps(FINGERPRINT, indent=1).encode())
+
+
+def require_results_dir(root: Path) -> None:
+    """For readers (tables, figures): ``root`` must be an existing rheo results directory."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"results directory {root} does not exist (RESULTS / --results); run "
+                                f"`make reproduce` or `python -m eval.run output_dir={root}` first, or fix the path")
+    if not (root / MANIFEST).is_file():
+        raise OutputDirError(f"{root} has no {MANIFEST}: not a rheo results directory (RESULTS / --results)")
 
 
 def prepare_config_dir(root: Path, model: str, chash: str, key: dict) -> Path:
@@ -104,13 +116,16 @@ def prepare_config_dir(root: Path, model: str, chash: str, key: dict) -> Path:
     if cfile.exists():
         try:
             found = json.loads(cfile.read_text())
-        except (OSError, ValueError):
-            found = None
+        except (OSError, ValueError) as e:
+            raise OutputDirError(
+                f"{cfile} is unreadable ({type(e).__name__}: {e}): truncated by a crash or edited by hand? "
+                f"The folder name is the hash of this run's configuration, so its rows were made by it: "
+                f"delete {cfile} and rerun to rewrite it (or delete {cdir} to recompute its rows).") from e
         if found != json.loads(json.dumps(key)):
             raise OutputDirError(f"{cfile} does not match this run's configuration "
                                  f"(found {found}, expected {key}); results must not mix.")
     else:
-        _atomic_write_bytes(cfile, json.dumps(key, indent=1, sort_keys=True).encode())
+        atomic_write_bytes(cfile, json.dumps(key, indent=1, sort_keys=True).encode())
     return cdir
 
 
@@ -134,13 +149,7 @@ def write_row(path: Path, row: dict) -> None:
     if missing or extra:
         raise ValueError(f"row columns mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
     table = pa.Table.from_pylist([row], schema=ROW_SCHEMA)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{path.stem}{_owner()}.parquet"
-    with open(tmp, "wb") as f:
-        pq.write_table(table, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: pq.write_table(table, f))
 
 
 def read_row(path: Path, expect: Optional[dict] = None) -> dict:
@@ -151,11 +160,12 @@ def read_row(path: Path, expect: Optional[dict] = None) -> dict:
         raise CorruptShardError(f"corrupt shard {path}: {type(e).__name__}: {e}") from e
     if table.num_rows != 1:
         raise CorruptShardError(f"corrupt shard {path}: {table.num_rows} rows, expected 1")
-    if set(table.column_names) != set(COLUMNS):
-        missing, extra = sorted(set(COLUMNS) - set(table.column_names)), sorted(set(table.column_names) - set(COLUMNS))
+    missing = sorted(set(COLUMNS) - set(table.column_names) - set(LATER_COLUMNS))
+    extra = sorted(set(table.column_names) - set(COLUMNS))
+    if missing or extra:
         raise CorruptShardError(f"corrupt shard {path}: columns differ from the row schema "
                                 f"(missing {missing}, unexpected {extra})")
-    row = table.to_pylist()[0]
+    row = {**dict.fromkeys(LATER_COLUMNS), **table.to_pylist()[0]}
     for name, value in (expect or {}).items():
         if row[name] != value:
             raise CorruptShardError(f"corrupt shard {path}: {name}={row[name]!r}, path says {value!r}")
@@ -172,18 +182,6 @@ def load_existing(path: Path, expect: dict) -> Optional[dict]:
         log.warning("%s -- deleting it; the row will be recomputed", e)
         path.unlink(missing_ok=True)
         return None
-
-
-def remove_stale_tmp(root: Path) -> None:
-    """Delete temporary files left by killed writers on this host (whose pid no longer runs)."""
-    host = socket.gethostname()
-    for tmp in glob.glob(str(root / "**" / f"{TMP_PREFIX}*"), recursive=True):
-        parts = Path(tmp).name.split("@")
-        if len(parts) != 3 or parts[1] != host:  # another machine's writer (shared file system)
-            continue
-        pid = parts[2].split(".")[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
-            Path(tmp).unlink(missing_ok=True)
 
 
 def iter_shards(root: Path) -> Iterator[Path]:
@@ -210,26 +208,3 @@ def load_results(root: Path | str, include_failed: bool = False) -> pd.DataFrame
         df = df[df["status"] == "ok"].reset_index(drop=True)
     return df
 
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}{_owner()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _owner() -> str:
-    """'@host@pid' suffix of temporary files: who wrote them, so only dead local writers' are cleaned."""
-    return f"@{socket.gethostname()}@{os.getpid()}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

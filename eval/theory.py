@@ -11,21 +11,22 @@
 
 Toy models are PrefixLM tables that ignore the prefix, so every cycle is an
 independent trial at the same node. The Monte-Carlo is seeded; its numbers
-are stored as parquet (``results/theory/*.parquet``) and the table and figure
-are drawn from it.
+are stored as parquet (``<out>/theory/*.parquet``, inside the folder the table
+or figure goes to) and the table and figure are drawn from it.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
 
 import pandas as pd
 import torch
 
 from eval.tables import frame_markdown
 from rheo.config import SpecConfig
+from rheo.io import atomic_write
+from rheo.theory import node_acceptance
 
 LEMMA_Q = (0.5, 0.3, 0.2)
 LEMMA_P = (0.2, 0.2, 0.6)  # a target for the decoder run; any p that is not q shows the bias
@@ -33,7 +34,7 @@ NODE_VOCAB = 12
 NODE_CASES = [("topk", 0, 1.0), ("rheo", 0, 1.0), ("rheo", 1, 1.0), ("rheo", 2, 1.0),
               ("topk", 0, 0.5), ("rheo", 0, 0.5), ("rheo", 1, 0.5), ("rheo", 2, 0.5)]
 NODE_K = 3
-DEFAULT_DIR = Path("results/theory")
+DEFAULT_DIR = Path("results/tables/theory")
 
 
 def lemma1_arithmetic() -> pd.DataFrame:
@@ -97,12 +98,8 @@ def lemma1_monte_carlo(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def node_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> Optional[pd.DataFrame]:
-    """Closed form vs Monte-Carlo single-node acceptance; None without rheo.theory."""
-    try:
-        from rheo.theory import node_acceptance
-    except ImportError:
-        return None
+def node_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Closed form vs Monte-Carlo single-node acceptance."""
     gen = torch.Generator().manual_seed(seed)
     p_logits = 0.8 * torch.randn(NODE_VOCAB, generator=gen)  # acceptances spread over 0.1..0.7
     q_logits = p_logits + 1.2 * torch.randn(NODE_VOCAB, generator=gen)
@@ -127,9 +124,10 @@ def _tv_noise(n: int, p) -> float:
     return 0.5 * sum(1.96 * math.sqrt(pi * (1 - pi) / n) for pi in p)
 
 
-def load_or_compute(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> dict[str, Optional[pd.DataFrame]]:
-    """The three theory frames, read from parquet when stored for the same n_cycles, else computed."""
-    frames: dict[str, Optional[pd.DataFrame]] = {"lemma1_arithmetic": lemma1_arithmetic()}
+def load_or_compute(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> dict[str, pd.DataFrame]:
+    """The three theory frames, read from parquet under ``out_dir`` when stored for the same
+    n_cycles, else computed and stored there."""
+    frames: dict[str, pd.DataFrame] = {"lemma1_arithmetic": lemma1_arithmetic()}
     for name, make in (("lemma1_monte_carlo", lemma1_monte_carlo), ("node_acceptance", node_acceptance_table)):
         path = Path(out_dir) / f"{name}_n{n_cycles}.parquet"
         try:
@@ -141,11 +139,7 @@ def load_or_compute(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> dict[s
             print(f"corrupt {path} ({type(e).__name__}: {e}); recomputing")
         frame = make(n_cycles=n_cycles)
         frames[name] = frame
-        if frame is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".tmp-{path.name}")
-            frame.to_parquet(tmp)
-            tmp.replace(path)
+        atomic_write(path, frame.to_parquet)
     return frames
 
 
@@ -156,12 +150,8 @@ def theory_markdown(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> str:
              frame_markdown(frames["lemma1_arithmetic"], 3),
              f"\n\nReal decoder on that depth-1 tree, target p = {LEMMA_P}: first token of a cycle.\n",
              frame_markdown(frames["lemma1_monte_carlo"], 3)]
-    node = frames["node_acceptance"]
-    if node is None:
-        parts.append("\n\n(single-node closed form skipped: rheo.theory.node_acceptance is not available)\n")
-    else:
-        parts += [f"\n\n### Single-node acceptance: closed form vs Monte-Carlo (vocab {NODE_VOCAB}, "
-                  f"K = {NODE_K}, every child survives)\n", frame_markdown(node, 4)]
+    parts += [f"\n\n### Single-node acceptance: closed form vs Monte-Carlo (vocab {NODE_VOCAB}, "
+              f"K = {NODE_K}, every child survives)\n", frame_markdown(frames["node_acceptance"], 4)]
     return "\n".join(parts) + "\n"
 
 
@@ -182,15 +172,14 @@ def theory_figure(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000):
     axes[0].set_title("Lemma 1: first token of a cycle", fontsize=9)
     axes[0].legend(fontsize=7)
     node = frames["node_acceptance"]
-    if node is not None:
-        for method, marker in (("topk", "s"), ("rheo", "o")):
-            part = node[node["method"] == method]
-            axes[1].errorbar(part["closed_form"], part["monte_carlo"], yerr=part["band95"], fmt=marker,
-                             capsize=2, label=method)
-        lo, hi = node[["closed_form", "monte_carlo"]].min().min(), node[["closed_form", "monte_carlo"]].max().max()
-        axes[1].plot([lo, hi], [lo, hi], "k--", lw=0.8)
-        axes[1].set(xlabel="closed form", ylabel="Monte-Carlo (bars: 95% band)")
-        axes[1].legend(fontsize=7)
+    for method, marker in (("topk", "s"), ("rheo", "o")):
+        part = node[node["method"] == method]
+        axes[1].errorbar(part["closed_form"], part["monte_carlo"], yerr=part["band95"], fmt=marker,
+                         capsize=2, label=method)
+    lo, hi = node[["closed_form", "monte_carlo"]].min().min(), node[["closed_form", "monte_carlo"]].max().max()
+    axes[1].plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    axes[1].set(xlabel="closed form", ylabel="Monte-Carlo (bars: 95% band)")
+    axes[1].legend(fontsize=7)
     axes[1].set_title("single-node acceptance", fontsize=9)
     fig.tight_layout()
     return fig

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import numbers
+from dataclasses import dataclass
 from typing import Optional
 
 METHODS = ("rheo", "topk")
@@ -41,40 +42,36 @@ class SpecConfig:
     proxy_eps: float = 1e-6
 
     def __post_init__(self) -> None:
+        for name in ("k", "m", "depth", "tree_size", "sparse_top"):  # np.int64(3) -> 3
+            _as_int(self, name)
+        for name in ("temperature", "proxy_value", "proxy_eps"):  # np.float32(0.5) -> 0.5
+            _as_float(self, name)
         _choice("method", self.method, METHODS)
         _choice("proxy", self.proxy, PROXIES)
         _choice("verify_order", self.verify_order, VERIFY_ORDERS)
         _int_at_least("k", self.k, 1)
         _int_at_least("depth", self.depth, 1)
         _int_at_least("tree_size", self.tree_size, 1)
-        if not isinstance(self.m, int) or isinstance(self.m, bool):
-            raise ValueError(f"m must be an int in [0, k-1] = [0, {self.k - 1}], got {self.m!r}")
+        if not _is_int(self.m):
+            raise ValueError(f"m must be an integer in [0, k-1] = [0, {self.k - 1}], got {_show(self.m)}")
         if self.method == "rheo" and not 0 <= self.m <= self.k - 1:
             raise ValueError(f"m must be in [0, k-1] = [0, {self.k - 1}], got m={self.m}")
         t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-            raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+        if isinstance(t, bool) or not isinstance(t, float) or not math.isfinite(t) or t < 0:
+            raise ValueError(f"temperature must be a finite number >= 0, got {_show(t)}")
         if self.sparse_top is not None:
-            if isinstance(self.sparse_top, bool) or not isinstance(self.sparse_top, int):
-                raise ValueError(f"sparse_top must be None or an int >= k={self.k}, got {self.sparse_top!r}")
+            if not _is_int(self.sparse_top):
+                raise ValueError(f"sparse_top must be None or an integer >= k={self.k}, got {_show(self.sparse_top)}")
             if self.sparse_top < self.k:
                 raise ValueError(f"sparse_top must be None or >= k={self.k}, got sparse_top={self.sparse_top}")
-        if self.proxy == "fixed" and not 0.0 < self.proxy_value <= 1.0:
-            raise ValueError(f"proxy_value must be in (0, 1], got {self.proxy_value!r}")
-        if not 0.0 < self.proxy_eps < 1e-2:
-            raise ValueError(f"proxy_eps must be in (0, 0.01), got {self.proxy_eps!r}")
-
-    @property
-    def num_leads(self) -> int:
-        """Lead slots actually used: m for rheo, k for topk (all slots deterministic)."""
-        return self.m if self.method == "rheo" else self.k
+        if self.proxy == "fixed" and not (type(self.proxy_value) is float and 0.0 < self.proxy_value <= 1.0):
+            raise ValueError(f"proxy_value must be a number in (0, 1], got {_show(self.proxy_value)}")
+        if not (type(self.proxy_eps) is float and 0.0 < self.proxy_eps < 1e-2):
+            raise ValueError(f"proxy_eps must be a number in (0, 0.01), got {_show(self.proxy_eps)}")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -83,5 +80,29 @@ def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
 
 
 def _int_at_least(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if not _is_int(value) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {_show(value)}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # True is not a count
+
+
+def _as_int(cfg: SpecConfig, name: str) -> None:
+    """Store an integral number (int, numpy/torch integer) as a plain int; anything else
+    (floats, bools, strings) is left for the checks to reject."""
+    value = getattr(cfg, name)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        object.__setattr__(cfg, name, int(value))
+
+
+def _as_float(cfg: SpecConfig, name: str) -> None:
+    """Store a real number (int, float, numpy float) as a plain float; bools stay (and are rejected)."""
+    value = getattr(cfg, name)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        object.__setattr__(cfg, name, float(value))
+
+
+def _show(value: object) -> str:
+    """'3.5 (float)': the value and its type, so that "must be an integer, got 3" cannot happen."""
+    return f"{value!r} ({type(value).__name__})"

@@ -8,6 +8,7 @@ i-th target call, the bonus included, so ``tau = len(tokens) / target_calls``.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence, Union
 
@@ -53,15 +54,47 @@ def eos_set(eos_token_id: EosSpec) -> frozenset[int]:
     return frozenset(int(t) for t in eos_token_id)
 
 
-def check_prompt(prompt: Sequence[int], max_new_tokens: int, vocab_size: int) -> list[int]:
-    ids = [int(t) for t in prompt]
+def check_prompt(prompt: Sequence[int], max_new_tokens: int, vocab_size: int,
+                 context_length: Optional[int] = None) -> list[int]:
+    """The prompt as a list of token ids, after checking it and ``max_new_tokens``.
+
+    prompt: token ids, as a sequence of integers or a 1-D integer tensor / array. Text,
+    floats and bools are refused with TypeError (they would otherwise be read as ids).
+    ``context_length``: the target's positions; prompt + new tokens must fit in it.
+    """
+    ids = _token_ids(prompt)
     if not ids:
         raise ValueError("prompt must hold at least one token id")
     if min(ids) < 0 or max(ids) >= vocab_size:
         raise ValueError(f"prompt token ids must lie in [0, {vocab_size}), got {min(ids)}..{max(ids)}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral):
+        raise TypeError(f"max_new_tokens must be an integer >= 0, got {type(max_new_tokens).__name__} "
+                        f"{max_new_tokens!r}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    if context_length and len(ids) + max_new_tokens > context_length:
+        raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the target's "
+                         f"context length ({context_length} positions)")
     return ids
+
+
+def _token_ids(prompt) -> list[int]:
+    if isinstance(prompt, (str, bytes)):
+        raise TypeError(f"prompt must be token ids (a sequence of ints), got {type(prompt).__name__} "
+                        f"{prompt[:40]!r}: encode text with the tokenizer first")
+    if isinstance(prompt, torch.Tensor):
+        if prompt.dim() != 1 or prompt.dtype.is_floating_point or prompt.dtype.is_complex or prompt.dtype == torch.bool:
+            raise TypeError(f"prompt tensor must be 1-D with an integer dtype, got shape {tuple(prompt.shape)} "
+                            f"dtype {prompt.dtype}")
+        return [int(t) for t in prompt.tolist()]
+    try:
+        items = list(prompt)
+    except TypeError:
+        raise TypeError(f"prompt must be a sequence of token ids, got {type(prompt).__name__}") from None
+    bad = next((t for t in items if isinstance(t, bool) or not isinstance(t, numbers.Integral)), None)
+    if bad is not None:
+        raise TypeError(f"prompt must hold integer token ids, got {type(bad).__name__} {bad!r}")
+    return [int(t) for t in items]
 
 
 def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
@@ -83,7 +116,9 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
                          max_new_tokens: int, config: SpecConfig, rng: RandomSource,
                          eos_token_id: EosSpec = None) -> GenerationOutput:
     """speculative_generate with an explicit :class:`RandomSource` (tests enumerate it)."""
-    ids = check_prompt(prompt, max_new_tokens, target.vocab_size)
+    if not isinstance(config, SpecConfig):
+        raise TypeError(f"config must be a rheo.config.SpecConfig, got {type(config).__name__}")
+    ids = check_prompt(prompt, max_new_tokens, target.vocab_size, getattr(target, "context_length", None))
     if config.k > drafter.vocab_size:
         raise ValueError(f"k={config.k} exceeds the draft vocabulary size {drafter.vocab_size}")
     stop = eos_set(eos_token_id)

@@ -2,7 +2,7 @@
 
 Every random decision of the decoder goes through a :class:`RandomSource` with two
 primitives, so that tests can replace the source: :class:`TorchRandom` draws from a
-``torch.Generator`` (production), and ``tests/enumerate.py`` branches over every
+``torch.Generator`` (production), and :mod:`rheo.exact` branches over every
 outcome to compute output distributions exactly.
 """
 

@@ -58,9 +58,11 @@ def node_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, meth
 
 
 def _probability(x) -> float:
-    """Clamp to [0, 1]. Every quantity returned above is, mathematically, the probability of
-    an event (a child accepted), so only float64 rounding of sums of ~V terms can take it
-    past a bound (observed: 1 + 2.2e-16); the clamp removes exactly that and nothing else."""
+    """Clamp to [0, 1]. Every quantity returned by this module (node_acceptance, ot_bound) is,
+    mathematically, the probability of an event (a child accepted; an optimal coupling's
+    agreement), so only float64 rounding of sums of ~V terms can take it past a bound
+    (observed: 1 + 2.2e-16 on another machine); the clamp removes exactly that and nothing else.
+    Intermediate sums are not clamped: an error there is a bug that the exact tests must see."""
     return min(1.0, max(0.0, float(x)))
 
 
@@ -71,7 +73,7 @@ def ot_bound(target_probs: torch.Tensor, q_tilde: torch.Tensor, det_tokens: Sequ
     d[list(det_tokens)] = True
     if float(q[d].sum()) > 1e-12:
         raise ValueError("q_tilde must put no mass on the deterministic set")
-    return float(p[d].sum() + torch.minimum(p[~d], q[~d]).sum())
+    return _probability(p[d].sum() + torch.minimum(p[~d], q[~d]).sum())  # a probability: see _probability
 
 
 def _scatter(values: torch.Tensor, ids: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rheo.models.hf_target import feature_layer_ids
+from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.corpus import shard_files
 from rheo.training.features import forward_features, length_batches
@@ -33,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, _ = load_smollm2(dtype=torch.bfloat16)
-    layers = feature_layer_ids(model.config.num_hidden_layers)
+    layers = eagle3_feature_layers(model.config.num_hidden_layers)
     todo = [f for f in shard_files(args.shards) if not f.with_name(f"{f.stem}.feats.npz").exists()]
     for f in tqdm(todo, desc="backfill shards"):
         seqs = [np.array(s["prompt"] + s["response"]) for s in json.loads(f.read_text())["samples"]]

@@ -32,7 +32,7 @@ import torch
 from tqdm import tqdm
 from transformers import LogitsProcessorList
 
-from rheo.models.hf_target import feature_layer_ids
+from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
 
@@ -173,7 +173,7 @@ def pass_f(shard_dir: Path, tok, seed: int) -> List[Dict]:
 
 def run_pass(name: str, convs: List[Dict], model, tok, args, shard_dir: Path) -> bool:
     """Returns False once the token target is reached."""
-    layers = feature_layer_ids(model.config.num_hidden_layers) if args.features else None
+    layers = eagle3_feature_layers(model.config.num_hidden_layers) if args.features else None
     batches = batches_by_setting(convs, args.batch)
     mine = [k for k in range(len(batches)) if k % args.workers == args.worker]
     bar = tqdm(mine, desc=f"pass {name} worker {args.worker}", mininterval=30)

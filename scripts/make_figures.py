@@ -4,8 +4,10 @@
 
 m-ablation (tau vs m, Top-K band), temperature study (tau vs T for Top-K and
 Rheo m=0, 1, 2), per-suite bars (tau and speedup), and the theory figure
-(single-node acceptance, closed form vs Monte-Carlo). Figures whose runs are
-absent are skipped, and the script says so.
+(single-node acceptance, closed form vs Monte-Carlo; cached in <out>/theory/).
+Figures whose runs are absent are skipped, and the script says so; figures left
+in <out> by an earlier run and not drawn now are removed. A results directory
+that does not exist (or is not one) is an error (exit status 2).
 """
 
 from __future__ import annotations
@@ -19,10 +21,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eval import plots  # noqa: E402
 from eval.analysis import load  # noqa: E402
+from eval.storage import OutputDirError, require_results_dir  # noqa: E402
+from rheo.io import atomic_write, remove_stale_outputs  # noqa: E402
+
+RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png")
 
 
 def make_figures(results: Path, out: Path, theory: bool = True) -> list[Path]:
     results, out = Path(results), Path(out)
+    require_results_dir(results)
     df = load(results)
     written = []
     makers = {"m-ablation": plots.m_ablation_figures, "temperature": plots.temperature_figures,
@@ -36,18 +43,14 @@ def make_figures(results: Path, out: Path, theory: bool = True) -> list[Path]:
     if theory:
         from eval import theory as th
 
-        fig = th.theory_figure(out.parent / "theory")
-        if fig is None:
-            print("skipped theory figure: rheo.theory.node_acceptance is not available")
-        else:
-            written.append(_save(fig, out / "theory_node_acceptance.png"))
+        written.append(_save(th.theory_figure(out / "theory"), out / "theory_node_acceptance.png"))
+    for path in remove_stale_outputs(out, RESULT_FIGURES, written):
+        print(f"removed stale {path}: the runs it was drawn from are not under {results}")
     return written
 
 
 def _save(fig, path: Path) -> Path:
-    tmp = path.with_name(f".tmp-{path.name}")
-    fig.savefig(tmp, dpi=150, format="png")
-    tmp.replace(path)
+    atomic_write(path, lambda f: fig.savefig(f, dpi=150, format="png"))
     plots.plt.close(fig)
     print(f"wrote {path}")
     return path
@@ -60,7 +63,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-theory", action="store_true", help="skip the (Monte-Carlo) theory figure")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    make_figures(args.results, args.out, theory=not args.no_theory)
+    try:
+        make_figures(args.results, args.out, theory=not args.no_theory)
+    except (FileNotFoundError, OutputDirError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -4,8 +4,11 @@
 
 Writes main.md (Top-K vs Rheo m=1 per model x suite), m_ablation.md,
 temperature.md, runs.md (inventory, failures included) and theory.md (Lemma-1
-worked example, closed form vs Monte-Carlo). A table whose runs are absent is
-skipped, and the script says so.
+worked example, closed form vs Monte-Carlo; its Monte-Carlo numbers are cached
+in <out>/theory/). A table whose runs are absent is skipped, and the script
+says so; a copy of it left in <out> by an earlier run is removed, so that every
+table there is drawn from the given results. A results directory that does not
+exist (or is not one) is an error (exit status 2).
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eval import tables  # noqa: E402
 from eval.analysis import add_variant, load  # noqa: E402
-from eval.storage import load_results  # noqa: E402
+from eval.storage import OutputDirError, load_results, require_results_dir  # noqa: E402
+from rheo.io import atomic_write_text, remove_stale_outputs  # noqa: E402
+
+RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "runs.md")
 
 
 def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path]:
     results, out = Path(results), Path(out)
+    require_results_dir(results)
     df = load(results)
     written = {}
     builders = {"main": tables.main_table, "m_ablation": tables.m_ablation_table,
@@ -47,19 +54,14 @@ def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path
     if theory:
         from eval import theory as th
 
-        text = th.theory_markdown(out.parent / "theory")
-        if text is None:
-            print("skipped theory.md: rheo.theory.node_acceptance is not available")
-        else:
-            written["theory"] = _write(out / "theory.md", text)
+        written["theory"] = _write(out / "theory.md", th.theory_markdown(out / "theory"))
+    for path in remove_stale_outputs(out, RESULT_TABLES, list(written.values())):
+        print(f"removed stale {path}: the runs it was drawn from are not under {results}")
     return written
 
 
 def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    atomic_write_text(path, text)
     print(f"wrote {path}")
     return path
 
@@ -71,7 +73,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-theory", action="store_true", help="skip the (Monte-Carlo) theory table")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    make_tables(args.results, args.out, theory=not args.no_theory)
+    try:
+        make_tables(args.results, args.out, theory=not args.no_theory)
+    except (FileNotFoundError, OutputDirError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -30,7 +30,7 @@ import torch
 from tqdm import tqdm
 
 from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, save_head
-from rheo.models.hf_target import feature_layer_ids
+from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.corpus import DEFAULT_DIR, load_corpus, sha256
 from rheo.training.eagle3_train import batch_from_sequences, ttt_forward
@@ -155,7 +155,7 @@ def main() -> None:
     corpus = load_corpus(args.corpus)
     target, _ = load_smollm2()
     meta = dict(corpus_sha256=sha256(Path(args.corpus) / "corpus.npz"), dtype="bfloat16",
-                layers=list(feature_layer_ids(target.config.num_hidden_layers)))
+                layers=list(eagle3_feature_layers(target.config.num_hidden_layers)))
     cache = FeatureCache(args.features, corpus, target.config.hidden_size, meta, create=True)
     if args.shard_features and Path(args.shard_features).is_dir() and not cache.done.all():
         print(f"imported features of {import_shard_features(cache, args.shard_features)} sequences", flush=True)

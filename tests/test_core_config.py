@@ -2,9 +2,11 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
+from baselines.autoregressive import autoregressive_generate
 from rheo.decode import SpecConfig, speculative_generate
 from rheo.models.toy import PrefixLM
 from rheo.probs import NonFiniteLogitsError
@@ -60,3 +62,71 @@ def test_nan_logits_raise(who):
     for temperature in (0.0, 1.0):
         with pytest.raises(NonFiniteLogitsError, match="NaN"):
             speculative_generate(target, drafter, [0], 4, SpecConfig(k=2, depth=2, temperature=temperature))
+
+
+# ------------------------------------------------------------------ wrong types (issue 9)
+@pytest.mark.parametrize("prompt, needle", [
+    ("123", "prompt must be token ids .* got str"),  # would otherwise be decoded as ids 1, 2, 3
+    ([1.0, 2.0], "integer token ids, got float 1.0"),  # would otherwise be truncated
+    ([True, 1], "integer token ids, got bool True"),  # would otherwise be 1
+    (torch.tensor([1.0, 2.0]), "integer dtype"),
+    (torch.tensor([[1, 2]]), "1-D"),
+    (3, "sequence of token ids, got int"),
+])
+def test_prompts_that_are_not_token_ids_raise_type_error(prompt, needle):
+    target, drafter, _ = toy_pair(4)
+    with pytest.raises(TypeError, match=needle):
+        speculative_generate(target, drafter, prompt, 3, SpecConfig(k=2, depth=1, tree_size=2))
+
+
+def test_integer_arrays_are_token_ids():
+    target, drafter, _ = toy_pair(4)
+    cfg = SpecConfig(k=2, depth=1, tree_size=2)
+    runs = [speculative_generate(target, drafter, p, 5, cfg, torch.Generator().manual_seed(0)).tokens
+            for p in ([1, 2], np.array([1, 2]), torch.tensor([1, 2]), [np.int64(1), np.int64(2)])]
+    assert all(r == runs[0] for r in runs)
+
+
+@pytest.mark.parametrize("config", [None, {"k": 2}, "rheo"])
+def test_a_config_that_is_not_a_spec_config_raises_type_error(config):
+    target, drafter, _ = toy_pair(4)
+    with pytest.raises(TypeError, match="config must be a rheo.config.SpecConfig"):
+        speculative_generate(target, drafter, [1], 3, config)
+
+
+def test_max_new_tokens_of_the_wrong_type_raises_type_error():
+    target, drafter, _ = toy_pair(4)
+    with pytest.raises(TypeError, match="max_new_tokens must be an integer"):
+        speculative_generate(target, drafter, [1], 3.0, SpecConfig(k=2, depth=1, tree_size=2))
+    with pytest.raises(TypeError, match="temperature must be a number"):
+        autoregressive_generate(target, [1], 3, temperature="1")
+
+
+def test_integral_numbers_are_accepted_and_stored_as_int():
+    cfg = SpecConfig(k=np.int64(3), m=np.int32(1), depth=np.uint8(2), tree_size=np.int64(4), sparse_top=np.int64(8),
+                     temperature=np.float32(0.5))
+    assert (cfg.k, cfg.m, cfg.depth, cfg.tree_size, cfg.sparse_top) == (3, 1, 2, 4, 8)
+    assert all(type(v) is int for v in (cfg.k, cfg.m, cfg.depth, cfg.tree_size, cfg.sparse_top))
+    assert type(cfg.temperature) is float and cfg == SpecConfig(k=3, m=1, depth=2, tree_size=4, sparse_top=8,
+                                                                temperature=0.5)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(k=3.0), r"k must be an integer >= 1, got 3.0 \(float\)"),
+    (dict(k=True), r"k must be an integer >= 1, got True \(bool\)"),
+    (dict(m=1.0), r"m must be an integer in \[0, k-1\] = \[0, 9\], got 1.0 \(float\)"),
+    (dict(temperature=True), r"temperature must be a finite number >= 0, got True \(bool\)"),
+])
+def test_non_integral_values_say_what_is_wanted_and_what_was_given(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SpecConfig(**kwargs)
+
+
+def test_prompt_plus_new_tokens_beyond_the_context_is_refused():
+    target, drafter, _ = toy_pair(4)
+    target.context_length = 8
+    with pytest.raises(ValueError, match=r"prompt \(3 tokens\) \+ max_new_tokens \(6\) exceeds .* \(8 positions\)"):
+        speculative_generate(target, drafter, [1, 2, 3], 6, SpecConfig(k=2, depth=1, tree_size=2))
+    with pytest.raises(ValueError, match="context length"):
+        autoregressive_generate(target, [1, 2, 3], 6)
+    assert len(speculative_generate(target, drafter, [1, 2, 3], 5, SpecConfig(k=2, depth=1, tree_size=2)).tokens) == 5

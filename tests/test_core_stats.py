@@ -110,19 +110,43 @@ def test_stochastic_first_attains_ot_bound():
 
 
 def test_rheo_vs_topk_acceptance_report(capsys):
-    """Reported, not assumed: how often Rheo (m=1) out-accepts Top-K at one node."""
+    """What the maths guarantees at one node, on 200 random nodes (V = 64), plus a report of how
+    often Rheo (m=1) out-accepts Top-K (reported, not assumed):
+
+    * no fills (k = m + 1): Rheo's acceptance is the OT bound of D = leads (to 1e-12);
+    * fills only add chances: Rheo(k=4) >= Rheo(k=2), and Top-K(4) >= Top-K(2);
+    * every token in the tree (k = V, no truncation): both accept with probability 1 (to 1e-12).
+    """
     wins, diffs = 0, []
     for seed in range(200):
         g = torch.Generator().manual_seed(seed)
         q_logits = torch.randn(64, generator=g, dtype=torch.float64) * 2
         p_logits = q_logits + torch.randn(64, generator=g, dtype=torch.float64)  # a related target
         p = torch.softmax(p_logits, -1)
-        rheo = node_acceptance(p, q_logits, "rheo", k=4, m=1)
-        topk = node_acceptance(p, q_logits, "topk", k=4)
-        assert 0.0 <= rheo <= 1.0 and 0.0 <= topk <= 1.0
+        rheo = node_acceptance(p, q_logits, "rheo", k=4, m=1, sparse_top=None)
+        topk = node_acceptance(p, q_logits, "topk", k=4, sparse_top=None)
+        no_fill = node_acceptance(p, q_logits, "rheo", k=2, m=1, sparse_top=None)
+        lead = [int(q_logits.argmax())]
+        q_tilde = torch.softmax(q_logits, -1)
+        q_tilde[lead] = 0
+        assert abs(no_fill - ot_bound(p, q_tilde / q_tilde.sum(), lead)) < 1e-12
+        assert rheo >= no_fill - 1e-12
+        assert topk >= node_acceptance(p, q_logits, "topk", k=2, sparse_top=None) - 1e-12
+        for method in ("rheo", "topk"):
+            assert abs(node_acceptance(p, q_logits, method, k=64, m=1, sparse_top=None) - 1.0) < 1e-12
         wins += rheo > topk
         diffs.append(rheo - topk)
     with capsys.disabled():
         print(f"\n[report] k=4 V=64 T=1: Rheo(m=1) > Top-K at {wins}/200 random nodes, "
               f"mean gain {sum(diffs) / len(diffs):+.4f}")
-    assert len(diffs) == 200
+
+
+def test_closed_forms_stay_probabilities_under_rounding():
+    """A target whose float64 sum is 1 + 2.2e-16 (as a softmax can be): the closed forms are
+    clamped to [0, 1] (the maths says they are probabilities) instead of returning 1.0000000000000002."""
+    p = torch.tensor([0.5, 0.5000000000000002], dtype=torch.float64)
+    assert float(p.sum()) > 1.0
+    q_logits = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    assert node_acceptance(p, q_logits, "topk", k=2, sparse_top=None) == 1.0
+    assert node_acceptance(p, q_logits, "rheo", k=2, m=1, sparse_top=None) <= 1.0
+    assert ot_bound(p, torch.tensor([0.0, 1.0], dtype=torch.float64), [0]) == 1.0

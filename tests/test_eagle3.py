@@ -21,6 +21,7 @@ from rheo.models.eagle3 import Eagle3LoadError, load_eagle3_drafter
 from rheo.models.eagle3_head import attend
 from rheo.models.hf_target import HFTarget
 from rheo.models.tiny import make_tiny_llama
+from toys import assert_greedy_match
 
 H, VOCAB, DRAFT_VOCAB, HEADS, KV_HEADS, FFN = 64, 256, 120, 4, 2, 96
 ATOL = 1e-4
@@ -178,7 +179,7 @@ def test_greedy_speculative_equals_hf_generate(tiny, drafter, method):
                         max_new_tokens=n_new, do_sample=False, min_new_tokens=n_new)[0, len(prompt):].tolist()
     cfg = SpecConfig(method=method, k=4, m=1, depth=4, tree_size=10, temperature=0.0, sparse_top=None)
     out = speculative_generate(target, drafter, prompt, n_new, config=cfg, generator=torch.Generator().manual_seed(0))
-    assert out.tokens == ref
+    assert_greedy_match(out.tokens, ref, tiny, prompt)
     assert sum(out.accept_lengths) == n_new
 
 
@@ -214,3 +215,122 @@ def test_training_time_test_matches_tree_drafting(tiny, drafter):
             for depth in range(n):
                 logits = sess.draft(tree, torch.tensor([depth]))
             assert torch.allclose(train_logits[k - 1][0, j], logits[0], atol=ATOL), (k, j)
+
+
+# ------------------------------------------------------------------ bad checkpoints (issue 9)
+def _norm_eps(d) -> set:
+    layer = d.head.midlayer
+    return {m.variance_epsilon for m in (layer.input_layernorm, layer.hidden_norm,
+                                         layer.post_attention_layernorm, d.head.norm)}
+
+
+def test_config_without_rms_norm_eps_uses_the_official_1e6(tiny, tmp_path):
+    state, _ = official_state()
+    path = write_head(tmp_path / "head", state)
+    config = official_config()
+    del config["rms_norm_eps"]
+    (path / "config.json").write_text(json.dumps(config))
+    assert _norm_eps(load_eagle3_drafter(path, tiny)) == {1e-6}
+
+
+def test_head_dim_that_differs_from_hidden_over_heads_follows_the_official_code(tiny, drafter, tmp_path):
+    state, _ = official_state()
+    path = write_head(tmp_path / "head", state)
+    (path / "config.json").write_text(json.dumps({**official_config(), "head_dim": 2 * H // HEADS}))
+    d = load_eagle3_drafter(path, tiny)  # the official code ignores head_dim: so do we
+    assert d.head.cfg.head_dim == H // HEADS
+    sess, ref = d.new_session(), drafter.new_session()
+    feats = torch.randn(5, 3 * H, generator=torch.Generator().manual_seed(1))
+    sess.prefill([3, 4, 5, 6, 7, 8], feats)
+    ref.prefill([3, 4, 5, 6, 7, 8], feats)
+    assert torch.allclose(sess.root_logits, ref.root_logits, atol=ATOL)
+
+
+def test_weights_shaped_for_another_head_dim_are_refused_clearly(tiny, tmp_path):
+    state, _ = official_state()
+    g = torch.Generator().manual_seed(2)
+    hd = 2 * H // HEADS
+    for name, rows in (("q_proj", HEADS * hd), ("k_proj", KV_HEADS * hd), ("v_proj", KV_HEADS * hd)):
+        state[f"midlayer.self_attn.{name}.weight"] = torch.randn(rows, 2 * H, generator=g)
+    state["midlayer.self_attn.o_proj.weight"] = torch.randn(H, HEADS * hd, generator=g)
+    path = write_head(tmp_path / "head", state)
+    (path / "config.json").write_text(json.dumps({**official_config(), "head_dim": hd}))
+    with pytest.raises(Eagle3LoadError, match="head_dim"):
+        load_eagle3_drafter(path, tiny)
+
+
+def _small_head_state(hidden: int, target_hidden: int, seed: int = 3) -> dict:
+    """An official-layout head of width ``hidden`` reading a target of width ``target_hidden``."""
+    state, _ = official_state()
+    g = torch.Generator().manual_seed(seed)
+    heads, kv, ffn = 4, 2, 48
+    hd = hidden // heads
+    shapes = {"fc.weight": (hidden, 3 * target_hidden), "midlayer.self_attn.q_proj.weight": (heads * hd, 2 * hidden),
+              "midlayer.self_attn.k_proj.weight": (kv * hd, 2 * hidden),
+              "midlayer.self_attn.v_proj.weight": (kv * hd, 2 * hidden),
+              "midlayer.self_attn.o_proj.weight": (hidden, heads * hd), "midlayer.mlp.gate_proj.weight": (ffn, hidden),
+              "midlayer.mlp.up_proj.weight": (ffn, hidden), "midlayer.mlp.down_proj.weight": (hidden, ffn),
+              "lm_head.weight": (DRAFT_VOCAB, hidden)}
+    for name, shape in shapes.items():
+        state[name] = torch.randn(*shape, generator=g) * 0.2
+    for name in ("midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
+                 "midlayer.post_attention_layernorm.weight", "norm.weight"):
+        state[name] = torch.ones(hidden)
+    return state
+
+
+def _small_config(hidden: int, **extra) -> dict:
+    return {**official_config(), "hidden_size": hidden, "intermediate_size": 48, **extra}
+
+
+def test_head_with_target_hidden_size_uses_its_own_embeddings(tiny, tmp_path):
+    small = H // 2
+    state = _small_head_state(small, H)
+    own = torch.randn(VOCAB, small, generator=torch.Generator().manual_seed(4))
+    path = write_head(tmp_path / "head", {**state, "embed_tokens.weight": own})
+    (path / "config.json").write_text(json.dumps(_small_config(small, target_hidden_size=H)))
+    d = load_eagle3_drafter(path, tiny)
+    assert torch.equal(d.embed_weight, own)  # as in the official code, not the target's [VOCAB, H]
+    cfg = SpecConfig(method="rheo", k=4, m=1, depth=3, tree_size=8, temperature=1.0, sparse_top=None)
+    out = speculative_generate(HFTarget(tiny), d, [5, 17, 33], 8, config=cfg, generator=torch.Generator().manual_seed(0))
+    assert len(out.tokens) == 8
+
+
+def test_head_with_target_hidden_size_but_no_embeddings_is_refused(tiny, tmp_path):
+    small = H // 2
+    path = write_head(tmp_path / "head", _small_head_state(small, H))
+    (path / "config.json").write_text(json.dumps(_small_config(small, target_hidden_size=H)))
+    with pytest.raises(Eagle3LoadError, match="target_hidden_size=64 != hidden_size=32.*embed_tokens"):
+        load_eagle3_drafter(path, tiny)
+
+
+def test_checkpoint_embeddings_win_over_the_targets_as_in_the_official_code(tiny, tmp_path):
+    state, _ = official_state()
+    own = torch.randn(VOCAB, H, generator=torch.Generator().manual_seed(5))
+    d = load_eagle3_drafter(write_head(tmp_path / "head", {**state, "embed_tokens.weight": own}), tiny)
+    assert torch.equal(d.embed_weight, own)
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "bin"])
+def test_truncated_head_weights_name_the_file_and_the_fix(tiny, tmp_path, fmt):
+    from rheo.models.weights import CorruptWeightsError
+
+    state, _ = official_state()
+    path = write_head(tmp_path / "head", state, fmt)
+    weights = path / ("model.safetensors" if fmt == "safetensors" else "pytorch_model.bin")
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(CorruptWeightsError) as err:
+        load_eagle3_drafter(path, tiny)
+    assert str(weights) in str(err.value) and "fix:" in str(err.value)
+
+
+def test_saved_head_config_omits_target_hidden_size_equal_to_hidden(tmp_path):
+    """So that the official code (which reads its presence as "own embeddings") loads our heads right."""
+    from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, save_head
+
+    cfg = Eagle3Config(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+                       intermediate_size=FFN, vocab_size=VOCAB, draft_vocab_size=DRAFT_VOCAB, target_hidden_size=H)
+    save_head(Eagle3Head(cfg), tmp_path / "saved")
+    written = json.loads((tmp_path / "saved" / "config.json").read_text())
+    assert "target_hidden_size" not in written and written["hidden_size"] == H
+    assert not [p for p in (tmp_path / "saved").iterdir() if p.name.startswith(".tmp")]

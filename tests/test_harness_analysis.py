@@ -28,7 +28,7 @@ def synthetic(tmp_path_factory):
 
 def test_mean_ci_and_ratio_of_sums():
     mean, half, n = analysis.mean_ci([1.0, 2.0, 3.0])
-    assert (mean, n) == (2.0, 3) and half == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert n == 3 and mean == pytest.approx(2.0) and half == pytest.approx(4.303 * 1.0 / math.sqrt(3))
     assert math.isnan(analysis.mean_ci([5.0])[1])
     rows = pd.DataFrame({"new_tokens": [10, 30], "wall_s": [1.0, 1.0], "ar_new_tokens": [10, 30],
                          "ar_wall_s": [2.0, 4.0]})
@@ -62,7 +62,9 @@ def test_missing_runs_are_skipped_with_a_message(tmp_path, capsys):
     only_topk = tmp_path / "runs"
     write_synthetic_results(only_topk, suites=("gsm8k",), n_items=2, seeds=(0,), temperatures=(0.5,), ms=())
     written = make_tables(only_topk, tmp_path / "tables", theory=False)
-    figures = make_figures(tmp_path / "nothing_here", tmp_path / "figures", theory=False)
+    empty = tmp_path / "empty_runs"
+    storage.prepare_output_dir(empty)
+    figures = make_figures(empty, tmp_path / "figures", theory=False)
     out = capsys.readouterr().out
     assert set(written) == {"runs"} and figures == []
     assert "skipped main.md" in out and "skipped m_ablation.md" in out and "skipped temperature.md" in out
@@ -112,3 +114,47 @@ def test_notebook_executes_headless(synthetic):
     assert "ok rows under" in outputs and "Main table" in outputs
     assert sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code"
                for o in c.get("outputs", [])) >= 3
+
+
+# ------------------------------------------------------------------ bad input (issue 9)
+@pytest.mark.parametrize("script", ["make_tables", "make_figures"])
+def test_missing_or_foreign_results_dir_is_an_error(tmp_path, capsys, script):
+    import importlib
+
+    main = importlib.import_module(script).main
+    assert main(["--results", str(tmp_path / "no_such_dir"), "--out", str(tmp_path / "o"), "--no-theory"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "plain").mkdir()
+    assert main(["--results", str(tmp_path / "plain"), "--out", str(tmp_path / "o"), "--no-theory"]) == 2
+    assert "not a rheo results directory" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists() or not list((tmp_path / "o").iterdir())
+
+
+def test_stale_tables_and_figures_of_an_earlier_run_are_removed(synthetic, tmp_path, capsys):
+    out_t, out_f = tmp_path / "tables", tmp_path / "figures"
+    make_tables(synthetic, out_t, theory=False)
+    make_figures(synthetic, out_f, theory=False)
+    (out_t / "notes.md").write_text("mine")  # not ours: left alone
+    only_topk = write_synthetic_results(tmp_path / "runs", suites=("gsm8k",), n_items=2, seeds=(0,),
+                                        temperatures=(0.5,), ms=())
+    written = make_tables(only_topk, out_t, theory=False)
+    assert sorted(p.name for p in out_t.glob("*.md")) == ["notes.md", "runs.md"] and set(written) == {"runs"}
+    assert make_figures(only_topk, out_f, theory=False) == [] and not list(out_f.glob("*.png"))
+    assert "removed stale" in capsys.readouterr().out
+
+
+def test_theory_cache_stays_inside_the_output_folder(synthetic, tmp_path, monkeypatch):
+    from eval import theory
+
+    seen = []
+    monkeypatch.setattr(theory, "theory_markdown", lambda folder: seen.append(folder) or "## Theory\n")
+    monkeypatch.setattr(theory, "theory_figure", lambda folder: seen.append(folder) or plt_figure())
+    make_tables(synthetic, tmp_path / "a" / "tables")
+    make_figures(synthetic, tmp_path / "a" / "figures")
+    assert seen == [tmp_path / "a" / "tables" / "theory", tmp_path / "a" / "figures" / "theory"]
+
+
+def plt_figure():
+    from eval.plots import plt
+
+    return plt.figure()

@@ -71,7 +71,8 @@ def test_mt_bench_second_turn_sees_its_own_first_answer(tmp_path, monkeypatch):
     df = load_results(tmp_path / "out")
     first = df[df["turn"] == 0].iloc[0]
     answer = runner.load_pair("tiny_random").tokenizer.decode(first["output_tokens"])
-    assert seen == [(0, []), (1, [answer])]
+    # (the first turn's prompt is also built once before any generation, to check it fits the context)
+    assert seen == [(0, []), (0, []), (1, [answer])]
 
 
 def test_failed_item_is_recorded_as_failure_and_retried(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from transformers import DynamicCache
 from rheo.models.base import DraftTree
 from rheo.models.hf_target import HFTarget
 from rheo.models.tiny import make_tiny_llama
+from toys import assert_greedy_match
 
 ATOL = 1e-4
 VOCAB = 256
@@ -215,7 +216,8 @@ def test_greedy_speculative_equals_hf_generate(sdpa_model, hf_greedy, method, ki
     drafter = greedy_drafter(prompt, expected, kind)
     out = speculative_generate(HFTarget(sdpa_model), drafter, prompt, NEW_TOKENS,
                                config=spec_configs()[method], generator=torch.Generator().manual_seed(0))
-    assert out.tokens == expected
+    if not assert_greedy_match(out.tokens, expected, sdpa_model, prompt):
+        return  # parted at a near tie (another platform's kernels): the drafters below assume `expected`
     if kind == "wrong":
         assert set(out.accept_lengths) == {1}
     if kind == "right":

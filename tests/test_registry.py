@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from safetensors.torch import save_file
 
 from rheo.models import registry
 from rheo.models.hf_target import HFTarget
@@ -61,7 +62,7 @@ def write_head(folder, hidden=64, vocab=256, draft_vocab=100):
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(
         {"hidden_size": hidden, "vocab_size": vocab, "draft_vocab_size": draft_vocab}))
-    (folder / "model.safetensors").write_bytes(b"stub")
+    save_file({"stub": torch.zeros(1)}, str(folder / "model.safetensors"))  # the loader is stubbed
     return folder
 
 
@@ -183,3 +184,67 @@ def test_drafter_d2t_out_of_range_rejected(tmp_path, stub_drafter, d2t, needle):
     with pytest.raises(ModelMismatchError, match=needle):
         load_model_pair("vicuna_13b_v13", dtype=torch.float32, target_path=str(write_target(tmp_path / "t")),
                         head_path=str(write_head(tmp_path / "h")))
+
+
+# ------------------------------------------------------------------ bad input (issue 9)
+def test_truncated_target_weights_name_the_file_and_the_fix(tmp_path, stub_drafter):
+    from rheo.models.weights import CorruptWeightsError
+
+    target = write_target(tmp_path / "t")
+    weights = target / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(CorruptWeightsError) as err:
+        load_model_pair("vicuna_13b_v13", dtype=torch.float32, target_path=str(target),
+                        head_path=str(write_head(tmp_path / "h")))
+    msg = str(err.value)
+    assert str(weights) in msg and "re-download lmsys/vicuna-13b-v1.3" in msg and "RHEO_VICUNA_13B_V13_TARGET" in msg
+
+
+@pytest.mark.parametrize("kwargs, error, needle", [
+    (dict(dtype="float16"), None, None),  # a dtype name is accepted (the harness passes names)
+    (dict(dtype="fp8"), ValueError, "dtype must be one of"),
+    (dict(dtype=torch.int8), ValueError, "dtype must be one of"),
+    (dict(dtype=16), TypeError, "dtype must be a torch.dtype"),
+    (dict(device="gpu"), ValueError, "device 'gpu' is not a device name"),
+])
+def test_dtype_and_device_checked_before_anything_loads(tmp_path, monkeypatch, stub_drafter, kwargs, error, needle):
+    loaded = []
+    real = registry._load_target
+    monkeypatch.setattr(registry, "_load_target", lambda *a: loaded.append(a) or real(*a))
+    call = lambda: load_model_pair("vicuna_13b_v13", target_path=str(write_target(tmp_path / "t")),  # noqa: E731
+                                   head_path=str(write_head(tmp_path / "h")), **kwargs)
+    if error is None:
+        assert call().hf_model.dtype == torch.float16
+        return
+    with pytest.raises(error, match=needle):
+        call()
+    assert not loaded
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
+def test_cuda_on_a_cpu_build_is_refused_before_loading(tmp_path, monkeypatch, stub_drafter):
+    monkeypatch.setattr(registry, "_load_target", lambda *a: pytest.fail("loaded a model for an unusable device"))
+    with pytest.raises(ValueError, match="device='cuda' but CUDA is not usable here"):
+        load_model_pair("vicuna_13b_v13", device="cuda", target_path=str(write_target(tmp_path / "t")),
+                        head_path=str(write_head(tmp_path / "h")))
+
+
+def test_model_names_are_defined_once():
+    """The registry is the one list: the harness schema and the model config group follow it."""
+    from pathlib import Path
+
+    from eval import schema
+
+    assert schema.PAPER_MODELS == tuple(MODELS)
+    group = Path(__file__).resolve().parents[1] / "configs" / "model"
+    assert {p.stem for p in group.glob("*.yaml")} == set(MODELS) | set(schema.TEST_MODELS)
+
+
+def test_truncated_head_weights_are_found_before_the_target_loads(tmp_path, monkeypatch, stub_drafter):
+    from rheo.models.weights import CorruptWeightsError
+
+    head = write_head(tmp_path / "h")
+    (head / "model.safetensors").write_bytes((head / "model.safetensors").read_bytes()[:20])
+    monkeypatch.setattr(registry, "_load_target", lambda *a: pytest.fail("loaded the target before checking the head"))
+    with pytest.raises(CorruptWeightsError, match=f"EAGLE-3 head: {head / 'model.safetensors'} is unreadable"):
+        load_model_pair("vicuna_13b_v13", target_path=str(write_target(tmp_path / "t")), head_path=str(head))

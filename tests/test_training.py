@@ -97,7 +97,7 @@ def test_batch_pairs_align_with_the_target_distribution():
 
 
 def test_feature_cache_matches_hidden_states_and_resumes(tmp_path):
-    from rheo.models.hf_target import feature_layer_ids
+    from rheo.models.hf_target import eagle3_feature_layers
     from rheo.models.tiny import make_tiny_llama
     from rheo.training.features import FeatureCache, build_features
 
@@ -112,7 +112,7 @@ def test_feature_cache_matches_hidden_states_and_resumes(tmp_path):
     ids = torch.tensor([[3, 9, 8, 2]])
     with torch.no_grad():
         hs = model(input_ids=ids, output_hidden_states=True).hidden_states
-    want = torch.cat([hs[i] for i in feature_layer_ids(model.config.num_hidden_layers)], -1)[0]
+    want = torch.cat([hs[i] for i in eagle3_feature_layers(model.config.num_hidden_layers)], -1)[0]
     got = FeatureCache(tmp_path, corpus, model.config.hidden_size, meta).sequence(1)
     assert torch.allclose(got["features"].float(), want, atol=1e-2)  # stored fp16
     with pytest.raises(ValueError, match="delete the folder"):

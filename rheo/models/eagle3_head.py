@@ -23,6 +23,7 @@ applies ``o_proj``, the residuals and the MLP.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import torch
@@ -34,6 +35,10 @@ from transformers.models.llama.modeling_llama import (
     LlamaRotaryEmbedding,
     apply_rotary_pos_emb,
 )
+
+
+#: the RMSNorm eps of the official EAGLE-3 code when a head config.json does not set one
+OFFICIAL_RMS_NORM_EPS = 1e-6
 
 
 @dataclass
@@ -60,8 +65,13 @@ class Eagle3Config:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Eagle3Config":
+        """A head ``config.json`` read as the official EAGLE-3 code reads it: ``rms_norm_eps``
+        defaults to :data:`OFFICIAL_RMS_NORM_EPS` (1e-6), and ``head_dim`` is kept as written
+        (:func:`rheo.models.eagle3.load_eagle3_drafter` then follows the official hidden / heads)."""
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
         kwargs = {k: v for k, v in d.items() if k in known}
+        if kwargs.get("rms_norm_eps") is None:
+            kwargs["rms_norm_eps"] = OFFICIAL_RMS_NORM_EPS
         if kwargs.get("draft_vocab_size") is None:
             kwargs["draft_vocab_size"] = d["vocab_size"]
         rope = d.get("rope_parameters") or {}
@@ -72,7 +82,12 @@ class Eagle3Config:
         return cls(**kwargs, extra={k: v for k, v in d.items() if k not in known})
 
     def to_dict(self) -> Dict[str, Any]:
+        """The config as a head ``config.json``. ``target_hidden_size`` is written only when it
+        differs from ``hidden_size``: the official code takes its presence to mean that the head
+        brings its own ``embed_tokens`` (this class never does: it uses the target's)."""
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "extra"}
+        if d["target_hidden_size"] == d["hidden_size"]:
+            del d["target_hidden_size"]
         d.update(self.extra)
         d.setdefault("architectures", ["LlamaForCausalLMEagle3"])
         d.setdefault("model_type", "llama")
@@ -188,15 +203,12 @@ def save_head(head: Eagle3Head, out_dir, dtype: torch.dtype = torch.float16, int
     official EAGLE code does not).
     """
     import json
-    import os
-    import shutil
-    import tempfile
-    from pathlib import Path
 
-    from safetensors.torch import save_file
+    from safetensors.torch import save
+
+    from rheo.io import atomic_write_bytes, atomic_write_text
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     state = {}
     for k, v in head.state_dict().items():
         if k.startswith("rotary."):
@@ -205,15 +217,8 @@ def save_head(head: Eagle3Head, out_dir, dtype: torch.dtype = torch.float16, int
         state[k] = (v.to(dtype) if v.is_floating_point() else v).contiguous()
     if int8:
         state = quantize_int8(state)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp_head_", dir=out_dir))
-    try:
-        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        (tmp / "config.json").write_text(json.dumps(head.cfg.to_dict(), indent=2) + "\n")
-        for name in ("model.safetensors", "config.json"):
-            os.chmod(tmp / name, 0o644)
-            os.replace(tmp / name, out_dir / name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    atomic_write_bytes(out_dir / "model.safetensors", save(state, metadata={"format": "pt"}))
+    atomic_write_text(out_dir / "config.json", json.dumps(head.cfg.to_dict(), indent=2) + "\n")
 
 
 INT8_SCALE_SUFFIX = "_int8_scale"

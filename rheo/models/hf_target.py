@@ -30,14 +30,20 @@ from transformers import DynamicCache
 
 from rheo.models.base import DraftTree, TargetOutput
 
-__all__ = ["HFTarget", "HFTargetSession", "feature_layer_ids"]
+__all__ = ["HFTarget", "HFTargetSession", "eagle3_feature_layers"]
 
 # Attention implementations that honour a custom 4D float mask.
 _MASKABLE_ATTN = ("eager", "sdpa")
 
 
-def feature_layer_ids(num_layers: int) -> tuple[int, int, int]:
-    """Decoder layers whose *inputs* form the EAGLE-3 features: (2, L//2, L-3)."""
+def eagle3_feature_layers(num_layers: int) -> tuple[int, int, int]:
+    """Decoder layers whose *inputs* form the EAGLE-3 features: (2, L//2, L-3).
+
+    The one definition: the tree adapter below, the training-data script and the
+    training code all take it from here (in ``output_hidden_states`` terms these are
+    ``hidden_states[i]`` for i in the tuple), so a trained head always sees at
+    inference the layers it was trained on.
+    """
     if num_layers < 3:
         raise ValueError(f"EAGLE-3 features need >= 3 decoder layers, got {num_layers}")
     return (2, num_layers // 2, num_layers - 3)
@@ -57,7 +63,9 @@ class HFTarget:
         self.hf_model = hf_model.eval()
         self.vocab_size: int = int(config.vocab_size)
         self.hidden_size: int = int(config.hidden_size)
-        self.layer_ids = feature_layer_ids(int(config.num_hidden_layers))
+        self.layer_ids = eagle3_feature_layers(int(config.num_hidden_layers))
+        #: positions the model was trained for (None if its config does not say)
+        self.context_length: Optional[int] = getattr(config, "max_position_embeddings", None)
 
     @property
     def feature_dim(self) -> int:

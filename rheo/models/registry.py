@@ -26,8 +26,11 @@ from typing import Any, Optional
 
 import torch
 
+from rheo.models.weights import CorruptWeightsError, check_weight_files
+from rheo.placement import DTYPES, as_device, as_dtype
+
 __all__ = [
-    "ModelEntry", "ModelPair", "MODELS", "ModelWeightsNotFoundError", "ModelMismatchError",
+    "ModelEntry", "ModelPair", "MODELS", "ModelWeightsNotFoundError", "ModelMismatchError", "CorruptWeightsError",
     "VICUNA_V11_TEMPLATE", "get_entry", "resolve_paths", "check_head_config", "check_drafter",
     "load_model_pair",
 ]
@@ -54,7 +57,6 @@ VICUNA_V11_TEMPLATE = (
     "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
 )
 CHAT_FORMATS = ("template", "vicuna_v1.1")
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class ModelWeightsNotFoundError(FileNotFoundError):
@@ -87,8 +89,8 @@ class ModelEntry:
     def __post_init__(self) -> None:
         if self.chat_format not in CHAT_FORMATS:
             raise ValueError(f"chat_format must be one of {list(CHAT_FORMATS)}, got {self.chat_format!r}")
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {self.dtype!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
 
     def env_var(self, part: str) -> str:
         return f"RHEO_{self.name.upper()}_{part.upper()}"
@@ -286,14 +288,23 @@ class ModelPair:
         return head + [int(i) for i in tok(text, add_special_tokens=False)["input_ids"]]
 
 
-def load_model_pair(name: str, device: str = "cpu", dtype: Optional[torch.dtype] = None,
+def load_model_pair(name: str, device: str = "cpu", dtype: Optional[torch.dtype | str] = None,
                     target_path: Optional[str] = None, head_path: Optional[str] = None) -> ModelPair:
-    """Load entry ``name`` (target, tokenizer, EAGLE-3 drafter) from local files only."""
+    """Load entry ``name`` (target, tokenizer, EAGLE-3 drafter) from local files only.
+
+    ``device`` and ``dtype`` (a torch dtype or its name in ``rheo.placement.DTYPES``) are
+    checked before anything is read; unreadable weight files raise CorruptWeightsError
+    naming the file.
+    """
     from rheo.models.hf_target import HFTarget
 
     entry = get_entry(name)
-    dtype = dtype or _DTYPES[entry.dtype]
+    device = str(as_device(device))
+    dtype = as_dtype(dtype) or DTYPES[entry.dtype]
     paths = resolve_paths(entry, target_path, head_path)
+    from rheo.models.eagle3 import head_weights_fix
+
+    check_weight_files(paths.head, f"model {entry.name!r}: EAGLE-3 head", head_weights_fix(paths.head))
     head_config = _read_json(paths.head / "config.json")
     if paths.target is not None and head_config is not None:
         check_head_config(entry.name, _read_target_config(paths.target), head_config)
@@ -322,6 +333,9 @@ def _load_target(entry: ModelEntry, path: Optional[Path], device: str, dtype: to
                 f"{entry.env_var('target')}=/path/to/an/hf/folder", entry.name, ("target",)) from err
     from transformers import AutoTokenizer, LlamaForCausalLM
 
+    source = entry.target if not entry.target.startswith(("rheo/", "builtin:")) else "the target"
+    check_weight_files(path, f"model {entry.name!r}: target weights",
+                       f"re-download {source} into {path} (or point {entry.env_var('target')} at a good copy)")
     model = LlamaForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True,
                                              attn_implementation="sdpa")
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
@@ -354,7 +368,13 @@ def _eos_ids(entry: ModelEntry, tokenizer) -> list[int]:
 
 
 def _read_json(path: Path) -> Optional[dict]:
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError as e:
+        raise CorruptWeightsError(f"{path} is not valid JSON ({e}): truncated or corrupt; restore or "
+                                  f"re-download it") from e
 
 
 def _read_target_config(path: Path):

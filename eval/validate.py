@@ -1,0 +1,86 @@
+"""Checks of a run configuration beyond its types, in two stages.
+
+* :func:`check_config`, before anything is loaded or created: keys that are not
+  fields of the typed schema (Hydra's ``+key=value`` adds them to a structured
+  config without a word), and values that type-check but cannot be used or
+  stored (a seed beyond int64, ``num_threads < 1``, a device this torch build
+  does not have).
+* :func:`check_against_pair`, once the model pair is loaded and before the
+  first generation: what only the models know (``method.k`` against the draft
+  vocabulary, prompt + ``max_new_tokens`` against the target's context length).
+
+Every error names the config key and what is wanted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from rheo.placement import as_device
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def unknown_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
+    """Dotted keys of ``cfg`` that are not fields of the dataclass its node was typed with."""
+    found: list[str] = []
+    node_type = OmegaConf.get_type(cfg)
+    fields = {f.name for f in dataclasses.fields(node_type)} if dataclasses.is_dataclass(node_type) else None
+    for key in cfg.keys():
+        name = f"{prefix}{key}"
+        if fields is not None and key not in fields:
+            found.append(name)
+            continue
+        value = cfg._get_node(key)
+        if isinstance(value, DictConfig) and not value._is_missing() and not value._is_none():
+            found += unknown_keys(value, f"{name}.")
+    return found
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Raise ValueError for a key that is not in the schema or a value that cannot be used."""
+    extra = unknown_keys(cfg)
+    if extra:
+        raise ValueError(f"unknown config key(s) {extra}: not fields of the run schema (eval/schema.py). "
+                         f"A '+key=value' override adds a key that nothing reads; check the spelling "
+                         f"(e.g. max_new_tokens, method.k)")
+    seed = cfg.seed
+    if not INT64_MIN <= seed <= INT64_MAX:
+        raise ValueError(f"seed must fit in a signed 64-bit integer [{INT64_MIN}, {INT64_MAX}] (it is stored "
+                         f"as int64), got {seed}")
+    if cfg.num_threads is not None and cfg.num_threads < 1:
+        raise ValueError(f"num_threads must be null (torch's default) or an int >= 1, got {cfg.num_threads}")
+    if cfg.max_consecutive_failures < 1:
+        raise ValueError(f"max_consecutive_failures must be >= 1, got {cfg.max_consecutive_failures}")
+    as_device(cfg.device, "device")
+
+
+def check_against_pair(cfg: DictConfig, spec, pair, prompts: Sequence[Sequence[int]]) -> None:
+    """After the load, before the first generation: k vs the draft vocabulary, prompt + new tokens
+    vs the target's context length (``prompts``: the first-turn prompts of the pending rows)."""
+    if spec is not None:
+        vocab = int(pair.drafter.vocab_size)
+        if spec.k > vocab:
+            raise ValueError(f"method.k={spec.k} exceeds the draft vocabulary of model {cfg.model.name!r} "
+                             f"({vocab} tokens): choose method.k <= {vocab}")
+    context = context_length(pair)
+    if context is None:
+        return
+    max_new = int(cfg.max_new_tokens)
+    if max_new >= context:
+        raise ValueError(f"max_new_tokens={max_new} >= the context length of model {cfg.model.name!r} "
+                         f"({context} positions): choose max_new_tokens < {context}")
+    longest = max((len(p) for p in prompts), default=0)
+    if longest + max_new > context:
+        raise ValueError(f"max_new_tokens={max_new} plus the longest prompt ({longest} tokens) exceeds the "
+                         f"context length of model {cfg.model.name!r} ({context} positions): choose "
+                         f"max_new_tokens <= {context - longest}")
+
+
+def context_length(pair) -> Optional[int]:
+    """The target's context length (positions), or None when it does not say."""
+    value = getattr(pair.target, "context_length", None)
+    return int(value) if value else None
