@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.corpus import shard_files
@@ -43,9 +43,7 @@ def main() -> None:
             for i, r in zip(batch, forward_features(model, [seqs[i] for i in batch], layers)):
                 rows[i] = r
         out = {k: np.concatenate([r[k] for r in rows]) for k in ("feats", "final", "argmax")}
-        tmp = f.with_name(f".{f.stem}.{os.getpid()}.feats.npz")
-        np.savez(tmp, **out)
-        os.replace(tmp, f.with_name(f"{f.stem}.feats.npz"))
+        atomic_write(f.with_name(f"{f.stem}.feats.npz"), lambda fh: np.savez(fh, **out))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import torch
 from tqdm import tqdm
 from transformers import LogitsProcessorList
 
+from rheo.io import atomic_write, atomic_write_text
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
@@ -188,14 +189,10 @@ def run_pass(name: str, convs: List[Dict], model, tok, args, shard_dir: Path) ->
         samples, feats = generate_batch(model, tok, batches[k], args.max_new_tokens,
                                         args.seed * 100003 + _hash(name) + k, layers)
         if feats is not None:  # written first: the JSON's presence marks the shard complete
-            ftmp = path.with_name(f".{path.stem}.{os.getpid()}.feats.npz")
-            np.savez(ftmp, **feats)
-            os.replace(ftmp, path.with_name(f"{path.stem}.feats.npz"))
+            atomic_write(path.with_name(f"{path.stem}.feats.npz"), lambda f: np.savez(f, **feats))
         record = dict(pass_=name, batch=k, seconds=round(time.time() - t_batch, 2), worker=args.worker,
                       workers=args.workers, threads=args.threads, dtype=args.dtype, samples=samples)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(record))
         done += sum(len(s["response"]) for s in samples)
         bar.set_postfix(tok_s=f"{done / (time.time() - t0):.0f}")
     return True

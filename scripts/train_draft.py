@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from rheo.io import atomic_write
 from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, save_head
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
@@ -116,9 +116,7 @@ def epoch_batches(lengths, train_ids, max_tokens, seed, epoch):
 
 
 def save_state(path: Path, **state) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: torch.save(state, f))
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from typing import Dict, List
 
 import numpy as np
 
+from rheo.io import atomic_write, atomic_write_text
 from rheo.training.prompts import KINDS
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "data" / "draft_corpus"
@@ -83,12 +84,10 @@ def sha256(path: Path) -> str:
 def save_corpus(corpus: Corpus, folder: Path, manifest: Dict) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "corpus.npz"
-    tmp = folder / ".corpus.tmp.npz"
-    np.savez_compressed(tmp, **{k: getattr(corpus, k) for k in Corpus.__dataclass_fields__})
-    tmp.replace(path)
+    path = atomic_write(folder / "corpus.npz", lambda f: np.savez_compressed(
+        f, **{k: getattr(corpus, k) for k in Corpus.__dataclass_fields__}))
     manifest = dict(manifest, file="corpus.npz", sha256=sha256(path), bytes=path.stat().st_size)
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    atomic_write_text(folder / "manifest.json", json.dumps(manifest, indent=1) + "\n")
     return path
 
 

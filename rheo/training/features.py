@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.training.corpus import Corpus, shard_files
 
@@ -60,9 +61,7 @@ class FeatureCache:
     def save_done(self) -> None:
         for m in (self.feats, self.final, self.argmax):
             m.flush()
-        tmp = self.folder / ".done.tmp.npy"
-        np.save(tmp, self.done)
-        tmp.replace(self.folder / "done.npy")
+        atomic_write(self.folder / "done.npy", lambda f: np.save(f, self.done))
 
     def sequence(self, s: int) -> Dict[str, torch.Tensor]:
         a, b = int(self.corpus.offsets[s]), int(self.corpus.offsets[s + 1])
