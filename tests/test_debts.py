@@ -6,7 +6,6 @@ of the pattern comes back.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import socket

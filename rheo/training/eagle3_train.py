@@ -16,7 +16,7 @@ itself). Only pairs j >= k-1 are valid at step k.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence
 
 import torch
 from torch import nn
