@@ -29,7 +29,7 @@ import torch
 from tqdm import tqdm
 
 from rheo.io import atomic_write
-from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, save_head
+from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, dequantize_int8, save_head
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.corpus import DEFAULT_DIR, load_corpus, sha256
@@ -81,7 +81,7 @@ def init_head(target, draft_ids: torch.Tensor, warm_start: str) -> Eagle3Head:
         if warm_start:
             from safetensors.torch import load_file
 
-            state = load_file(str(Path(warm_start) / "model.safetensors"))
+            state = dequantize_int8(load_file(str(Path(warm_start) / "model.safetensors")))
             keep = {k: v.float() for k, v in state.items() if k.startswith(("fc.", "midlayer."))}
             missing = head.load_state_dict(keep, strict=False)
             if missing.unexpected_keys:
@@ -143,6 +143,8 @@ def main() -> None:
     ap.add_argument("--shard-features", default=".cache/draft_corpus/shards",
                     help="generation shards whose kept features are imported instead of recomputed")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (a smoke test)")
+    ap.add_argument("--minutes", type=float, default=0.0,
+                    help="wall budget: after 25 steps the cosine schedule is shortened to fit it (saved for --resume)")
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -178,20 +180,21 @@ def main() -> None:
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     per_epoch = len(epoch_batches(lengths, train_ids, args.max_tokens, args.seed, 0))
-    total = max(1, int(per_epoch * args.epochs))
+    plan = dict(total=max(1, int(per_epoch * args.epochs)))  # --minutes may shorten it once (saved in state)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / args.warmup) * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+        opt, lambda s: min(1.0, (s + 1) / args.warmup) * 0.5 * (1 + math.cos(math.pi * min(s, plan["total"]) / plan["total"])))
     step, epoch, pos, tokens_seen = 0, 0, 0, 0
     if resume:
         head.load_state_dict(resume["head"])
         opt.load_state_dict(resume["opt"])
         sched.load_state_dict(resume["sched"])
         step, epoch, pos, tokens_seen = resume["step"], resume["epoch"], resume["pos"], resume["tokens_seen"]
+        plan.update(resume["plan"])
         torch.set_rng_state(resume["torch_rng"])
     info = dict(train_sequences=len(train_ids), train_tokens=int(lengths[train_ids].sum()),
                 train_response_tokens=int((lengths - corpus.resp_start)[train_ids].sum()),
                 held_out_sequences=len(held), draft_vocab=len(draft_ids), held_out_argmax_coverage=round(cov, 4),
-                batches_per_epoch=per_epoch, total_steps=total, resumed_at=step, args=vars(args))
+                batches_per_epoch=per_epoch, total_steps=plan["total"], resumed_at=step, args=vars(args))
     print(json.dumps(info), flush=True)
     (run_dir / "info.json").write_text(json.dumps(info, indent=1))
     metrics = open(run_dir / "metrics.jsonl", "a")
@@ -205,16 +208,22 @@ def main() -> None:
         metrics.flush()
         save_head(head, args.out)
         save_state(state_path, head=head.state_dict(), opt=opt.state_dict(), sched=sched.state_dict(), step=step,
-                   epoch=epoch, pos=pos, tokens_seen=tokens_seen, torch_rng=torch.get_rng_state(), draft_ids=draft_ids)
+                   epoch=epoch, pos=pos, tokens_seen=tokens_seen, torch_rng=torch.get_rng_state(), draft_ids=draft_ids,
+                   plan=dict(plan))
 
     if not resume:
         checkpoint()
     step_w = torch.tensor([args.step_decay**k for k in range(args.steps_unrolled)])
     last_ckpt = time.time()
-    bar = tqdm(total=total, initial=step, desc="train", mininterval=30)
-    while step < total and not (args.max_steps and step >= args.max_steps):
+    bar = tqdm(total=plan["total"], initial=step, desc="train", mininterval=30)
+    t_fit, step0 = None, step
+
+    def running() -> bool:
+        return step < plan["total"] and not (args.max_steps and step >= args.max_steps)
+
+    while running():
         batches = epoch_batches(lengths, train_ids, args.max_tokens, args.seed, epoch)
-        while pos < len(batches) and step < total and not (args.max_steps and step >= args.max_steps):
+        while pos < len(batches) and running():
             b = batches[pos]
             batch = batch_from_sequences([cache.sequence(s) for s in b], embed, w_draft)
             with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -229,6 +238,15 @@ def main() -> None:
             tokens_seen += int(lengths[b].sum())
             acc = (st[:, 0].float() / st[:, 1].clamp_min(1)).tolist()
             bar.update(1)
+            if args.minutes and not plan.get("fitted"):  # fit the cosine schedule into the time budget, once
+                if step - step0 == 5:
+                    t_fit = time.time()
+                elif step - step0 == 25:
+                    per_step = (time.time() - t_fit) / 20 * 1.05  # + evaluations
+                    left = 60 * args.minutes - (time.time() - t_start)
+                    plan.update(total=max(step + 1, min(plan["total"], step + int(left / per_step))), fitted=True)
+                    bar.total = plan["total"]
+                    print(json.dumps(dict(planned_steps=plan["total"], sec_per_step=round(per_step, 2))), flush=True)
             bar.set_postfix(loss=f"{loss.item():.3f}", acc=" ".join(f"{a:.2f}" for a in acc),
                             tok_s=f"{tokens_seen / (time.time() - t_start):.0f}")
             if step % args.eval_every == 0 or time.time() - last_ckpt > 60 * args.ckpt_minutes:
