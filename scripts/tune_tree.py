@@ -157,11 +157,15 @@ def write_config(folder: Path, method: str, best: dict, report: dict) -> Path:
             f"# Tuned on: {report['machine']} (host {report['host']}), device {report['device']}, "
             f"{report['threads']} thread(s), torch {report['torch']}, {report['date']}.\n"
             f"# Tau from {report['prompts']} held-out training-style prompts x {report['max_new_tokens']} tokens.\n"
-            f"# Another machine: rerun `make tune`.\n"
+            f"# Another machine: rerun `make tune`. A speed experiment (like experiment=speed) on this tree:\n"
+            f"#   python -m eval.run -m experiment={name} limit=2 max_new_tokens=128 num_threads=1\n"
+            f"defaults:\n  - override /dataset: all\n  - override /method: {'topk' if method == 'topk' else 'rheo'}\n"
             f"experiment: {name}\n"
+            f"baseline: true\npaired_baseline: true\nprofile_phases: true\n"
             f"dtype: {best['dtype']}\n"
-            f"method:\n  name: {'topk' if method == 'topk' else 'rheo'}\n{m_line}"
-            f"  k: {k}\n  depth: {depth}\n  tree_size: {size}\n")
+            f"method:\n{m_line}"
+            f"  k: {k}\n  depth: {depth}\n  tree_size: {size}\n"
+            f"hydra:\n  sweeper:\n    params:\n      temperature: {','.join(str(float(t)) for t in report['temperatures'])}\n")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.yaml"
     path.write_text(text)
