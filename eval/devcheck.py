@@ -122,6 +122,20 @@ def greedy_vs_generate(pair, prompts: list[Prompt], max_new: int, tree: dict, de
     return rows
 
 
+@torch.inference_mode()
+def greedy_runs(pair, prompts: list[Prompt], max_new: int, tree: dict, device) -> list[dict]:
+    """Top-K and Rheo m=1 at T=0 alone (the tau-parity reference): suite, method, tau, tokens."""
+    eos = list(pair.eos_token_ids) or None
+    rows = []
+    for p in prompts:
+        ids = pair.format_chat([{"role": "user", "content": p.text}])
+        for method in ("topk", "rheo m=1"):
+            out = speculative_generate(pair.target, pair.drafter, ids, max_new, spec(method, 0.0, tree),
+                                       generator(device, 0), eos)
+            rows.append({"suite": p.suite, "method": method, "tau": out.tau, "tokens": out.tokens})
+    return rows
+
+
 # ------------------------------------------------------------------ determinism, chi-square
 @torch.inference_mode()
 def same_seed_twice(pair, prompts: list[Prompt], max_new: int, tree: dict, device) -> list[dict]:

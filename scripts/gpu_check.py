@@ -49,7 +49,7 @@ def parse(argv):
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--model", default="smollm2_135m")
-    ap.add_argument("--check-tokens", type=int, default=96, help="tokens per prompt of the correctness checks")
+    ap.add_argument("--check-tokens", type=int, default=64, help="tokens per prompt of the correctness checks")
     ap.add_argument("--tree", default="10,8,60", help="K,DEPTH,R of the checks and the speed table (paper: 10,8,60)")
     ap.add_argument("--chi-runs", type=int, default=2000)
     ap.add_argument("--items", type=int, default=4, help="speed: items per suite")
@@ -63,6 +63,7 @@ def parse(argv):
     ap.add_argument("--skip", default="", help="comma list of: fp32,bf16,determinism,chi,speed")
     ap.add_argument("--make-reference", action="store_true", help="write the CPU reference of the tau parity")
     ap.add_argument("--data-dir", type=Path, default=ROOT / "data" / "benchmarks")
+    ap.add_argument("--reference", type=Path, default=REFERENCE, help="the CPU reference file of the tau parity")
     args = ap.parse_args(argv)
     try:
         k, depth, size = (int(x) for x in args.tree.split(","))
@@ -156,9 +157,8 @@ def load_pair(args, dtype: str, device: str):
 def cpu_reference(args, prompts) -> dict:
     """The fp32 greedy runs on this machine's CPU (what --make-reference stores)."""
     pair = load_pair(args, "float32", "cpu")
-    rows = dc.greedy_vs_generate(pair, prompts, args.check_tokens, args.tree, "cpu", "float32")
     return {"settings": reference_settings(args), "machine": device_name("cpu"), "torch": torch.__version__,
-            "rows": [{k: r[k] for k in ("suite", "method", "tau", "tokens")} for r in rows]}
+            "rows": dc.greedy_runs(pair, prompts, args.check_tokens, args.tree, "cpu")}
 
 
 def main(argv=None) -> int:
@@ -175,9 +175,9 @@ def main(argv=None) -> int:
     if args.make_reference:
         ref = cpu_reference(args, prompts)
         ref["source"] = f"{ref['machine']}, torch {ref['torch']}"
-        REFERENCE.parent.mkdir(parents=True, exist_ok=True)
-        REFERENCE.write_text(json.dumps(ref, indent=1))
-        print(f"wrote {REFERENCE}")
+        args.reference.parent.mkdir(parents=True, exist_ok=True)
+        args.reference.write_text(json.dumps(ref, indent=1))
+        print(f"wrote {args.reference}")
         return 0
     import transformers
 
@@ -190,12 +190,12 @@ def main(argv=None) -> int:
         rows = dc.greedy_vs_generate(pair, prompts, args.check_tokens, args.tree, device, "float32")
         text, failed = greedy_section(rows, "float32", strict=True)
         report.add("greedy_fp32", rows, text, failed)
-        ref = json.loads(REFERENCE.read_text()) if REFERENCE.exists() else None
+        ref = json.loads(args.reference.read_text()) if args.reference.exists() else None
         if ref is None or ref.get("settings") != json.loads(json.dumps(reference_settings(args))):
             ref = cpu_reference(args, prompts)
             ref["source"] = f"computed now on this machine's CPU ({ref['machine']})"
         else:
-            ref["source"] = f"{REFERENCE.relative_to(ROOT)}: {ref['machine']}, torch {ref['torch']}"
+            ref["source"] = f"{args.reference.name}: {ref['machine']}, torch {ref['torch']}"
         parity, text = tau_parity(rows, ref)
         report.add("tau_parity", parity, text)
         if "determinism" not in skip:

@@ -68,6 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("results/tune"))
     ap.add_argument("--config-dir", type=Path, default=Path("configs/experiment"))
+    ap.add_argument("--costs-only", action="store_true", help="measure and print the costs per dtype; no tau runs")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from rheo.models import load_model_pair
@@ -103,6 +104,11 @@ def main(argv=None) -> int:
             report["ar"].append({"dtype": dtype, "temperature": t, "tokens_per_s": ar.tokens_per_s,
                                  "new_tokens": ar.new_tokens, "wall_s": ar.wall_s})
             print(f"[{dtype}] AR T={t:g}: {ar.tokens_per_s:.1f} tok/s")
+    if args.costs_only:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "costs.json").write_text(json.dumps(_jsonable(report), indent=1))
+        print(f"wrote {args.out}/costs.json")
+        return 0
     tau_dtype = args.tau_dtype or min(dtypes, key=lambda d: tuning._interp(report["costs"][d]["target_ms"], 16))
     report["tau_dtype"] = tau_dtype
     pair = pairs[tau_dtype]
