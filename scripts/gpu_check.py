@@ -29,6 +29,7 @@ import json
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,40 +186,52 @@ def main(argv=None) -> int:
            "transformers": transformers.__version__, "python": sys.version.split()[0], "git_sha": git_sha(),
            "model": args.model, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     report = Report(args.out, env)
-    if "fp32" not in skip:
-        pair = load_pair(args, "float32", device)
-        rows = dc.greedy_vs_generate(pair, prompts, args.check_tokens, args.tree, device, "float32")
-        text, failed = greedy_section(rows, "float32", strict=True)
-        report.add("greedy_fp32", rows, text, failed)
-        ref = json.loads(args.reference.read_text()) if args.reference.exists() else None
-        if ref is None or ref.get("settings") != json.loads(json.dumps(reference_settings(args))):
-            ref = cpu_reference(args, prompts)
-            ref["source"] = f"computed now on this machine's CPU ({ref['machine']})"
-        else:
-            ref["source"] = f"{args.reference.name}: {ref['machine']}, torch {ref['torch']}"
-        parity, text = tau_parity(rows, ref)
-        report.add("tau_parity", parity, text)
-        if "determinism" not in skip:
-            same = dc.same_seed_twice(pair, prompts[:2], min(args.check_tokens, 48), args.tree, device)
-            report.add("determinism", same, "## Same seed, same tokens (T=1, two runs)\n\n"
-                       + md_table(same, ["suite", "method", "same", "len"]), not all(r["same"] for r in same))
-        del pair
-    if "bf16" not in skip:
-        pair = load_pair(args, "bfloat16", device)
-        rows = dc.greedy_vs_generate(pair, prompts, args.check_tokens, args.tree, device, "bfloat16")
-        report.add("greedy_bf16", rows, greedy_section(rows, "bfloat16", strict=False)[0])
-        del pair
-    if "chi" not in skip:
-        chi = dc.chi_square_on_device(device, args.chi_runs)
-        report.add("chi_square", chi, f"## Seeded chi-square on toy models, tensors and generators on {device}\n\n"
-                   + md_table(chi, ["case", "runs", "tokens", "dof", "p", "expect", "ok"]),
-                   not all(r["ok"] for r in chi))
-    if "speed" not in skip:
-        speed(args, report, started)
+    for name, fn in (("fp32", fp32_checks), ("bf16", bf16_check), ("chi", chi_check), ("speed", speed)):
+        if name in skip:
+            continue
+        try:
+            fn(args, report, prompts) if name != "speed" else fn(args, report, started)
+        except Exception as e:  # one broken section must not hide the others' results
+            report.add(f"error_{name}", traceback.format_exc(),
+                       f"## {name}: FAILED with {type(e).__name__}\n\n```\n{traceback.format_exc(limit=6)}```",
+                       failed=True)
     report.env["wall_s"] = round(time.perf_counter() - started, 1)
     report.write()
     print((args.out / "summary.md").read_text())
     return 1 if report.failed else 0
+
+
+def fp32_checks(args, report: Report, prompts) -> None:
+    device, skip = args.device, set(filter(None, args.skip.split(",")))
+    pair = load_pair(args, "float32", device)
+    rows = dc.greedy_vs_generate(pair, prompts, args.check_tokens, args.tree, device, "float32")
+    text, failed = greedy_section(rows, "float32", strict=True)
+    report.add("greedy_fp32", rows, text, failed)
+    ref = json.loads(args.reference.read_text()) if args.reference.exists() else None
+    if ref is None or ref.get("settings") != json.loads(json.dumps(reference_settings(args))):
+        ref = cpu_reference(args, prompts)
+        ref["source"] = f"computed now on this machine's CPU ({ref['machine']})"
+    else:
+        ref["source"] = f"{args.reference.name}: {ref['machine']}, torch {ref['torch']}"
+    parity, text = tau_parity(rows, ref)
+    report.add("tau_parity", parity, text)
+    if "determinism" not in skip:
+        same = dc.same_seed_twice(pair, prompts[:2], min(args.check_tokens, 48), args.tree, device)
+        report.add("determinism", same, "## Same seed, same tokens (T=1, two runs)\n\n"
+                   + md_table(same, ["suite", "method", "same", "len"]), not all(r["same"] for r in same))
+
+
+def bf16_check(args, report: Report, prompts) -> None:
+    pair = load_pair(args, "bfloat16", args.device)
+    rows = dc.greedy_vs_generate(pair, prompts, args.check_tokens, args.tree, args.device, "bfloat16")
+    report.add("greedy_bf16", rows, greedy_section(rows, "bfloat16", strict=False)[0])
+
+
+def chi_check(args, report: Report, prompts) -> None:
+    chi = dc.chi_square_on_device(args.device, args.chi_runs)
+    report.add("chi_square", chi, f"## Seeded chi-square on toy models, tensors and generators on {args.device}\n\n"
+               + md_table(chi, ["case", "runs", "tokens", "dof", "p", "expect", "ok"]),
+               not all(r["ok"] for r in chi))
 
 
 def speed(args, report: Report, started: float) -> None:
@@ -246,13 +259,16 @@ def speed(args, report: Report, started: float) -> None:
     warm = dc.Prompt("warmup", -1, "warmup", "Say hello.")
     for m in ("ar", "hf_generate", "topk", "rheo m=1"):  # kernels, allocator, cuBLAS handles: untimed
         dc.timed_row(pair, meta, None, warm, m, 1.0, 8, args.tree if m in ("topk", "rheo m=1") else None)
-    done, stopped = 0, None
+    done, stopped, errors = 0, None, []
     for p, m, t, tree in plan:
         if time.perf_counter() - started > args.time_limit:
             stopped = f"stopped at the time limit ({args.time_limit:.0f} s) after {done} of {len(plan)} generations"
             break
-        dc.timed_row(pair, meta, root, p, m, t, args.max_new, tree)
-        done += 1
+        try:
+            dc.timed_row(pair, meta, root, p, m, t, args.max_new, tree)
+            done += 1
+        except Exception as e:  # recorded, the plan goes on
+            errors.append(f"{m} {p.suite}/{p.item_id} T={t:g} {tree}: {type(e).__name__}: {e}")
     df = add_variant(storage.load_results(root))
     tables = {"speed": speed_table(df), "phases": phase_table(df)}
     for name, text in tables.items():
@@ -260,10 +276,12 @@ def speed(args, report: Report, started: float) -> None:
             (args.out / "tables").mkdir(parents=True, exist_ok=True)
             (args.out / "tables" / f"{name}.md").write_text(text)
     note = stopped or f"all {len(plan)} generations done"
-    report.add("speed", {"dtype": dtype, "generations": done, "planned": len(plan), "note": note},
+    if errors:
+        note += f"; {len(errors)} FAILED:\n\n" + "\n".join(f"- {e}" for e in errors[:20])
+    report.add("speed", {"dtype": dtype, "generations": done, "planned": len(plan), "note": note, "errors": errors},
                f"## Speed ({dtype}, {args.items} items x 6 suites x {args.max_new} tokens; sweep on "
                f"{args.sweep_items} item(s) per suite)\n\n{note}\n\n" + "\n\n".join(
-                   t.replace("## ", "### ", 1) for t in tables.values() if t))
+                   t.replace("## ", "### ", 1) for t in tables.values() if t), failed=bool(errors))
 
 
 def tuned_trees() -> list[tuple[str, dict]]:
