@@ -37,7 +37,7 @@ test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
 # defaults. Then speed, alone (SPEED_DTYPE, one thread): Top-K, Rheo m=1 and `transformers generate`
 # at T=0 and 1 on the paper tree, each timed next to its own AR (paired_baseline), on SPEED_ITEMS
 # items per suite, and, if `make tune` wrote configs/experiment/tuned_{topk,rheo}.yaml, the same on
-# the tuned trees. A rerun resumes (finished rows are kept).
+# the tuned trees, into SPEED_RESULTS (tables: SPEED_TABLES). A rerun resumes (finished rows are kept).
 # Sizing (2-core EPYC, 1 thread per job, SmolLM2 + a tau ~3 head, measured per-cycle costs): bf16
 # paper-tree cycle = target(61 nodes) ~80 ms + 7 head layers x ~4 ms + core ~20 ms + commit ~4 ms
 # ~= 130 ms (fp32: 215 + 31 + 20 + 5 ~= 270 ms); 128 tokens at tau 3 = ~43 cycles = ~5.6 s per
@@ -67,13 +67,19 @@ FULL_MAX_NEW ?= 1024
 FULL_TEMPS ?= 0,0.25,0.5,0.75,1.0
 RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir=$(RESULTS)
 TAU := $(RUN) dtype=$(TAU_DTYPE) seed=$(SEEDS) max_new_tokens=$(MAX_NEW) num_threads=$(THREADS)
-SPEED := $(RUN) seed=$(SEEDS) limit=$(SPEED_ITEMS) max_new_tokens=$(SPEED_MAX_NEW) num_threads=$(THREADS)
+# speed rows live in their own directory: a method row timed next to its AR must never be a tau row
+# (same config hash) that was timed while the other tau job shared the cores
+SPEED_RESULTS ?= results/speed
+SPEED_TABLES ?= results/tables/speed
+SPEED := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir=$(SPEED_RESULTS) seed=$(SEEDS) \
+	limit=$(SPEED_ITEMS) max_new_tokens=$(SPEED_MAX_NEW) num_threads=$(THREADS)
 
 .PHONY: reproduce reproduce-tau reproduce-speed reproduce-full tune tables figures smoke
 
 reproduce: ## CPU protocol (<= 60 min on 2 cores): tau on the paper tree (2 parallel jobs), then speed alone; tables+figures
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
+	$(MAKE) tables RESULTS=$(SPEED_RESULTS) TABLES=$(SPEED_TABLES)
 
 reproduce-tau: ## the tau experiments only (main table, m ablation, temperature study), two one-thread jobs in parallel
 	( $(TAU) experiment=main_table method=topk limit=$(MAIN_ITEMS) && \
@@ -97,8 +103,9 @@ reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep
 	$(RUN) dtype=$(DTYPE) experiment=main_table seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW)
 	$(RUN) dtype=$(DTYPE) experiment=m_ablation seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW)
 	$(RUN) dtype=$(DTYPE) experiment=temperature seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW) temperature=$(FULL_TEMPS)
-	$(RUN) dtype=$(DTYPE) experiment=speed seed=0 limit=10 max_new_tokens=$(FULL_MAX_NEW)
+	$(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir=$(SPEED_RESULTS) dtype=$(DTYPE) experiment=speed seed=0 limit=10 max_new_tokens=$(FULL_MAX_NEW)
 	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
+	$(MAKE) tables RESULTS=$(SPEED_RESULTS) TABLES=$(SPEED_TABLES)
 
 smoke: ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree)
 	$(PY) -m eval.run -m experiment=cpu_smoke output_dir=$(RESULTS) num_threads=$(THREADS)
