@@ -38,13 +38,16 @@ test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
 # at T=0 and 1 on the paper tree, each timed next to its own AR (paired_baseline), on SPEED_ITEMS
 # items per suite, and, if `make tune` wrote configs/experiment/tuned_{topk,rheo}.yaml, the same on
 # the tuned trees, into SPEED_RESULTS (tables: SPEED_TABLES). A rerun resumes (finished rows are kept).
-# Sizing (2-core EPYC, 1 thread per job, SmolLM2 + a tau ~3 head, measured per-cycle costs): bf16
-# paper-tree cycle = target(61 nodes) ~80 ms + 7 head layers x ~4 ms + core ~20 ms + commit ~4 ms
-# ~= 130 ms (fp32: 215 + 31 + 20 + 5 ~= 270 ms); 128 tokens at tau 3 = ~43 cycles = ~5.6 s per
-# generation in bf16 (EOS ends some earlier). Tau: 840 x 5.6 s / 2 jobs ~= 39 min. Speed: 7
-# prompts x 2 T x [2 methods x (5.6 s + AR 4 s) + generate and its AR 8 s] ~= 6 min paper tree,
-# ~4 min tuned trees. Total ~= 50 min cold (model loads included), if two jobs do not slow each
-# other much; measure it (`time make reproduce`) and cut MAIN_ITEMS/ITEMS if it does not fit.
+# Sizing (2-core EPYC, 1 thread per job, SmolLM2 + a tau ~3 head), from per-cycle costs measured
+# with one thread (issue 8, quiet machine; `make tune` / scripts/tune_tree.py --costs-only measure
+# them): bf16 paper-tree cycle = target(61 nodes) ~80 ms + 7 head layers x ~4.5 ms + core (build +
+# verify) ~12-20 ms + commit ~3.5 ms ~= 130 ms (fp32: 215 + 7 x 6.5 + 15 + 5 ~= 280 ms). On the busy
+# shared machine (load ~5) tune_tree measured bf16 target(61) 146 ms, head 4.7 ms/layer, core 11-14
+# ms, commit 3.5 ms. 128 tokens at tau 3 = ~43 cycles = ~5.6 s per generation in bf16 (EOS ends
+# some earlier). Tau: 840 x 5.6 s / 2 jobs ~= 39 min. Speed: 7 prompts x 2 T x [2 methods x (5.6 s
+# + AR 4 s) + generate and its AR 8 s] ~= 6 min on the paper tree, ~4 min on the tuned trees. Total
+# ~= 50 min cold (model loads included) if the two tau jobs do not slow each other much: time it
+# (`time make reproduce`), and lower MAIN_ITEMS (>= 24 for the main table) or ITEMS if it does not fit.
 # Two threads per job are ~10x slower whenever another process shares the cores (OpenMP barriers).
 MODEL ?= smollm2_135m
 MAIN_ITEMS ?= 24
@@ -81,13 +84,17 @@ reproduce: ## CPU protocol (<= 60 min on 2 cores): tau on the paper tree (2 para
 	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
 	$(MAKE) tables RESULTS=$(SPEED_RESULTS) TABLES=$(SPEED_TABLES)
 
+# (each command gets its own Hydra log folder: two jobs started in the same second would share one)
+LOGS = hydra.sweep.dir=multirun/reproduce-$(STAMP)
+STAMP := $(shell date +%Y%m%d-%H%M%S)
+
 reproduce-tau: ## the tau experiments only (main table, m ablation, temperature study), two one-thread jobs in parallel
-	( $(TAU) experiment=main_table method=topk limit=$(MAIN_ITEMS) && \
-	  $(TAU) experiment=m_ablation method=rheo method.m=0 limit=$(ITEMS) && \
-	  $(TAU) experiment=temperature method=topk,rheo method.m=0 temperature=$(STUDY_TEMPS) limit=$(ITEMS) ) & a=$$!; \
-	( $(TAU) experiment=main_table method=rheo method.m=1 limit=$(MAIN_ITEMS) && \
-	  $(TAU) experiment=m_ablation method=rheo method.m=2,3 limit=$(ITEMS) && \
-	  $(TAU) experiment=temperature method=rheo method.m=1 temperature=$(STUDY_TEMPS) limit=$(ITEMS) ); b=$$?; \
+	( $(TAU) experiment=main_table method=topk limit=$(MAIN_ITEMS) $(LOGS)-a1 && \
+	  $(TAU) experiment=m_ablation method=rheo method.m=0 limit=$(ITEMS) $(LOGS)-a2 && \
+	  $(TAU) experiment=temperature method=topk,rheo method.m=0 temperature=$(STUDY_TEMPS) limit=$(ITEMS) $(LOGS)-a3 ) & a=$$!; \
+	( $(TAU) experiment=main_table method=rheo method.m=1 limit=$(MAIN_ITEMS) $(LOGS)-b1 && \
+	  $(TAU) experiment=m_ablation method=rheo method.m=2,3 limit=$(ITEMS) $(LOGS)-b2 && \
+	  $(TAU) experiment=temperature method=rheo method.m=1 temperature=$(STUDY_TEMPS) limit=$(ITEMS) $(LOGS)-b3 ); b=$$?; \
 	wait $$a; a=$$?; test $$a -eq 0 -a $$b -eq 0
 
 reproduce-speed: ## the speed experiment only, alone: paper tree (+ tuned trees if present), AR paired, generate reference
