@@ -248,14 +248,19 @@ def speed(args, report: Report, started: float) -> None:
             "git_sha": report.env["git_sha"], "device_name": report.env["device_name"]}
     temps = [float(t) for t in args.temps.split(",")]
     items = dc.load_prompts(args.data_dir, args.items)
-    plan = [(p, m, t, args.tree if m not in ("ar", "hf_generate") else None)
-            for t in temps for p in items for m in ("ar", "hf_generate", "topk", "rheo m=1")]
-    sweep_items = [p for p in items if p.item_id in {q.item_id for q in dc.load_prompts(args.data_dir, args.sweep_items)}]
-    for size in [int(s) for s in args.sweep.split(",") if s]:
-        tree = {**args.tree, "tree_size": size}
-        plan += [(p, m, t, tree) for t in temps for p in sweep_items for m in ("topk", "rheo m=1")]
+    first = dc.load_prompts(args.data_dir, min(args.sweep_items, args.items))
+    trees = [{**args.tree, "tree_size": int(s)} for s in args.sweep.split(",") if s]
+
+    def paper(prompts):
+        return [(p, m, t, args.tree if m not in ("ar", "hf_generate") else None)
+                for t in temps for p in prompts for m in ("ar", "hf_generate", "topk", "rheo m=1")]
+    # order: the first item(s) of every suite on every tree, then the other items on the paper tree,
+    # so a run cut by the time limit still has a complete small picture
+    plan = paper(first) + [(p, m, t, tree) for tree in trees for t in temps for p in first
+                           for m in ("topk", "rheo m=1")]
     if args.tuned:
-        plan += [(p, m, t, tree) for m, tree in tuned_trees() for t in temps for p in sweep_items]
+        plan += [(p, m, t, tree) for m, tree in tuned_trees() for t in temps for p in first]
+    plan += paper([p for p in items if p not in first])
     warm = dc.Prompt("warmup", -1, "warmup", "Say hello.")
     for m in ("ar", "hf_generate", "topk", "rheo m=1"):  # kernels, allocator, cuBLAS handles: untimed
         dc.timed_row(pair, meta, None, warm, m, 1.0, 8, args.tree if m in ("topk", "rheo m=1") else None)
