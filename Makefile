@@ -28,25 +28,37 @@ test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
 	.venv/bin/pytest -q -m slow
 
 # ---------------------------------------------------------------- benchmark harness
-# Parameters (override on the command line, e.g. `make reproduce ITEMS=2 SEEDS=0`):
-# CPU defaults (`make reproduce`): 2 items per suite (MT-bench: both turns, so 14 prompts),
-# 1 seed, 32 new tokens, the CPU-tuned tree (a CPU target pays for every tree node; TREE= gives
-# the paper's K=10/depth 8/R=60), T in {0, 1}: Top-K + Rheo m=0..3 at T=1, Top-K + Rheo
-# m=TEMP_MS at T=0, each with its own AR baseline (PAIRED) = 8 speculative + 8 AR generations
-# per prompt, one torch thread (THREADS). Measured on a shared 2-core EPYC with the SmolLM2
-# head: ~9 s per speculative and ~4 s per AR generation of 32 tokens (tau ~1.7), i.e. ~25-30
-# min in all. Two threads are ~10x slower whenever another process shares the cores (OpenMP
-# barriers), hence THREADS=1. Cost scales with ITEMS x seeds x MAX_NEW; a rerun resumes.
+# `make reproduce` = tau experiments (hardware-independent) + a speed experiment (this machine).
+# Tau (paper tree K=10/depth 8/R=60/top-128, no AR baseline, TAU_DTYPE): the main table (Top-K vs
+# Rheo m=1, T=1) on MAIN_ITEMS items per suite (MT-bench both turns: MAIN_ITEMS x 7 prompts), the m
+# ablation (m=0..3, T=1) and the temperature study (Top-K, m=0, m=1 at STUDY_TEMPS and T=1) on ITEMS
+# items per suite, MAX_NEW tokens, SEEDS; rows of the first ITEMS items are shared with the main
+# table. It runs as two one-thread jobs in parallel (Top-K + m=0 | m=1..3), 840 generations at the
+# defaults. Then speed, alone (SPEED_DTYPE, one thread): Top-K, Rheo m=1 and `transformers generate`
+# at T=0 and 1 on the paper tree, each timed next to its own AR (paired_baseline), on SPEED_ITEMS
+# items per suite, and, if `make tune` wrote configs/experiment/tuned_{topk,rheo}.yaml, the same on
+# the tuned trees, into SPEED_RESULTS (tables: SPEED_TABLES). A rerun resumes (finished rows are kept).
+# Sizing (2-core EPYC, 1 thread per job, SmolLM2 + a tau ~3 head), from per-cycle costs measured
+# with one thread (issue 8, quiet machine; `make tune` / scripts/tune_tree.py --costs-only measure
+# them): bf16 paper-tree cycle = target(61 nodes) ~80 ms + 7 head layers x ~4.5 ms + core (build +
+# verify) ~12-20 ms + commit ~3.5 ms ~= 130 ms (fp32: 215 + 7 x 6.5 + 15 + 5 ~= 280 ms). On the busy
+# shared machine (load ~5) tune_tree measured bf16 target(61) 146 ms, head 4.7 ms/layer, core 11-14
+# ms, commit 3.5 ms. 128 tokens at tau 3 = ~43 cycles = ~5.6 s per generation in bf16 (EOS ends
+# some earlier). Tau: 840 x 5.6 s / 2 jobs ~= 39 min. Speed: 7 prompts x 2 T x [2 methods x (5.6 s
+# + AR 4 s) + generate and its AR 8 s] ~= 6 min on the paper tree, ~4 min on the tuned trees. Total
+# ~= 50 min cold (model loads included) if the two tau jobs do not slow each other much: time it
+# (`time make reproduce`), and lower MAIN_ITEMS (>= 24 for the main table) or ITEMS if it does not fit.
+# Two threads per job are ~10x slower whenever another process shares the cores (OpenMP barriers).
 MODEL ?= smollm2_135m
-ITEMS ?= 2
+MAIN_ITEMS ?= 24
+ITEMS ?= 8
 SEEDS ?= 0
-MAX_NEW ?= 32
-TEMPS ?= 0,1.0
-TEMP_MS ?= 0,1
-TREE ?= method.k=8 method.depth=6 method.tree_size=24
-# true: every method config gets its own AR baseline timed next to it, item by item, so each
-# speedup compares timings taken under the same load (a shared machine); false shares one AR.
-PAIRED ?= true
+MAX_NEW ?= 128
+STUDY_TEMPS ?= 0,0.5
+TAU_DTYPE ?= bfloat16
+SPEED_DTYPE ?= bfloat16
+SPEED_ITEMS ?= 1
+SPEED_MAX_NEW ?= 128
 THREADS ?= 1
 DEVICE ?= cpu
 DTYPE ?= null
@@ -56,20 +68,51 @@ FIGURES ?= results/figures
 FULL_SEEDS ?= 0,1,2
 FULL_MAX_NEW ?= 1024
 FULL_TEMPS ?= 0,0.25,0.5,0.75,1.0
-RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) dtype=$(DTYPE) output_dir="$(RESULTS)"
+RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(RESULTS)"
+TAU := $(RUN) dtype=$(TAU_DTYPE) seed=$(SEEDS) max_new_tokens=$(MAX_NEW) num_threads=$(THREADS)
+# speed rows live in their own directory: a method row timed next to its AR must never be a tau row
+# (same config hash) that was timed while the other tau job shared the cores
+SPEED_RESULTS ?= results/speed
+SPEED_TABLES ?= results/tables/speed
+SPEED := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEED_RESULTS)" seed=$(SEEDS) \
+	limit=$(SPEED_ITEMS) max_new_tokens=$(SPEED_MAX_NEW) num_threads=$(THREADS)
 
-.PHONY: reproduce reproduce-full tables figures smoke
+.PHONY: reproduce reproduce-tau reproduce-speed reproduce-full tune tables figures smoke
 
-reproduce: ## CPU protocol (<= 60 min on 2 cores): MODEL on all six suites, ITEMS items, SEEDS, MAX_NEW tokens; then tables+figures
-	$(RUN) experiment=m_ablation seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) paired_baseline=$(PAIRED) num_threads=$(THREADS) $(TREE)
-	$(RUN) experiment=temperature seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) temperature=$(TEMPS) method.m=$(TEMP_MS) paired_baseline=$(PAIRED) num_threads=$(THREADS) $(TREE)
+reproduce: ## CPU protocol (<= 60 min on 2 cores): tau on the paper tree (2 parallel jobs), then speed alone; tables+figures
+	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
+	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)"
 
-reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep (resumable; MODEL=... DEVICE=cuda DTYPE=bfloat16)
-	$(RUN) experiment=main_table seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW)
-	$(RUN) experiment=m_ablation seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW)
-	$(RUN) experiment=temperature seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW) temperature=$(FULL_TEMPS)
+# (each command gets its own Hydra log folder: two jobs started in the same second would share one)
+LOGS = hydra.sweep.dir=multirun/reproduce-$(STAMP)
+STAMP := $(shell date +%Y%m%d-%H%M%S)
+
+reproduce-tau: ## the tau experiments only (main table, m ablation, temperature study), two one-thread jobs in parallel
+	( $(TAU) experiment=main_table method=topk limit=$(MAIN_ITEMS) $(LOGS)-a1 && \
+	  $(TAU) experiment=m_ablation method=rheo method.m=0 limit=$(ITEMS) $(LOGS)-a2 && \
+	  $(TAU) experiment=temperature method=topk,rheo method.m=0 temperature=$(STUDY_TEMPS) limit=$(ITEMS) $(LOGS)-a3 ) & a=$$!; \
+	( $(TAU) experiment=main_table method=rheo method.m=1 limit=$(MAIN_ITEMS) $(LOGS)-b1 && \
+	  $(TAU) experiment=m_ablation method=rheo method.m=2,3 limit=$(ITEMS) $(LOGS)-b2 && \
+	  $(TAU) experiment=temperature method=rheo method.m=1 temperature=$(STUDY_TEMPS) limit=$(ITEMS) $(LOGS)-b3 ); b=$$?; \
+	wait $$a; a=$$?; test $$a -eq 0 -a $$b -eq 0
+
+reproduce-speed: ## the speed experiment only, alone: paper tree (+ tuned trees if present), AR paired, generate reference
+	$(SPEED) experiment=speed dtype=$(SPEED_DTYPE)
+	@for t in tuned_topk tuned_rheo; do \
+	  if [ -f configs/experiment/$$t.yaml ]; then echo "$(SPEED) experiment=$$t"; $(SPEED) experiment=$$t || exit 1; \
+	  else echo "no configs/experiment/$$t.yaml (run make tune): speed on the paper tree only"; fi; done
+
+tune: ## measure this machine (fp32, bf16): target cost by nodes, head per layer, tau per shape -> results/tune, configs/experiment/tuned_*.yaml
+	$(PY) scripts/tune_tree.py --threads $(THREADS) $(TUNE_ARGS)
+
+reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep, then speed (resumable; MODEL=... DEVICE=cuda DTYPE=bfloat16)
+	$(RUN) dtype=$(DTYPE) experiment=main_table seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW)
+	$(RUN) dtype=$(DTYPE) experiment=m_ablation seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW)
+	$(RUN) dtype=$(DTYPE) experiment=temperature seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW) temperature=$(FULL_TEMPS)
+	$(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEED_RESULTS)" dtype=$(DTYPE) experiment=speed seed=0 limit=10 max_new_tokens=$(FULL_MAX_NEW)
 	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
+	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)"
 
 smoke: ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree)
 	$(PY) -m eval.run -m experiment=cpu_smoke output_dir="$(RESULTS)" num_threads=$(THREADS)
@@ -101,3 +144,35 @@ train-head: ## target features (cached in .cache/) + EAGLE-3 head training on th
 eval-head: ## tau of a head (HEAD=dir) on 16 held-out corpus prompts + 2 items per benchmark suite, paper tree
 	OMP_NUM_THREADS=1 $(PY) scripts/eval_draft_head.py --head "$(or $(HEAD),rheo/assets/eagle3_smollm2_135m)" \
 	  --n 16 --max-new-tokens 128 --check-greedy --seeds 0,1,2 --suite-items 2 --out "$(or $(EVAL_OUT),.cache/eval_head)"
+
+# ---------------------------------------------------------------- GPU check (issue 11)
+# On a GPU machine without a package registry (torch, transformers, pandas, pyarrow only):
+#   here:   make gpu-bundle                      wheels + the SmolLM2 GGUF in <= 30 MB parts, .gpu_bundle/{a,b}
+#   call 1: carry .gpu_bundle/a                  (wheels + 2 parts, < 64 MiB)       command: true
+#   call 2: carry .gpu_bundle/b                  command: make gpu-setup GPU_PY=python3   (reassemble, install, cache)
+#   call 3:                                      command: make gpu-check GPU_PY=python3 GPU_OUT=$OUT/gpu
+# (back to back: the machine keeps ignored folders between calls while it stays warm).
+# CPU rehearsal: make gpu-check DEVICE=cpu GPU_ARGS="--check-tokens 12 --items 1 --max-new 12 ..." (see README)
+GPU_BUNDLE ?= .gpu_bundle
+GPU_OUT ?= results/gpu
+GPU_ARGS ?=
+GPU_PY ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
+GPU_ENV = PYTHONPATH=$(CURDIR)$(if $(wildcard $(GPU_BUNDLE)/site),:$(CURDIR)/$(GPU_BUNDLE)/site) $(if $(wildcard $(GPU_BUNDLE)/smollm2.gguf),RHEO_SMOLLM2_GGUF=$(CURDIR)/$(GPU_BUNDLE)/smollm2.gguf RHEO_CACHE=$(CURDIR)/$(GPU_BUNDLE)/cache)
+
+.PHONY: gpu-wheels gpu-bundle gpu-setup gpu-check gpu-reference
+
+gpu-wheels: ## download the wheels a registry-less GPU machine lacks (gguf, accelerate, psutil; Python 3.12) into .gpu_bundle/a/wheels
+	$(GPU_PY) scripts/gpu_bundle.py wheels --bundle $(GPU_BUNDLE)
+
+gpu-bundle: gpu-wheels ## wheels + the SmolLM2 GGUF split into <= 30 MB parts under .gpu_bundle/{a,b} (git-ignored)
+	$(GPU_PY) scripts/gpu_bundle.py split --bundle $(GPU_BUNDLE)
+
+gpu-setup: ## on the GPU machine: reassemble the GGUF (SHA-256 checked), pip install --no-index the wheels, build the model cache
+	$(GPU_PY) scripts/gpu_bundle.py setup --bundle $(GPU_BUNDLE)
+
+gpu-check: DEVICE = cuda
+gpu-check: ## the GPU path checked and timed: fp32 greedy identity, bf16 agreement, chi-square, tau parity, speed + phases -> GPU_OUT
+	$(GPU_ENV) OMP_NUM_THREADS=$(or $(OMP_NUM_THREADS),4) $(GPU_PY) scripts/gpu_check.py --device $(DEVICE) --out $(GPU_OUT) $(GPU_ARGS)
+
+gpu-reference: ## the CPU reference (fp32, T=0 tokens and tau) of gpu-check's tau parity -> results/gpu/cpu_reference.json
+	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out $(GPU_OUT) --make-reference $(GPU_ARGS)

@@ -17,13 +17,17 @@ from rheo.decode import EosSpec, GenerationOutput, check_prompt, eos_set
 from rheo.models.base import DraftTree, TargetModel
 from rheo.probs import target_probs
 from rheo.random import RandomSource, TorchRandom
+from rheo.timing import NULL_TIMER
 
 
 def autoregressive_generate(target: TargetModel, prompt: Sequence[int], max_new_tokens: int,
                             temperature: float = 1.0, generator: Optional[torch.Generator] = None,
                             eos_token_id: EosSpec = None, device: torch.device | str = "cpu",
-                            rng: Optional[RandomSource] = None) -> GenerationOutput:
-    """Sample ``target`` token by token (argmax at ``temperature == 0``)."""
+                            rng: Optional[RandomSource] = None, timer=None) -> GenerationOutput:
+    """Sample ``target`` token by token (argmax at ``temperature == 0``).
+
+    ``timer``: a :class:`rheo.timing.PhaseTimer` (phases prefill, score, verify = picking the token, commit; None = off).
+    """
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(f"temperature must be a number >= 0, got {type(temperature).__name__} {temperature!r}")
     if not math.isfinite(temperature) or temperature < 0:
@@ -32,21 +36,26 @@ def autoregressive_generate(target: TargetModel, prompt: Sequence[int], max_new_
     rng = rng if rng is not None else TorchRandom(generator)
     stop = eos_set(eos_token_id)
     out = GenerationOutput(tokens=[], accept_lengths=[])
+    tm = timer or NULL_TIMER
     session = target.new_session()
-    session.prefill(ids[:-1])
+    with tm.phase("prefill"):
+        session.prefill(ids[:-1])
     root = ids[-1]
     zero = torch.zeros(1, dtype=torch.long, device=device)
     single = dict(parents=torch.full((1,), -1, dtype=torch.long, device=device), depths=zero,
                   ancestor_mask=torch.ones(1, 1, dtype=torch.bool, device=device))
     while len(out.tokens) < max_new_tokens:
         tree = DraftTree(tokens=torch.tensor([root], dtype=torch.long, device=device), **single)
-        logits = session.score_tree(tree).logits[0]  # [V]
-        p = target_probs(logits, temperature)
-        token = int(p.argmax()) if temperature == 0 else int(rng.categorical(p[None])[0])
+        with tm.phase("score"):
+            logits = session.score_tree(tree).logits[0]  # [V]
+        with tm.phase("verify"):  # the AR "verification": pick the next token
+            p = target_probs(logits, temperature)
+            token = int(p.argmax()) if temperature == 0 else int(rng.categorical(p[None])[0])
         out.tokens.append(token)
         out.accept_lengths.append(1)
         if token in stop:
             break
-        session.commit(zero)
+        with tm.phase("commit"):
+            session.commit(zero)
         root = token
     return out

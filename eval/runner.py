@@ -34,6 +34,7 @@ from eval.data import Item, chat_messages, load_suite
 from eval.models import load_pair
 from eval.schema import config_hash, generation_seed, method_key, validate
 from eval.validate import check_against_pair
+from rheo.timing import PhaseTimer, device_name
 
 log = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -201,8 +202,11 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
             prompt = pair.format_chat(chat_messages(item, turn, answers[:turn]))
             row["prompt_tokens"] = len(prompt)
             generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(gen_seed)
-            out, wall = _timed(lambda: _generate(pair, job, prompt, cfg, generator), cfg.device)
+            timer = PhaseTimer(cfg.device) if cfg.profile_phases and job.method != "hf_generate" else None
+            out, wall = _timed(lambda: _generate(pair, job, prompt, cfg, generator, timer=timer), cfg.device)
             row.update(_metrics(out, wall))
+            if timer is not None:
+                row.update(timer.summary(out.target_calls, wall * 1e3))
         except Exception as e:  # recorded as a failure row, retried on the next run
             row.update(status="failed", error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
             log.warning("FAILED %s %s item %s turn %d: %s: %s", job.method, item.suite, item.item_id,
@@ -213,18 +217,22 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
 
 
 def _generate(pair, job: _Job, prompt: list[int], cfg: DictConfig, generator: torch.Generator,
-              max_new_tokens: Optional[int] = None):
+              max_new_tokens: Optional[int] = None, timer=None):
     max_new = max_new_tokens or int(cfg.max_new_tokens)
     eos = list(pair.eos_token_ids) or None
     if job.method == "ar":
         from baselines.autoregressive import autoregressive_generate
 
         return autoregressive_generate(pair.target, prompt, max_new, float(cfg.temperature), generator, eos,
-                                       device=cfg.device)
+                                       device=cfg.device, timer=timer)
+    if job.method == "hf_generate":
+        from baselines.hf_generate import hf_generate
+
+        return hf_generate(pair.hf_model, prompt, max_new, float(cfg.temperature), generator.initial_seed(), eos)
     from rheo.decode import speculative_generate
 
     return speculative_generate(pair.target, pair.drafter, prompt, max_new, config=job.spec,
-                                generator=generator, eos_token_id=eos)
+                                generator=generator, eos_token_id=eos, timer=timer)
 
 
 def _warmup(pair, jobs: list[_Job], item: Item, cfg: DictConfig) -> None:
@@ -291,7 +299,7 @@ def _run_metadata(cfg: DictConfig, pair) -> dict:
         "device": str(cfg.device),
         "dtype": str(model_dtype).replace("torch.", "") if model_dtype is not None else str(cfg.dtype),
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
-        "rheo_version": _rheo_version(), "git_sha": git_sha(),
+        "rheo_version": _rheo_version(), "git_sha": git_sha(), "device_name": device_name(cfg.device),
     }
 
 

@@ -26,7 +26,7 @@ from rheo.config import SpecConfig
 from rheo.models.registry import MODELS as REGISTRY
 from rheo.placement import DTYPE_NAMES
 
-METHODS = ("ar", "topk", "rheo")
+METHODS = ("ar", "topk", "rheo", "hf_generate")  # hf_generate: transformers generate, a speed reference
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
 PAPER_MODELS = tuple(REGISTRY)
 TEST_MODELS = ("tiny_random",)
@@ -95,6 +95,7 @@ class RunConf:
     progress: bool = True
     num_threads: Optional[int] = None  # torch intra-op threads (None = torch's default)
     max_consecutive_failures: int = 3  # abort (loudly) if the first N generations all fail
+    profile_phases: bool = True  # per-phase ms per cycle in every row (rheo.timing); false: no clock reads
     experiment: Optional[str] = None  # name of the experiment preset (for logs; rows are shared across
     # experiments, e.g. the Top-K rows of the main table and the m ablation, so it is not a row column)
 
@@ -132,8 +133,8 @@ def validate(cfg: DictConfig) -> SpecConfig | None:
 
 
 def spec_config(cfg: DictConfig) -> SpecConfig | None:
-    """The decoder configuration of a run (None for the autoregressive baseline)."""
-    if cfg.method.name == "ar":
+    """The decoder configuration of a run (None for the autoregressive baselines)."""
+    if cfg.method.name in ("ar", "hf_generate"):
         return None
     mc = cfg.method
     return SpecConfig(method=mc.name, k=mc.k, m=mc.m, depth=mc.depth, tree_size=mc.tree_size,
@@ -158,9 +159,9 @@ def method_key(cfg: DictConfig, method: str | None = None) -> dict:
         "verify_order": None, "proxy": None,
     }
     key["paired_with"] = None
-    if method == "ar":
+    if method in ("ar", "hf_generate"):
         key.update(head_path=None)  # AR never uses the drafter
-        if cfg.paired_baseline and cfg.method.name != "ar":
+        if method == "ar" and cfg.paired_baseline and cfg.method.name != "ar":
             key["paired_with"] = config_hash(method_key(cfg))
     else:
         key.update(k=mc.k, depth=mc.depth, tree_size=mc.tree_size, sparse_top=mc.sparse_top)

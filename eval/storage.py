@@ -52,11 +52,16 @@ ROW_SCHEMA = pa.schema([
     ("rheo_version", pa.string()), ("git_sha", pa.string()), ("config_hash", pa.string()),
     ("paired_with", pa.string()),
     ("status", pa.string()), ("error", pa.string()), ("finished_at", pa.string()),
+    # added later (issue 8): absent from older shards, read back as None
+    ("device_name", pa.string()),  # CPU model / GPU name the row was timed on
+    ("phase_draft_ms", pa.float64()), ("phase_build_ms", pa.float64()), ("phase_score_ms", pa.float64()),
+    ("phase_verify_ms", pa.float64()), ("phase_commit_ms", pa.float64()), ("phase_other_ms", pa.float64()),
+    ("phase_prefill_ms", pa.float64()),  # per-cycle means (ms), prefill: total (rheo.timing)
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
-#: columns added after the first layout: a shard written before lacks them and reads them as None
-#: (turns_sha: hash of the item's turns, eval.data.Item.turns_sha)
-LATER_COLUMNS = ("turns_sha",)
+#: columns older shards may lack (filled with None when read); every other column is required
+#: (turns_sha: hash of the item's turns, eval.data.Item.turns_sha; device_name and later: phase timings)
+OPTIONAL_COLUMNS = frozenset(COLUMNS[COLUMNS.index("device_name"):]) | {"turns_sha"}
 
 
 class OutputDirError(RuntimeError):
@@ -160,12 +165,12 @@ def read_row(path: Path, expect: Optional[dict] = None) -> dict:
         raise CorruptShardError(f"corrupt shard {path}: {type(e).__name__}: {e}") from e
     if table.num_rows != 1:
         raise CorruptShardError(f"corrupt shard {path}: {table.num_rows} rows, expected 1")
-    missing = sorted(set(COLUMNS) - set(table.column_names) - set(LATER_COLUMNS))
-    extra = sorted(set(table.column_names) - set(COLUMNS))
-    if missing or extra:
+    missing = set(COLUMNS) - set(table.column_names)
+    if missing - OPTIONAL_COLUMNS or set(table.column_names) - set(COLUMNS):
+        extra = sorted(set(table.column_names) - set(COLUMNS))
         raise CorruptShardError(f"corrupt shard {path}: columns differ from the row schema "
-                                f"(missing {missing}, unexpected {extra})")
-    row = {**dict.fromkeys(LATER_COLUMNS), **table.to_pylist()[0]}
+                                f"(missing {sorted(missing - OPTIONAL_COLUMNS)}, unexpected {extra})")
+    row = {**{c: None for c in missing}, **table.to_pylist()[0]}
     for name, value in (expect or {}).items():
         if row[name] != value:
             raise CorruptShardError(f"corrupt shard {path}: {name}={row[name]!r}, path says {value!r}")

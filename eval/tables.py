@@ -15,6 +15,7 @@ import pandas as pd
 
 from eval.analysis import (display_name, fmt, mean_ci, paired, restrict_to_common, setting_title, settings,
                            suites_in, temperature_cells, variant_summary)
+from eval.stats import permutation_test, sign_test
 
 MAIN_T = 1.0
 ABLATION_MS = (0, 1, 2, 3)
@@ -42,6 +43,10 @@ def _pct(new: float, old: float) -> str:
     return f"{100 * (new - old) / old:+.1f}%"
 
 
+def _p(p: float) -> str:
+    return "-" if math.isnan(p) else (f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}")
+
+
 def _by_suite(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(s, rows[rows["dataset"] == s]) for s in suites_in(rows)] + [("**pooled**", rows)]
 
@@ -57,19 +62,22 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
         for suite, part in _by_suite(rows):
             a = variant_summary(part[part["variant"] == "topk"])
             b = variant_summary(part[part["variant"] == "rheo m=1"])
-            d, d_ci, n = mean_ci(paired(part, "topk", "rheo m=1")["diff"])
+            diffs = paired(part, "topk", "rheo m=1")["diff"]
+            d, d_ci, n = mean_ci(diffs)
             body.append([suite, str(n), fmt(a["tau"], a["tau_ci"]), fmt(b["tau"], b["tau_ci"]),
-                         fmt(d, d_ci, 3), _pct(b["tau"], a["tau"]), fmt(a["speedup"]), fmt(b["speedup"]),
+                         fmt(d, d_ci, 3), _pct(b["tau"], a["tau"]), _p(sign_test(diffs)),
+                         _p(permutation_test(diffs)), fmt(a["speedup"]), fmt(b["speedup"]),
                          _pct(b["speedup"], a["speedup"])])
-        header = ["suite", "n", "τ Top-K", "τ Rheo m=1", "Δτ (paired)", "Δτ %", "speedup Top-K",
-                  "speedup Rheo", "Δ speedup %"]
+        header = ["suite", "n", "τ Top-K", "τ Rheo m=1", "Δτ (paired)", "Δτ %", "p sign", "p perm",
+                  "speedup Top-K", "speedup Rheo", "Δ speedup %"]
         blocks.append(f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n"
                       f"seeds: {rows['seed'].nunique()}\n\n" + _md(header, body))
     if not blocks:
         return None
     return ("## Main table: Top-K vs Rheo (m=1), T=1\n\nτ = new tokens / target calls (bonus included), "
             "mean ± 95% CI over items × turns × seeds; Δτ = paired Rheo − Top-K on the same "
-            "(item, turn, seed); speedup = tokens/s over AR of the same target, T and seed "
+            "(item, turn, seed), with two-sided paired p-values (sign test; sign-flip permutation test of "
+            "the mean, eval/stats.py); speedup = tokens/s over AR of the same target, T and seed "
             "(ratio of sums).\n\n" + "\n\n".join(blocks) + "\n")
 
 

@@ -18,6 +18,7 @@ from rheo.candidates import SAMPLE
 from rheo.config import SpecConfig
 from rheo.models.base import DraftModel, TargetModel
 from rheo.random import RandomSource, TorchRandom
+from rheo.timing import NULL_TIMER
 from rheo.tree import build_tree
 from rheo.verify import verify_tree
 
@@ -100,21 +101,22 @@ def _token_ids(prompt) -> list[int]:
 def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
                          max_new_tokens: int, config: SpecConfig = SpecConfig(),
                          generator: Optional[torch.Generator] = None,
-                         eos_token_id: EosSpec = None) -> GenerationOutput:
+                         eos_token_id: EosSpec = None, timer=None) -> GenerationOutput:
     """Generate up to ``max_new_tokens`` tokens after ``prompt`` (token ids).
 
     The output has exactly the distribution of sampling ``target`` at
     ``config.temperature`` (greedy decoding of ``target`` at 0) for every lossless
     setting. ``generator`` drives every random choice (same seed, same tokens);
     with ``eos_token_id`` generation stops after the first EOS, which is returned.
+    ``timer``: a :class:`rheo.timing.PhaseTimer` recording time per phase (None = off).
     """
     return generate_with_source(target, drafter, prompt, max_new_tokens, config,
-                                TorchRandom(generator), eos_token_id)
+                                TorchRandom(generator), eos_token_id, timer)
 
 
 def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
                          max_new_tokens: int, config: SpecConfig, rng: RandomSource,
-                         eos_token_id: EosSpec = None) -> GenerationOutput:
+                         eos_token_id: EosSpec = None, timer=None) -> GenerationOutput:
     """speculative_generate with an explicit :class:`RandomSource` (tests enumerate it)."""
     if not isinstance(config, SpecConfig):
         raise TypeError(f"config must be a rheo.config.SpecConfig, got {type(config).__name__}")
@@ -125,14 +127,20 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     out = GenerationOutput(tokens=[], accept_lengths=[])
     if max_new_tokens == 0:
         return out
+    tm = timer or NULL_TIMER
     t_sess, d_sess = target.new_session(), drafter.new_session()
-    d_sess.prefill(ids, t_sess.prefill(ids[:-1]))
+    with tm.phase("prefill"):
+        d_sess.prefill(ids, t_sess.prefill(ids[:-1]))
     root = ids[-1]
     d2t = drafter.draft_to_target
+    draft_fn = tm.wrap("draft", d_sess.draft)
     while True:
-        built = build_tree(d_sess.draft, root, config, rng, d2t, device=_device_of(drafter))
-        scored = t_sess.score_tree(built.tree)
-        result = verify_tree(built, scored.logits, config, rng)
+        with tm.phase("tree"):
+            built = build_tree(draft_fn, root, config, rng, d2t, device=_device_of(drafter))
+        with tm.phase("score"):
+            scored = t_sess.score_tree(built.tree)
+        with tm.phase("verify"):
+            result = verify_tree(built, scored.logits, config, rng)
         room = max_new_tokens - len(out.tokens)
         emitted = result.tokens[:room]
         hit = next((i for i, t in enumerate(emitted) if t in stop), None)
@@ -146,10 +154,11 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
         out.sample_accepted.append(int((built.kind[result.path] == SAMPLE).sum()))
         if hit is not None or len(out.tokens) >= max_new_tokens:
             return out
-        path = torch.tensor(result.path, dtype=torch.long, device=built.tree.tokens.device)
-        t_sess.commit(path)
-        feats = None if scored.features is None else scored.features[path]
-        d_sess.commit(torch.tensor(result.tokens, dtype=torch.long, device=path.device), feats)
+        with tm.phase("commit"):
+            path = torch.tensor(result.path, dtype=torch.long, device=built.tree.tokens.device)
+            t_sess.commit(path)
+            feats = None if scored.features is None else scored.features[path]
+            d_sess.commit(torch.tensor(result.tokens, dtype=torch.long, device=path.device), feats)
         root = result.tokens[-1]
 
 

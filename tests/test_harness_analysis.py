@@ -48,7 +48,8 @@ def test_speedup_pairs_each_row_with_its_own_ar_row(synthetic):
 
 def test_tables_and_figures_from_parquet(synthetic, tmp_path, capsys):
     written = make_tables(synthetic, tmp_path / "tables", theory=False)
-    assert set(written) == {"main", "m_ablation", "temperature", "runs"}
+    assert set(written) == {"main", "m_ablation", "temperature", "speed", "runs"}  # no phase columns: no phases.md
+    assert "AR tok/s (paired)" in written["speed"].read_text() and "Rheo m=1" in written["speed"].read_text()
     main = written["main"].read_text()
     assert "τ Top-K" in main and "Δτ (paired)" in main and "**pooled**" in main and "mt_bench" in main
     assert "Rheo m=3" in written["m_ablation"].read_text()
@@ -66,8 +67,8 @@ def test_missing_runs_are_skipped_with_a_message(tmp_path, capsys):
     storage.prepare_output_dir(empty)
     figures = make_figures(empty, tmp_path / "figures", theory=False)
     out = capsys.readouterr().out
-    assert set(written) == {"runs"} and figures == []
-    assert "skipped main.md" in out and "skipped m_ablation.md" in out and "skipped temperature.md" in out
+    assert set(written) == {"runs", "speed"} and figures == []  # Top-K next to AR: speed only
+    assert "skipped main.md" in out and "skipped phases.md" in out and "skipped m_ablation.md" in out and "skipped temperature.md" in out
     assert "skipped m-ablation figures" in out
 
 

@@ -78,12 +78,12 @@ def test_mt_bench_second_turn_sees_its_own_first_answer(tmp_path, monkeypatch):
 def test_failed_item_is_recorded_as_failure_and_retried(tmp_path, monkeypatch):
     real = runner._generate
 
-    def flaky(pair, job, prompt, cfg, generator, max_new_tokens=None):
+    def flaky(pair, job, prompt, cfg, generator, max_new_tokens=None, **kwargs):
         if job.method == "rheo" and flaky.calls == 1:
             flaky.calls += 1
             raise RuntimeError("simulated out-of-memory")
         flaky.calls += job.method == "rheo"
-        return real(pair, job, prompt, cfg, generator, max_new_tokens)
+        return real(pair, job, prompt, cfg, generator, max_new_tokens, **kwargs)
 
     flaky.calls = 0
     monkeypatch.setattr(runner, "_generate", flaky)

@@ -22,6 +22,7 @@ Batch size is 1. Features are returned in the model dtype; logits as float32.
 
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
 
@@ -66,6 +67,8 @@ class HFTarget:
         self.layer_ids = eagle3_feature_layers(int(config.num_hidden_layers))
         #: positions the model was trained for (None if its config does not say)
         self.context_length: Optional[int] = getattr(config, "max_position_embeddings", None)
+        # the KV-cache argument is `cache` in recent transformers 5.x, `past_key_values` before
+        self.cache_kwarg = cache_kwarg(hf_model)
 
     @property
     def feature_dim(self) -> int:
@@ -108,7 +111,7 @@ class HFTargetSession:
         with self._capture() as captured:
             # The decoder alone: prefill needs no logits (saves a [len, vocab] lm_head).
             t.hf_model.get_decoder()(
-                input_ids=ids[None], position_ids=positions[None], cache=self.cache, use_cache=True
+                input_ids=ids[None], position_ids=positions[None], use_cache=True, **{t.cache_kwarg: self.cache}
             )
         self.past_len += int(ids.numel())
         self._check_cache_len()
@@ -134,8 +137,8 @@ class HFTargetSession:
                 input_ids=tokens[None],
                 attention_mask=mask,
                 position_ids=positions,
-                cache=self.cache,
                 use_cache=True,
+                **{t.cache_kwarg: self.cache},
             )
         self._pending = tree
         self._check_cache_len(extra=n)
@@ -198,6 +201,16 @@ class HFTargetSession:
         got = self.cache.get_seq_length()
         if got != self.past_len + extra:
             raise RuntimeError(f"KV cache holds {got} positions, expected {self.past_len + extra}")
+
+
+def cache_kwarg(hf_model: torch.nn.Module) -> str:
+    """Name of the KV-cache keyword of ``hf_model.forward`` and its decoder's ("cache" or "past_key_values")."""
+    names = set(inspect.signature(hf_model.forward).parameters)
+    names &= set(inspect.signature(hf_model.get_decoder().forward).parameters)
+    for name in ("cache", "past_key_values"):
+        if name in names:
+            return name
+    raise ValueError("the model's forward takes neither `cache` nor `past_key_values`: unsupported transformers version")
 
 
 def tree_attention_mask(ancestor_mask: torch.Tensor, past_len: int, dtype: torch.dtype) -> torch.Tensor:

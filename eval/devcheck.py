@@ -1,0 +1,245 @@
+"""The checks of ``scripts/gpu_check.py``: a device's correctness, agreement, determinism and speed.
+
+Hydra-, omegaconf- and ``datasets``-free on purpose (a GPU machine without a package
+registry runs it with torch, transformers, pandas and pyarrow, plus the ``gguf`` and
+``accelerate`` wheels the SmolLM2 GGUF needs): prompts are read from the JSONL files
+directly, and rows are written with :mod:`eval.storage` in the harness layout, keyed
+and hashed as :mod:`eval.schema` does (tests check both copies agree).
+
+Terms: *identity* - greedy output token-for-token equal to ``generate(do_sample=False)``;
+*agreement* - tokens before the first divergence; *margin* - the target's top-1 minus
+top-2 logit at the position of a divergence (a near-tie flipped by kernel rounding is
+not a bug; a wide margin is).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+
+from baselines.autoregressive import autoregressive_generate
+from baselines.hf_generate import hf_generate
+from eval import storage
+from rheo.config import SpecConfig
+from rheo.decode import speculative_generate
+from rheo.timing import PhaseTimer
+
+#: same as eval.schema.SUITE_FILES (kept here so this module needs no hydra)
+SUITE_FILES = {"alpaca": "alpaca.jsonl", "gsm8k": "gsm8k.jsonl", "humaneval": "humaneval.jsonl",
+               "mt_bench": "mt_bench.jsonl", "nq": "qa.jsonl", "cnn_dm": "sum.jsonl"}
+SUITE_ORDER = ("mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq")
+PAPER_TREE = dict(k=10, depth=8, tree_size=60, sparse_top=128)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    suite: str
+    item_id: int
+    category: str
+    text: str  # the first user turn
+
+
+def load_prompts(data_dir: Path, per_suite: int, suites: Sequence[str] = SUITE_ORDER) -> list[Prompt]:
+    """The first ``per_suite`` items of each suite (first turn only), suite by suite."""
+    out = []
+    for suite in suites:
+        with open(Path(data_dir) / SUITE_FILES[suite]) as f:
+            rows = [json.loads(line) for line in f if line.strip()][:per_suite]
+        out += [Prompt(suite, int(r["question_id"]), str(r["category"]), str(r["turns"][0])) for r in rows]
+    return out
+
+
+def generation_seed(suite: str, item_id: int, turn: int, seed: int) -> int:
+    """Same recipe as eval.schema.generation_seed."""
+    return int.from_bytes(hashlib.sha256(f"{suite}/{item_id}/{turn}/{seed}".encode()).digest()[:7], "little")
+
+
+def config_hash(key: dict) -> str:
+    """Same recipe as eval.schema.config_hash."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def generator(device, seed: int) -> torch.Generator:
+    return torch.Generator(device=torch.device(device).type).manual_seed(seed)
+
+
+def spec(method: str, temperature: float, tree: dict) -> SpecConfig:
+    return SpecConfig(method="topk" if method == "topk" else "rheo", m=1, temperature=temperature, **tree)
+
+
+# ------------------------------------------------------------------ greedy identity / agreement
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> Optional[int]:
+    """Index of the first differing token (or the shorter length if one is a prefix); None if equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+@torch.inference_mode()
+def top2_margin(hf_model, ids: Sequence[int]) -> tuple[float, int, int]:
+    """(top-1 minus top-2 logit, top-1 id, top-2 id) of the target's next-token logits after ``ids``."""
+    device = next(hf_model.parameters()).device
+    logits = hf_model(input_ids=torch.tensor([list(ids)], device=device)).logits[0, -1].float()
+    top = logits.topk(2)
+    return float(top.values[0] - top.values[1]), int(top.indices[0]), int(top.indices[1])
+
+
+@torch.inference_mode()
+def greedy_vs_generate(pair, prompts: list[Prompt], max_new: int, tree: dict, device, dtype: str) -> list[dict]:
+    """Our AR, Top-K and Rheo m=1 at T=0 against ``generate(do_sample=False)``, prompt by prompt."""
+    eos = list(pair.eos_token_ids) or None
+    rows = []
+    for p in prompts:
+        ids = pair.format_chat([{"role": "user", "content": p.text}])
+        ref = hf_generate(pair.hf_model, ids, max_new, 0.0, eos_token_id=eos).tokens
+        outs = {"ar": autoregressive_generate(pair.target, ids, max_new, 0.0, eos_token_id=eos, device=device)}
+        for method in ("topk", "rheo m=1"):
+            outs[method] = speculative_generate(pair.target, pair.drafter, ids, max_new, spec(method, 0.0, tree),
+                                                generator(device, 0), eos)
+        for method, out in outs.items():
+            div = first_divergence(ref, out.tokens)
+            row = {"suite": p.suite, "item_id": p.item_id, "method": method, "dtype": dtype, "ref_len": len(ref),
+                   "len": len(out.tokens), "identical": div is None,
+                   "agree": len(ref) if div is None else div, "tau": out.tau, "tokens": out.tokens,
+                   "margin": None, "top2": None}
+            if div is not None and div < len(ref):
+                margin, a, b = top2_margin(pair.hf_model, ids + ref[:div])
+                row.update(margin=margin, top2=[a, b])
+            rows.append(row)
+    return rows
+
+
+@torch.inference_mode()
+def greedy_runs(pair, prompts: list[Prompt], max_new: int, tree: dict, device) -> list[dict]:
+    """Top-K and Rheo m=1 at T=0 alone (the tau-parity reference): suite, method, tau, tokens."""
+    eos = list(pair.eos_token_ids) or None
+    rows = []
+    for p in prompts:
+        ids = pair.format_chat([{"role": "user", "content": p.text}])
+        for method in ("topk", "rheo m=1"):
+            out = speculative_generate(pair.target, pair.drafter, ids, max_new, spec(method, 0.0, tree),
+                                       generator(device, 0), eos)
+            rows.append({"suite": p.suite, "method": method, "tau": out.tau, "tokens": out.tokens})
+    return rows
+
+
+# ------------------------------------------------------------------ determinism, chi-square
+@torch.inference_mode()
+def same_seed_twice(pair, prompts: list[Prompt], max_new: int, tree: dict, device) -> list[dict]:
+    eos = list(pair.eos_token_ids) or None
+    rows = []
+    for p in prompts:
+        ids = pair.format_chat([{"role": "user", "content": p.text}])
+        for method in ("topk", "rheo m=1"):
+            runs = [speculative_generate(pair.target, pair.drafter, ids, max_new, spec(method, 1.0, tree),
+                                         generator(device, 1234), eos).tokens for _ in range(2)]
+            rows.append({"suite": p.suite, "method": method, "same": runs[0] == runs[1], "len": len(runs[0])})
+    return rows
+
+
+def chi_square_on_device(device, n_runs: int) -> list[dict]:
+    """Seeded chi-square of the first two tokens on a toy pair whose tensors and generator live on ``device``.
+
+    Threshold p < 1e-4 (a correct decoder fails one fresh seed in 10,000); the lossy
+    deterministic-first order must be *detected* by the same test.
+    """
+    from collections import Counter
+
+    from rheo.exact import target_distribution
+    from rheo.models.toy import PrefixLM
+    from toys import chi_square_pvalue, random_logits_fn  # tests/toys.py
+
+    t_fn, d_fn = random_logits_fn(6, 43), random_logits_fn(6, 44)
+    target = PrefixLM(lambda pre: t_fn(pre).to(device), 6)
+    drafter = PrefixLM(lambda pre: d_fn(pre).to(device), 6)
+    drafter.device = torch.device(device)
+    cases = [("rheo m=1", SpecConfig(k=4, m=1, depth=3, tree_size=8, sparse_top=5, temperature=1.0), 2, True),
+             ("topk", SpecConfig(method="topk", k=4, depth=3, tree_size=8, sparse_top=5, temperature=1.0), 2, True),
+             ("rheo deterministic_first (lossy)", SpecConfig(k=4, m=1, depth=1, tree_size=4, sparse_top=None,
+                                                             verify_order="deterministic_first"), 1, False)]
+    rows = []
+    for name, cfg, n_tokens, lossless in cases:
+        g = generator(device, 1)
+        runs = n_runs if lossless else max(n_runs, 3000)  # power to detect the lossy order (one cheap layer)
+        counts = Counter(tuple(speculative_generate(target, drafter, [0, 1], n_tokens, cfg, g).tokens)
+                         for _ in range(runs))
+        p, dof = chi_square_pvalue(counts, target_distribution(t_fn, [0, 1], n_tokens, cfg.temperature))
+        ok = p > 1e-4 if lossless else p < 1e-4
+        rows.append({"case": name, "runs": runs, "tokens": n_tokens, "dof": dof, "p": p, "ok": ok,
+                     "expect": "p > 1e-4" if lossless else "p < 1e-4 (detected)"})
+    return rows
+
+
+# ------------------------------------------------------------------ speed rows (harness layout)
+def method_key(model: str, device: str, dtype: str, method: str, temperature: float, max_new: int,
+               tree: Optional[dict]) -> dict:
+    """The harness's method key (eval.schema.method_key, seed 0, default weights, shared AR)."""
+    key = {"model": model, "target_path": None, "head_path": None, "device": device, "dtype": dtype,
+           "method": "rheo" if method.startswith("rheo") else method, "temperature": float(temperature),
+           "seed": 0, "max_new_tokens": int(max_new), "k": None, "m": None, "depth": None, "tree_size": None,
+           "sparse_top": None, "verify_order": None, "proxy": None, "paired_with": None}
+    if tree is not None:
+        key.update(k=tree["k"], depth=tree["depth"], tree_size=tree["tree_size"], sparse_top=tree["sparse_top"])
+    if key["method"] == "rheo":
+        key.update(m=1, verify_order="stochastic_first", proxy="rheo")
+    return key
+
+
+@torch.inference_mode()
+def timed_row(pair, meta: dict, root: Optional[Path], p: Prompt, method: str, temperature: float, max_new: int,
+              tree: Optional[dict]) -> dict:
+    """Generate once (timed, phases profiled) and store the row under ``root`` (None: a warm-up,
+    not stored); returns it."""
+    key = method_key(meta["model"], meta["device"], meta["dtype"], method, temperature, max_new, tree)
+    chash = config_hash(key)
+    ids = pair.format_chat([{"role": "user", "content": p.text}])
+    eos = list(pair.eos_token_ids) or None
+    seed = generation_seed(p.suite, p.item_id, 0, 0)
+    device = meta["device"]
+    tm = PhaseTimer(device) if method != "hf_generate" else None
+    g = generator(device, seed)
+    sync(device)
+    t0 = time.perf_counter()
+    if method == "ar":
+        out = autoregressive_generate(pair.target, ids, max_new, temperature, g, eos, device=device, timer=tm)
+    elif method == "hf_generate":
+        out = hf_generate(pair.hf_model, ids, max_new, temperature, seed, eos)
+    else:
+        out = speculative_generate(pair.target, pair.drafter, ids, max_new, spec(method, temperature, tree), g,
+                                   eos, timer=tm)
+    sync(device)
+    wall = time.perf_counter() - t0
+    row = {c: None for c in storage.COLUMNS}
+    row.update({k: key[k] for k in ("model", "target_path", "head_path", "method", "m", "temperature", "seed",
+                                     "k", "depth", "tree_size", "sparse_top", "verify_order", "proxy",
+                                     "max_new_tokens", "paired_with")})
+    row.update(meta, dataset=p.suite, item_id=p.item_id, turn=0, category=p.category, gen_seed=seed,
+               config_hash=chash, prompt_tokens=len(ids), new_tokens=len(out.tokens),
+               target_calls=out.target_calls, tau=out.tau, accept_lengths=list(out.accept_lengths),
+               drafted_nodes_mean=_mean(out.drafted_nodes), kept_nodes_mean=_mean(out.kept_nodes),
+               samples_kept=sum(out.sample_kept), samples_accepted=sum(out.sample_accepted), wall_s=wall,
+               tokens_per_s=len(out.tokens) / wall if wall > 0 else None, output_tokens=list(out.tokens),
+               status="ok", finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    if tm is not None:
+        row.update(tm.summary(out.target_calls, wall * 1e3))
+    if root is not None:
+        cdir = storage.prepare_config_dir(root, meta["model"], chash, key)
+        storage.write_row(storage.shard_path(cdir, p.suite, p.item_id, 0), row)
+    return row
+
+
+def _mean(xs) -> Optional[float]:
+    return float(sum(xs)) / len(xs) if xs else None

@@ -1,0 +1,116 @@
+"""Speed tables from result rows: where a cycle's time goes, and speed next to AR and `generate`.
+
+* :func:`phase_table` - per model x device/dtype x tree x T x method: mean ms per cycle
+  of each phase of :mod:`rheo.timing` (draft = head, build = tree build/prune/mask,
+  score = target, verify, commit, other), their sum, tau and tokens/s. Rows without
+  phase columns (older runs, ``profile_phases=false``) are left out.
+* :func:`speed_table` - per model x device/dtype x max_new_tokens x T: tokens/s of
+  every method and tree, its speedup over the AR rows timed next to it (ratio of sums,
+  eval.analysis) and the ``transformers`` ``generate`` reference row.
+
+Each returns Markdown, or None when the rows it needs are absent.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pandas as pd
+
+from eval.analysis import display_name, fmt, mean_ci, speedup_ratio_of_sums, with_speedup
+from rheo.timing import PHASES
+
+PHASE_COLS = [f"phase_{p}_ms" for p in PHASES]
+GROUP = ["model", "device", "dtype", "max_new_tokens", "temperature"]
+TREE_COLS = ["k", "depth", "tree_size", "sparse_top"]
+METHOD_ORDER = {"ar": 0, "hf_generate": 1, "topk": 2}
+
+
+def _md(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def tree_label(row) -> str:
+    if row["k"] is None or pd.isna(row["k"]):
+        return "-"
+    top = "" if pd.isna(row["sparse_top"]) else f" top-{int(row['sparse_top'])}"
+    return f"K={int(row['k'])} d={int(row['depth'])} R={int(row['tree_size'])}{top}"
+
+
+def _label(variant: str) -> str:
+    return {"ar": "AR (ours)", "hf_generate": "transformers generate"}.get(variant, display_name(variant))
+
+
+def _order(variant: str) -> tuple:
+    return (METHOD_ORDER.get(variant, 3), variant)
+
+
+def _title(key: dict) -> str:
+    return (f"{key['model']}, {key['device']}/{key['dtype']}, max_new_tokens={key['max_new_tokens']}, "
+            f"T={key['temperature']:g}")
+
+
+def _devices(rows: pd.DataFrame) -> str:
+    names = sorted(n for n in rows.get("device_name", pd.Series(dtype=str)).dropna().unique())
+    return f"hardware: {'; '.join(names)}\n\n" if names else ""
+
+
+def phase_table(df: pd.DataFrame) -> Optional[str]:
+    """Mean ms per cycle per phase (rows that carry phase timings only)."""
+    if df.empty or "phase_score_ms" not in df:
+        return None
+    timed = df[df["phase_score_ms"].notna()].copy()
+    if timed.empty:
+        return None
+    timed["tree"] = [tree_label(r) for _, r in timed.iterrows()]
+    blocks = []
+    for key, rows in timed.groupby(GROUP, sort=True):
+        body = []
+        for (variant, tree), part in sorted(rows.groupby(["variant", "tree"]), key=lambda kv: (_order(kv[0][0]), kv[0][1])):
+            # weight each row by its cycles: the mean over all cycles of the group
+            w = part["target_calls"].astype(float)
+            means = {c: float((part[c].fillna(0.0) * w).sum() / w.sum()) for c in PHASE_COLS}
+            cycle = sum(means.values())
+            tau = part["new_tokens"].sum() / part["target_calls"].sum()
+            tps = part["new_tokens"].sum() / part["wall_s"].sum()
+            body.append([_label(variant), tree, str(len(part))] + [f"{means[c]:.2f}" for c in PHASE_COLS]
+                        + [f"{cycle:.2f}", f"{tau:.2f}", f"{tps:.1f}"]
+                        + [f"{100 * means['phase_score_ms'] / cycle:.0f}%" if cycle > 0 else "-"])
+        header = ["method", "tree", "rows"] + [f"{p} ms" for p in PHASES] + ["cycle ms", "τ", "tok/s", "target share"]
+        blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + _md(header, body))
+    return ("## Where the time goes (mean ms per cycle)\n\ndraft = the head's tree layers; build = candidate "
+            "selection, tree growth, pruning and mask; score = the target's forward over the tree; verify; "
+            "commit = target KV compaction + the head's pass over the accepted tokens; other = the rest of "
+            "the cycle. Means over all cycles of the rows (weighted by cycles); AR rows: one cycle per "
+            "token. CUDA: CUDA events; CPU: perf_counter (rheo/timing.py).\n\n" + "\n\n".join(blocks) + "\n")
+
+
+def speed_table(df: pd.DataFrame) -> Optional[str]:
+    """tokens/s and speedup over the AR rows timed next to each config, with the generate reference."""
+    if df.empty or not (df["method"] == "ar").any():
+        return None
+    spec = with_speedup(df)
+    spec = spec[spec["ar_wall_s"].notna()]
+    if spec.empty:
+        return None
+    spec = spec.copy()
+    spec["tree"] = [tree_label(r) for _, r in spec.iterrows()]
+    blocks = []
+    for key, rows in spec.groupby(GROUP, sort=True):
+        body = []
+        for (variant, tree), part in sorted(rows.groupby(["variant", "tree"]), key=lambda kv: (_order(kv[0][0]), kv[0][1])):
+            sp, sp_ci, n = mean_ci(part["speedup"])
+            tau, tau_ci, _ = mean_ci(part["tau"])
+            ar_tps = part["ar_new_tokens"].sum() / part["ar_wall_s"].sum()
+            body.append([_label(variant), tree, str(n), fmt(tau, tau_ci),
+                         f"{part['new_tokens'].sum() / part['wall_s'].sum():.1f}", f"{ar_tps:.1f}",
+                         fmt(speedup_ratio_of_sums(part)), fmt(sp, sp_ci)])
+        header = ["method", "tree", "n", "τ", "tok/s", "AR tok/s (paired)", "speedup", "speedup per item"]
+        blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + _md(header, body))
+    return ("## Speed next to AR\n\nEach method's rows over the AR rows of the same (item, turn, seed) timed "
+            "next to them (`paired_baseline`); speedup = ratio of sums (Σ tokens / Σ wall over the AR's), "
+            "per item = mean ± 95% CI of the per-row ratios. `transformers generate` is the library's own "
+            "loop on the same target (greedy at T=0, plain sampling at T>0): its ratio says whether our AR "
+            "baseline is as fast as the library's.\n\n" + "\n\n".join(blocks) + "\n")
+

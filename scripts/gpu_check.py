@@ -1,0 +1,309 @@
+"""What a user with a GPU runs first: the CUDA path, checked and timed (`make gpu-check`).
+
+    python scripts/gpu_check.py --out results/gpu [--device cuda] [--items 4] [--max-new 256]
+
+1. fp32 (TF32 off): greedy output of our AR, Top-K and Rheo m=1 (paper tree) against
+   ``generate(do_sample=False)`` on one prompt per suite (``--check-tokens``); at a
+   divergence the target's top-2 logit margin.
+2. bf16: the same, reported as agreement (tokens before the first divergence).
+3. Same seed, same tokens (T=1, twice); seeded chi-square on toy models whose tensors
+   and generators live on the device.
+4. Tau parity: fp32 T=0 tau and tokens against the CPU reference
+   (``results/gpu/cpu_reference.json``, made with ``--make-reference`` on a CPU; computed
+   on this machine's CPU when missing or made with other settings).
+5. Speed (``--speed-dtype``, default bf16 on CUDA): AR, ``transformers`` ``generate``,
+   Top-K and Rheo m=1 at each T, paper tree, on ``--items`` items x 6 suites x
+   ``--max-new`` tokens, per-phase ms; then the tree_size sweep (``--sweep``) on
+   ``--sweep-items`` items, or the tuned trees (``--tuned``). Rows go to ``<out>/runs``
+   in the harness layout (device, dtype, GPU name); it stops cleanly at ``--time-limit``.
+
+Writes ``<out>/summary.md`` (rewritten after every section, so a cut run keeps what it
+did), ``<out>/checks.json`` and ``<out>/tables/{speed,phases}.md``. Exit status 1 if a
+correctness check fails (fp32 identity, determinism, chi-square).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import torch  # noqa: E402
+
+from eval import devcheck as dc  # noqa: E402
+from eval import storage  # noqa: E402
+from rheo.timing import device_name  # noqa: E402
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+REFERENCE = ROOT / "results" / "gpu" / "cpu_reference.json"
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--model", default="smollm2_135m")
+    ap.add_argument("--check-tokens", type=int, default=64, help="tokens per prompt of the correctness checks")
+    ap.add_argument("--tree", default="10,8,60", help="K,DEPTH,R of the checks and the speed table (paper: 10,8,60)")
+    ap.add_argument("--chi-runs", type=int, default=2000)
+    ap.add_argument("--items", type=int, default=4, help="speed: items per suite")
+    ap.add_argument("--max-new", type=int, default=256, help="speed: new tokens")
+    ap.add_argument("--temps", default="0,1")
+    ap.add_argument("--speed-dtype", default=None, help="default: bfloat16 on CUDA, float32 on CPU")
+    ap.add_argument("--sweep", default="8,16,32", help="extra tree sizes R (K, depth of --tree) after --tree")
+    ap.add_argument("--sweep-items", type=int, default=1)
+    ap.add_argument("--tuned", action="store_true", help="also time configs/experiment/tuned_{topk,rheo}.yaml")
+    ap.add_argument("--time-limit", type=float, default=540.0, help="seconds; speed stops before it")
+    ap.add_argument("--skip", default="", help="comma list of: fp32,bf16,determinism,chi,speed")
+    ap.add_argument("--make-reference", action="store_true", help="write the CPU reference of the tau parity")
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "data" / "benchmarks")
+    ap.add_argument("--reference", type=Path, default=REFERENCE, help="the CPU reference file of the tau parity")
+    args = ap.parse_args(argv)
+    try:
+        k, depth, size = (int(x) for x in args.tree.split(","))
+    except ValueError:
+        ap.error(f"--tree must be K,DEPTH,R (e.g. 10,8,60), got {args.tree!r}")
+    args.tree = {**dc.PAPER_TREE, "k": k, "depth": depth, "tree_size": size}
+    return args
+
+
+def git_sha() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+class Report:
+    """checks.json + summary.md, rewritten after each section."""
+
+    def __init__(self, out: Path, env: dict) -> None:
+        self.out, self.env, self.sections, self.data, self.failed = out, env, [], {"env": env}, []
+
+    def add(self, name: str, data, markdown: str, failed: bool = False) -> None:
+        self.data[name] = data
+        self.sections.append(markdown)
+        if failed:
+            self.failed.append(name)
+        self.write()
+
+    def write(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "checks.json").write_text(json.dumps(self.data, indent=1, default=str))
+        head = "# GPU check\n\n" + "\n".join(f"- {k}: {v}" for k, v in self.env.items()) + "\n"
+        verdict = f"\n**FAILED: {', '.join(self.failed)}**\n" if self.failed else ""
+        (self.out / "summary.md").write_text(head + verdict + "\n" + "\n\n".join(self.sections) + "\n")
+
+
+def md_table(rows: list[dict], cols: list[str]) -> str:
+    def cell(v):
+        if isinstance(v, float):
+            return f"{v:.3g}"
+        return "-" if v is None else str(v)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    return "\n".join(lines + ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows])
+
+
+def greedy_section(rows: list[dict], dtype: str, strict: bool) -> tuple[str, bool]:
+    spec_rows = [r for r in rows if r["method"] != "ar"]
+    same = sum(r["identical"] for r in rows)
+    agree = sum(r["agree"] for r in rows) / max(1, sum(r["ref_len"] for r in rows))
+    failed = strict and any(not r["identical"] and (r["margin"] is None or r["margin"] > 0.05) for r in rows)
+    title = "identity" if strict else "agreement"
+    text = (f"## Greedy {title} vs generate(do_sample=False), {dtype}\n\n"
+            f"{same}/{len(rows)} runs identical (Top-K + Rheo: {sum(r['identical'] for r in spec_rows)}/"
+            f"{len(spec_rows)}); tokens before the first divergence / reference tokens: {agree:.3f}. "
+            "margin = target's top-1 minus top-2 logit at a divergence (a near-tie is rounding, a wide margin "
+            "a bug).\n\n" + md_table(rows, ["suite", "method", "ref_len", "len", "identical", "agree", "margin",
+                                             "tau"]))
+    return text, failed
+
+
+def tau_parity(rows: list[dict], reference: dict) -> tuple[list[dict], str]:
+    ref = {(r["suite"], r["method"]): r for r in reference["rows"]}
+    out = []
+    for r in rows:
+        c = ref.get((r["suite"], r["method"]))
+        if c is None or r["method"] == "ar":
+            continue
+        div = dc.first_divergence(c["tokens"], r["tokens"])
+        out.append({"suite": r["suite"], "method": r["method"], "tau_device": r["tau"], "tau_cpu": c["tau"],
+                    "delta": r["tau"] - c["tau"], "agree": len(c["tokens"]) if div is None else div,
+                    "cpu_len": len(c["tokens"])})
+    mean_abs = sum(abs(r["delta"]) for r in out) / max(1, len(out))
+    text = (f"## Tau parity, T=0 fp32: this device vs the CPU reference ({reference['source']})\n\n"
+            f"mean |Δτ| = {mean_abs:.3f}; token agreement = tokens before the first divergence from the CPU's "
+            f"output.\n\n" + md_table(out, ["suite", "method", "tau_device", "tau_cpu", "delta", "agree", "cpu_len"]))
+    return out, text
+
+
+def reference_settings(args) -> dict:
+    return {"model": args.model, "check_tokens": args.check_tokens, "tree": args.tree, "dtype": "float32"}
+
+
+def load_pair(args, dtype: str, device: str):
+    from rheo.models import load_model_pair
+
+    return load_model_pair(args.model, device=device, dtype=DTYPES[dtype])
+
+
+def cpu_reference(args, prompts) -> dict:
+    """The fp32 greedy runs on this machine's CPU (what --make-reference stores)."""
+    pair = load_pair(args, "float32", "cpu")
+    return {"settings": reference_settings(args), "machine": device_name("cpu"), "torch": torch.__version__,
+            "rows": dc.greedy_runs(pair, prompts, args.check_tokens, args.tree, "cpu")}
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    started = time.perf_counter()
+    device, skip = args.device, set(filter(None, args.skip.split(",")))
+    cuda = torch.device(device).type == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit("--device cuda but torch.cuda.is_available() is False (use --device cpu to rehearse)")
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 identity needs full-precision matmuls
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    prompts = dc.load_prompts(args.data_dir, 1)
+    if args.make_reference:
+        ref = cpu_reference(args, prompts)
+        ref["source"] = f"{ref['machine']}, torch {ref['torch']}"
+        args.reference.parent.mkdir(parents=True, exist_ok=True)
+        args.reference.write_text(json.dumps(ref, indent=1))
+        print(f"wrote {args.reference}")
+        return 0
+    import transformers
+
+    env = {"device": device, "device_name": device_name(device), "torch": torch.__version__,
+           "transformers": transformers.__version__, "python": sys.version.split()[0], "git_sha": git_sha(),
+           "model": args.model, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    report = Report(args.out, env)
+    for name, fn in (("fp32", fp32_checks), ("bf16", bf16_check), ("chi", chi_check), ("speed", speed)):
+        if name in skip:
+            continue
+        try:
+            fn(args, report, prompts) if name != "speed" else fn(args, report, started)
+        except Exception as e:  # one broken section must not hide the others' results
+            report.add(f"error_{name}", traceback.format_exc(),
+                       f"## {name}: FAILED with {type(e).__name__}\n\n```\n{traceback.format_exc(limit=6)}```",
+                       failed=True)
+    report.env["wall_s"] = round(time.perf_counter() - started, 1)
+    report.write()
+    print((args.out / "summary.md").read_text())
+    return 1 if report.failed else 0
+
+
+def fp32_checks(args, report: Report, prompts) -> None:
+    device, skip = args.device, set(filter(None, args.skip.split(",")))
+    pair = load_pair(args, "float32", device)
+    rows = dc.greedy_vs_generate(pair, prompts, args.check_tokens, args.tree, device, "float32")
+    text, failed = greedy_section(rows, "float32", strict=True)
+    report.add("greedy_fp32", rows, text, failed)
+    ref = json.loads(args.reference.read_text()) if args.reference.exists() else None
+    if ref is None or ref.get("settings") != json.loads(json.dumps(reference_settings(args))):
+        ref = cpu_reference(args, prompts)
+        ref["source"] = f"computed now on this machine's CPU ({ref['machine']})"
+    else:
+        ref["source"] = f"{args.reference.name}: {ref['machine']}, torch {ref['torch']}"
+    parity, text = tau_parity(rows, ref)
+    report.add("tau_parity", parity, text)
+    if "determinism" not in skip:
+        same = dc.same_seed_twice(pair, prompts[:2], min(args.check_tokens, 48), args.tree, device)
+        report.add("determinism", same, "## Same seed, same tokens (T=1, two runs)\n\n"
+                   + md_table(same, ["suite", "method", "same", "len"]), not all(r["same"] for r in same))
+
+
+def bf16_check(args, report: Report, prompts) -> None:
+    pair = load_pair(args, "bfloat16", args.device)
+    rows = dc.greedy_vs_generate(pair, prompts, args.check_tokens, args.tree, args.device, "bfloat16")
+    report.add("greedy_bf16", rows, greedy_section(rows, "bfloat16", strict=False)[0])
+
+
+def chi_check(args, report: Report, prompts) -> None:
+    chi = dc.chi_square_on_device(args.device, args.chi_runs)
+    report.add("chi_square", chi, f"## Seeded chi-square on toy models, tensors and generators on {args.device}\n\n"
+               + md_table(chi, ["case", "runs", "tokens", "dof", "p", "expect", "ok"]),
+               not all(r["ok"] for r in chi))
+
+
+def speed(args, report: Report, started: float) -> None:
+    from eval.analysis import add_variant
+    from eval.speed import phase_table, speed_table
+
+    device = args.device
+    dtype = args.speed_dtype or ("bfloat16" if torch.device(device).type == "cuda" else "float32")
+    pair = load_pair(args, dtype, device)
+    root = args.out / "runs"
+    storage.prepare_output_dir(root)
+    meta = {"model": args.model, "device": device, "dtype": dtype, "torch_version": torch.__version__,
+            "transformers_version": report.env["transformers"], "rheo_version": "0.1.0",
+            "git_sha": report.env["git_sha"], "device_name": report.env["device_name"]}
+    temps = [float(t) for t in args.temps.split(",")]
+    items = dc.load_prompts(args.data_dir, args.items)
+    first = dc.load_prompts(args.data_dir, min(args.sweep_items, args.items))
+    trees = [{**args.tree, "tree_size": int(s)} for s in args.sweep.split(",") if s]
+
+    def paper(prompts):
+        return [(p, m, t, args.tree if m not in ("ar", "hf_generate") else None)
+                for t in temps for p in prompts for m in ("ar", "hf_generate", "topk", "rheo m=1")]
+    # order: the first item(s) of every suite on every tree, then the other items on the paper tree,
+    # so a run cut by the time limit still has a complete small picture
+    plan = paper(first) + [(p, m, t, tree) for tree in trees for t in temps for p in first
+                           for m in ("topk", "rheo m=1")]
+    if args.tuned:
+        plan += [(p, m, t, tree) for m, tree in tuned_trees() for t in temps for p in first]
+    plan += paper([p for p in items if p not in first])
+    warm = dc.Prompt("warmup", -1, "warmup", "Say hello.")
+    for m in ("ar", "hf_generate", "topk", "rheo m=1"):  # kernels, allocator, cuBLAS handles: untimed
+        dc.timed_row(pair, meta, None, warm, m, 1.0, 8, args.tree if m in ("topk", "rheo m=1") else None)
+    done, stopped, errors = 0, None, []
+    for p, m, t, tree in plan:
+        if time.perf_counter() - started > args.time_limit:
+            stopped = f"stopped at the time limit ({args.time_limit:.0f} s) after {done} of {len(plan)} generations"
+            break
+        try:
+            dc.timed_row(pair, meta, root, p, m, t, args.max_new, tree)
+            done += 1
+        except Exception as e:  # recorded, the plan goes on
+            errors.append(f"{m} {p.suite}/{p.item_id} T={t:g} {tree}: {type(e).__name__}: {e}")
+    df = add_variant(storage.load_results(root))
+    tables = {"speed": speed_table(df), "phases": phase_table(df)}
+    for name, text in tables.items():
+        if text:
+            (args.out / "tables").mkdir(parents=True, exist_ok=True)
+            (args.out / "tables" / f"{name}.md").write_text(text)
+    note = stopped or f"all {len(plan)} generations done"
+    if errors:
+        note += f"; {len(errors)} FAILED:\n\n" + "\n".join(f"- {e}" for e in errors[:20])
+    report.add("speed", {"dtype": dtype, "generations": done, "planned": len(plan), "note": note, "errors": errors},
+               f"## Speed ({dtype}, {args.items} items x 6 suites x {args.max_new} tokens; sweep on "
+               f"{args.sweep_items} item(s) per suite)\n\n{note}\n\n" + "\n\n".join(
+                   t.replace("## ", "### ", 1) for t in tables.values() if t), failed=bool(errors))
+
+
+def tuned_trees() -> list[tuple[str, dict]]:
+    """(method, tree) of configs/experiment/tuned_{topk,rheo}.yaml, read without omegaconf."""
+    out = []
+    for method, name in (("topk", "tuned_topk"), ("rheo m=1", "tuned_rheo")):
+        path = ROOT / "configs" / "experiment" / f"{name}.yaml"
+        if not path.exists():
+            continue
+        vals = {}
+        for line in path.read_text().splitlines():
+            key, _, value = line.strip().partition(":")
+            if key in ("k", "depth", "tree_size") and value.strip():
+                vals[key] = int(value)
+        out.append((method, {**dc.PAPER_TREE, **vals}))
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
