@@ -26,8 +26,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", default=".cache/draft_corpus/shards")
     ap.add_argument("--out", default="data/draft_corpus")
+    ap.add_argument("--passes", default="a,f,b", help="generation passes to pack (a: first turns, f: follow-ups, b: resampled)")
     args = ap.parse_args()
-    files = shard_files(args.shards)
+    files = [f for f in shard_files(args.shards) if f.stem.split("_")[0] in args.passes.split(",")]
     if not files:
         raise SystemExit(f"no shards in {args.shards}: run scripts/gen_corpus.py first")
     samples, seconds, timed_tokens, settings = [], 0.0, 0, Counter()

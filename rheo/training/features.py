@@ -98,6 +98,8 @@ def import_shard_features(cache: FeatureCache, shard_dir: Path | str) -> int:
     """
     corpus, s0, imported = cache.corpus, 0, 0
     for f in shard_files(shard_dir):
+        if s0 >= len(corpus):  # the corpus holds the first passes only
+            break
         samples = json.loads(f.read_text())["samples"]
         s1 = s0 + len(samples)
         for i, smp in enumerate(samples):
