@@ -52,6 +52,8 @@ def main() -> None:
         held_out_response_tokens=int(resp[corpus.held_out].sum()),
         by_kind=by(lambda s: s["kind"]), by_temperature=by(lambda s: s["temperature"]),
         shards=len(files),
+        by_pass={p: sum(len(json.loads(f.read_text())["samples"]) for f in files if f.stem.startswith(p + "_"))
+                 for p in ("a", "f", "b")},
         generation=dict(
             response_tokens_per_batch_second=round(timed_tokens / seconds, 1) if seconds else None,
             note="per worker process; workers ran side by side (workers x threads x dtype -> shards): "
