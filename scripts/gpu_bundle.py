@@ -100,16 +100,21 @@ def cmd_setup(bundle: Path, skip_model: bool) -> None:
         if missing:
             raise SystemExit(f"parts not here yet: {[p['group'] + '/' + p['name'] for p in missing]} "
                              "(carry their folders in the next call)")
-        tmp = out.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
+        if str(ROOT) not in sys.path:
+            sys.path.insert(0, str(ROOT))
+        from rheo.io import atomic_write  # stdlib only
+
+        def write_parts(f) -> None:
             for p in manifest["parts"]:
                 chunk = (bundle / p["group"] / p["name"]).read_bytes()
                 if hashlib.sha256(chunk).hexdigest() != p["sha256"]:
                     raise SystemExit(f"{p['group']}/{p['name']}: SHA-256 mismatch (corrupt transfer)")
                 f.write(chunk)
-        if sha256(tmp) != manifest["sha256"]:
+
+        atomic_write(out, write_parts)
+        if sha256(out) != manifest["sha256"]:
+            out.unlink()
             raise SystemExit("reassembled GGUF: SHA-256 mismatch")
-        os.replace(tmp, out)
     print(f"{out}: {manifest['bytes']} bytes, SHA-256 ok")
     site = bundle / "site"
     wheels = sorted((bundle / "a" / "wheels").glob("*.whl"))
