@@ -40,8 +40,9 @@ import torch  # noqa: E402
 from eval import devcheck as dc  # noqa: E402
 from eval import storage  # noqa: E402
 from rheo.timing import device_name  # noqa: E402
+from rheo.placement import DTYPES as PLACEMENT_DTYPES  # noqa: E402
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+DTYPES = {k: v for k, v in PLACEMENT_DTYPES.items() if k != "float16"}
 REFERENCE = ROOT / "results" / "gpu" / "cpu_reference.json"
 
 

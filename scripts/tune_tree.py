@@ -30,8 +30,9 @@ import torch  # noqa: E402
 
 from eval import tuning  # noqa: E402
 from rheo.timing import device_name  # noqa: E402
+from rheo.placement import DTYPES as PLACEMENT_DTYPES
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = PLACEMENT_DTYPES
 METHODS = ("topk", "rheo m=1")
 DEFAULT_SHAPES = "4x4x8,6x4x12,6x5x16,8x5x20,8x6x24,8x6x32,10x6x40,10x8x48,10x8x60"
 
@@ -214,14 +215,10 @@ def markdown(report: dict) -> str:
 
 
 def figure(report: dict, path: Path) -> None:
-    try:
-        import matplotlib
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no figure")
-        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     temps = report["temperatures"]
     fig, axes = plt.subplots(1, len(temps), figsize=(5.5 * len(temps), 4), squeeze=False)
     for ax, t in zip(axes[0], temps):
