@@ -76,6 +76,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--check-greedy", action="store_true", help="compare T=0 tokens with model.generate (fp32)")
     ap.add_argument("--out", default="")
+    ap.add_argument("--no-t0", action="store_true", help="skip the T=0 Top-K run (e.g. T=1 runs in another process)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, tok = load_smollm2(dtype=getattr(torch, args.dtype))
@@ -83,10 +84,11 @@ def main() -> None:
     groups = [("heldout", held_out_prompts(args.n, args.corpus))]
     if args.suite_items:
         groups.append(("suites", suite_prompts(tok, args.suite_items)))
-    runs = [("topk", 0.0, 0)] + [(m, 1.0, int(s)) for s in args.seeds.split(",") if s for m in ("topk", "rheo")]
+    runs = [("topk", 0.0, 0)] * (not args.no_t0) + [(m, 1.0, int(s)) for s in args.seeds.split(",") if s
+                                                     for m in ("topk", "rheo")]
     rows, t0 = [], time.time()
     for group, prompts in groups:
-        for method, temp, seed in runs if group == "heldout" else runs[:1]:
+        for method, temp, seed in runs if group == "heldout" else [r for r in runs if r[1] == 0]:
             cfg = SpecConfig(method=method, k=args.k, m=1, depth=args.depth, tree_size=args.tree_size,
                              temperature=temp)
             for i, (kind, ids) in enumerate(prompts):
