@@ -79,3 +79,8 @@ tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/
 
 figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/figures/)
 	$(PY) scripts/make_figures.py --results $(RESULTS) --out $(FIGURES)
+
+.PHONY: methods
+methods: ## every method at the paper's node budget (Top-K, Rheo m=1, RSD, SpecInfer, chain; T=0 and 1), ITEMS/SEEDS/MAX_NEW as above; then tables+figures
+	$(RUN) experiment=methods seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) num_threads=$(THREADS)
+	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)

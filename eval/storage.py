@@ -53,8 +53,11 @@ ROW_SCHEMA = pa.schema([
     ("rheo_version", pa.string()), ("git_sha", pa.string()), ("config_hash", pa.string()),
     ("paired_with", pa.string()),
     ("status", pa.string()), ("error", pa.string()), ("finished_at", pa.string()),
+    ("branching", pa.list_(pa.int64())), ("replacement", pa.bool_()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
+#: columns added after shards were first written: a shard without them reads them as None
+LATER_COLUMNS = ("branching", "replacement")
 
 
 class OutputDirError(RuntimeError):
@@ -151,11 +154,12 @@ def read_row(path: Path, expect: Optional[dict] = None) -> dict:
         raise CorruptShardError(f"corrupt shard {path}: {type(e).__name__}: {e}") from e
     if table.num_rows != 1:
         raise CorruptShardError(f"corrupt shard {path}: {table.num_rows} rows, expected 1")
-    if set(table.column_names) != set(COLUMNS):
-        missing, extra = sorted(set(COLUMNS) - set(table.column_names)), sorted(set(table.column_names) - set(COLUMNS))
+    missing = sorted(set(COLUMNS) - set(table.column_names) - set(LATER_COLUMNS))
+    extra = sorted(set(table.column_names) - set(COLUMNS))
+    if missing or extra:
         raise CorruptShardError(f"corrupt shard {path}: columns differ from the row schema "
                                 f"(missing {missing}, unexpected {extra})")
-    row = table.to_pylist()[0]
+    row = {**dict.fromkeys(LATER_COLUMNS), **table.to_pylist()[0]}
     for name, value in (expect or {}).items():
         if row[name] != value:
             raise CorruptShardError(f"corrupt shard {path}: {name}={row[name]!r}, path says {value!r}")

@@ -3,8 +3,9 @@
     python scripts/make_tables.py [--results results/runs] [--out results/tables]
 
 Writes main.md (Top-K vs Rheo m=1 per model x suite), m_ablation.md,
-temperature.md, runs.md (inventory, failures included) and theory.md (Lemma-1
-worked example, closed form vs Monte-Carlo). A table whose runs are absent is
+temperature.md, methods.md (every method at one node budget, experiment=methods),
+runs.md (inventory, failures included) and theory.md (Lemma-1 worked example,
+closed form vs Monte-Carlo). A table whose runs are absent is
 skipped, and the script says so.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eval import tables  # noqa: E402
+from eval import methods_study, tables  # noqa: E402
 from eval.analysis import add_variant, load  # noqa: E402
 from eval.storage import load_results  # noqa: E402
 
@@ -27,7 +28,7 @@ def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path
     df = load(results)
     written = {}
     builders = {"main": tables.main_table, "m_ablation": tables.m_ablation_table,
-                "temperature": tables.temperature_table}
+                "temperature": tables.temperature_table, "methods": methods_study.methods_table}
     for name, build in builders.items():
         text = build(df) if not df.empty else None
         if text is None:
