@@ -29,6 +29,7 @@ import torch
 
 from eval.tables import frame_markdown
 from rheo.config import SpecConfig
+from rheo.methods import get_method
 
 LEMMA_Q = (0.5, 0.3, 0.2)
 LEMMA_P = (0.2, 0.2, 0.6)  # a target for the decoder run; any p that is not q shows the bias
@@ -111,9 +112,7 @@ def node_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> Optional[pd.Da
         from rheo.theory import node_acceptance
     except ImportError:
         return None
-    gen = torch.Generator().manual_seed(seed)
-    p_logits = 0.8 * torch.randn(NODE_VOCAB, generator=gen)  # acceptances spread over 0.1..0.7
-    q_logits = p_logits + 1.2 * torch.randn(NODE_VOCAB, generator=gen)
+    p_logits, q_logits = _node_logits(seed)
     rows = []
     for i, (method, m, t) in enumerate(NODE_CASES):
         config = SpecConfig(method=method, k=NODE_K, m=m, depth=1, tree_size=NODE_K, temperature=t,
@@ -133,11 +132,7 @@ def node_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> Optional[pd.Da
 def method_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Closed form (the method's registered ``acceptance``) vs Monte-Carlo of the real decoder, one
     depth-1 node with the target and draft of node_acceptance_table, for every rule of METHOD_CASES."""
-    from rheo.methods import get_method
-
-    gen = torch.Generator().manual_seed(seed)
-    p_logits = 0.8 * torch.randn(NODE_VOCAB, generator=gen)
-    q_logits = p_logits + 1.2 * torch.randn(NODE_VOCAB, generator=gen)
+    p_logits, q_logits = _node_logits(seed)
     rows = []
     for i, (t, case) in enumerate((t, c) for t in METHOD_TEMPS for c in METHOD_CASES):
         config = SpecConfig(**{"depth": 1, "tree_size": NODE_K, **case}, temperature=t, sparse_top=None)
@@ -150,6 +145,13 @@ def method_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame
                      "closed_form": closed, "monte_carlo": accepted / n_cycles, "band95": half,
                      "n_cycles": n_cycles, "within_ci": abs(accepted / n_cycles - closed) <= half + 1e-12})
     return pd.DataFrame(rows)
+
+
+def _node_logits(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Target and draft logits [NODE_VOCAB] of the single-node checks (acceptances spread over 0.1..0.7)."""
+    gen = torch.Generator().manual_seed(seed)
+    p_logits = 0.8 * torch.randn(NODE_VOCAB, generator=gen)
+    return p_logits, p_logits + 1.2 * torch.randn(NODE_VOCAB, generator=gen)
 
 
 def _tv_noise(n: int, p) -> float:

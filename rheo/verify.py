@@ -85,14 +85,9 @@ def subtract_draft(r: torch.Tensor, q_tilde: torch.Tensor) -> torch.Tensor:
 def verify_tree(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
                 rng: RandomSource) -> VerifyResult:
     """target_logits: [n, V] (untempered) for the n kept nodes of ``built``; ``cfg.method``'s verifier."""
-    check_rows(built, target_logits)
+    if target_logits.shape[0] != built.tree.num_nodes:
+        raise ValueError(f"target logits have {target_logits.shape[0]} rows for {built.tree.num_nodes} nodes")
     return get_method(cfg.method).verify(built, target_logits, cfg, rng)
-
-
-def check_rows(built: BuiltTree, target_logits: torch.Tensor) -> None:
-    if target_logits.dim() != 2 or target_logits.shape[0] != built.tree.num_nodes:
-        raise ValueError(f"target logits have shape {tuple(target_logits.shape)}, need "
-                         f"[{built.tree.num_nodes}, vocab] for {built.tree.num_nodes} nodes")
 
 
 def verify_dynamic(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
