@@ -118,14 +118,16 @@ def methods_figures(df: pd.DataFrame) -> list:
     out = []
     for setting, rows in studies(df):
         entries, temps, table = cells(rows)
-        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        fig, ax = plt.subplots(figsize=(5.5, 4.2))
+        dodge = 0.012 * (max(temps) - min(temps) or 1.0)  # side by side, so the CI bars stay apart
         for i, e in enumerate(entries):
-            pts = [(t, row[i]) for t, row in zip(temps, table) if row[i] is not None]
+            pts = [(t + (i - (len(entries) - 1) / 2) * dodge, row[i]) for t, row in zip(temps, table)
+                   if row[i] is not None]
             ax.errorbar([t for t, _ in pts], [c["tau"] for _, c in pts], yerr=[_finite(c["tau_ci"]) for _, c in pts],
                         marker="o", capsize=3, color=COLORS.get(e.split(" K=")[0]), label=_display_entry(e))
         ax.set(xlabel="temperature T", ylabel="τ (tokens / target call)", xticks=temps)
         ax.set_title("\n".join(textwrap.wrap(title(setting), 70)), fontsize=7)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
         fig.tight_layout()
         out.append((_name(setting), fig))
     return out

