@@ -176,3 +176,8 @@ gpu-check: ## the GPU path checked and timed: fp32 greedy identity, bf16 agreeme
 
 gpu-reference: ## the CPU reference (fp32, T=0 tokens and tau) of gpu-check's tau parity -> results/gpu/cpu_reference.json
 	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out $(GPU_OUT) --make-reference $(GPU_ARGS)
+
+.PHONY: methods
+methods: ## every method at the paper's node budget (Top-K, Rheo m=1, RSD, SpecInfer, chain; T=0 and 1), ITEMS/SEEDS/MAX_NEW as above; then tables+figures
+	$(RUN) experiment=methods seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) num_threads=$(THREADS)
+	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)

@@ -3,8 +3,9 @@
 Everything here is a function of the rows that eval/storage.py loads; nothing
 is stored twice. Terms:
 
-* **variant** - "ar", "topk" or "rheo m=<m>" (Rheo rows of the lossy ablations,
-  verify_order != stochastic_first or proxy != rheo, are labelled as such).
+* **variant** - "ar", or the label its method registers (rheo.methods): "topk",
+  "rheo m=<m>" (Rheo rows of the lossy ablations, verify_order != stochastic_first
+  or proxy != rheo, are labelled as such), "static rsd (4,2,1)", "chain d=8".
 * **setting** - what must match for two variants to be compared: model,
   device, dtype, tree shape, max_new_tokens (and temperature, where a table
   does not vary it).
@@ -24,6 +25,7 @@ from typing import Iterable, Optional, Sequence
 import pandas as pd
 
 from eval.storage import load_results
+from rheo.methods import get_method, method_of_variant
 
 PAIR_KEY = ["model", "target_path", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
             "max_new_tokens"]
@@ -57,14 +59,8 @@ def add_variant(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def variant_label(row) -> str:
-    if row.method != "rheo":
-        return row.method
-    label = f"rheo m={int(row.m)}"
-    if row.verify_order != "stochastic_first":
-        label += f" {row.verify_order}"
-    if row.proxy != "rheo":
-        label += f" proxy={row.proxy}"
-    return label
+    """'ar', or the row's method's label (rheo.methods): 'topk', 'rheo m=1', 'static rsd (4,2,1)', ..."""
+    return "ar" if row.method == "ar" else get_method(row.method).variant(row)
 
 
 def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
@@ -162,8 +158,9 @@ def restrict_to_common(df: pd.DataFrame, variants: Sequence[str]) -> pd.DataFram
 
 
 def display_name(variant: str) -> str:
-    """'topk' -> 'Top-K', 'rheo m=1' -> 'Rheo m=1' (tables and figures)."""
-    return variant.replace("topk", "Top-K").replace("rheo", "Rheo")
+    """'topk' -> 'Top-K', 'rheo m=1' -> 'Rheo m=1' (tables and figures; the method's registered display)."""
+    method = method_of_variant(variant)
+    return method.display_variant(variant) if method is not None else variant
 
 
 def temperature_cells(rows: pd.DataFrame, wanted: Sequence[str]) -> Optional[tuple[list[str], list[float], list[list[dict]]]]:

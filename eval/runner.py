@@ -286,6 +286,7 @@ def _base_row(cfg, meta: dict, job: _Job, item: Item, turn: int, gen_seed: int) 
     row.update({k: key[k] for k in ("model", "target_path", "head_path", "method", "m", "temperature", "seed", "k", "depth",
                                     "tree_size", "sparse_top", "verify_order", "proxy", "max_new_tokens",
                                     "paired_with")})
+    row.update({k: v for k, v in key.items() if k in storage.LATER_COLUMNS})  # e.g. a static tree's branching
     row.update(meta, dataset=item.suite, item_id=item.item_id, turn=turn, category=item.category,
                turns_sha=item.turns_sha, gen_seed=gen_seed, config_hash=job.chash, accept_lengths=[], output_tokens=[])
     return row

@@ -23,10 +23,13 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from rheo.config import SpecConfig
+from rheo.methods import get_method, method_names
 from rheo.models.registry import MODELS as REGISTRY
 from rheo.placement import DTYPE_NAMES
 
-METHODS = ("ar", "topk", "rheo", "hf_generate")  # hf_generate: transformers generate, a speed reference
+#: columns of the config hash that predate the method registry: present (None when unused) in every
+#: key, so the hashes of existing results stay the same; a method's other fields enter only its own key
+LEGACY_KEY_FIELDS = ("k", "m", "depth", "tree_size", "sparse_top", "verify_order", "proxy")
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
 PAPER_MODELS = tuple(REGISTRY)
 TEST_MODELS = ("tiny_random",)
@@ -62,7 +65,7 @@ _SPEC_DEFAULTS = SpecConfig()  # the method defaults live in one place: rheo.con
 
 @dataclass
 class MethodConf:
-    name: str = MISSING  # ar | topk | rheo
+    name: str = MISSING  # ar, or a registered method (rheo.methods): topk | rheo | static | chain
     k: int = _SPEC_DEFAULTS.k
     m: int = _SPEC_DEFAULTS.m
     depth: int = _SPEC_DEFAULTS.depth
@@ -70,6 +73,8 @@ class MethodConf:
     sparse_top: Optional[int] = _SPEC_DEFAULTS.sparse_top
     verify_order: str = _SPEC_DEFAULTS.verify_order
     proxy: str = _SPEC_DEFAULTS.proxy
+    branching: Optional[List[int]] = None  # static trees: children per node at each depth
+    replacement: bool = _SPEC_DEFAULTS.replacement  # static trees: SpecInfer (true) or RSD (false)
 
 
 @dataclass
@@ -115,7 +120,7 @@ def validate(cfg: DictConfig) -> SpecConfig | None:
 
     check_config(cfg)
     _choice("model.name", cfg.model.name, MODELS)
-    _choice("method.name", cfg.method.name, METHODS)
+    _choice("method.name", cfg.method.name, methods())
     if not cfg.dataset.suites:
         raise ValueError("dataset.suites is empty; choose from " + str(list(SUITES)))
     for suite in cfg.dataset.suites:
@@ -136,10 +141,8 @@ def spec_config(cfg: DictConfig) -> SpecConfig | None:
     """The decoder configuration of a run (None for the autoregressive baselines)."""
     if cfg.method.name in ("ar", "hf_generate"):
         return None
-    mc = cfg.method
-    return SpecConfig(method=mc.name, k=mc.k, m=mc.m, depth=mc.depth, tree_size=mc.tree_size,
-                      temperature=float(cfg.temperature), sparse_top=mc.sparse_top,
-                      proxy=mc.proxy, verify_order=mc.verify_order)
+    fields = {f: v for f, v in to_plain(cfg.method).items() if f != "name" and f in SpecConfig.__dataclass_fields__}
+    return SpecConfig(method=cfg.method.name, temperature=float(cfg.temperature), **fields)
 
 
 def method_key(cfg: DictConfig, method: str | None = None) -> dict:
@@ -147,16 +150,14 @@ def method_key(cfg: DictConfig, method: str | None = None) -> dict:
 
     Parameters a method does not use are None (Top-K has no m, AR has no tree),
     so e.g. a sweep over m reuses the Top-K and AR rows instead of recomputing them.
+    The parameters a method uses are its registered ``fields`` (rheo.methods).
     """
     method = method or cfg.method.name
-    mc = cfg.method
     key = {
         "model": cfg.model.name, "target_path": cfg.model.target_path, "head_path": cfg.model.head_path,
         "device": cfg.device, "dtype": cfg.dtype, "method": method,
         "temperature": float(cfg.temperature), "seed": int(cfg.seed),
-        "max_new_tokens": int(cfg.max_new_tokens),
-        "k": None, "m": None, "depth": None, "tree_size": None, "sparse_top": None,
-        "verify_order": None, "proxy": None,
+        "max_new_tokens": int(cfg.max_new_tokens), **dict.fromkeys(LEGACY_KEY_FIELDS),
     }
     key["paired_with"] = None
     if method in ("ar", "hf_generate"):
@@ -164,10 +165,15 @@ def method_key(cfg: DictConfig, method: str | None = None) -> dict:
         if method == "ar" and cfg.paired_baseline and cfg.method.name != "ar":
             key["paired_with"] = config_hash(method_key(cfg))
     else:
-        key.update(k=mc.k, depth=mc.depth, tree_size=mc.tree_size, sparse_top=mc.sparse_top)
-    if method == "rheo":
-        key.update(m=mc.m, verify_order=mc.verify_order, proxy=mc.proxy)
+        plain = to_plain(cfg.method)
+        key.update({f: plain[f] for f in get_method(method).fields})
     return key
+
+
+def methods() -> list[str]:
+    """Values of method.name: "ar", "hf_generate" (transformers generate, a speed reference) and the
+    registered methods."""
+    return ["ar", "hf_generate"] + method_names()
 
 
 def config_hash(key: dict) -> str:

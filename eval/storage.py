@@ -57,6 +57,7 @@ ROW_SCHEMA = pa.schema([
     ("phase_draft_ms", pa.float64()), ("phase_build_ms", pa.float64()), ("phase_score_ms", pa.float64()),
     ("phase_verify_ms", pa.float64()), ("phase_commit_ms", pa.float64()), ("phase_other_ms", pa.float64()),
     ("phase_prefill_ms", pa.float64()),  # per-cycle means (ms), prefill: total (rheo.timing)
+    ("branching", pa.list_(pa.int64())), ("replacement", pa.bool_()),  # static trees (rheo.methods)
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required

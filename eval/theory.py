@@ -8,6 +8,9 @@
 2. Single-node acceptance: ``rheo.theory.node_acceptance`` (closed form, every
    child survives) against a Monte-Carlo of the real decoder on a depth-1 toy
    tree with tree_size = K: the fraction of cycles with accept_length 2.
+3. The same for every verification rule that registers a closed form
+   (``Method.acceptance``, rheo.methods): Top-K, Rheo, static RSD and SpecInfer
+   with 3 drawn children (recursive rejection sampling), chain (one child).
 
 Toy models are PrefixLM tables that ignore the prefix, so every cycle is an
 independent trial at the same node. The Monte-Carlo is seeded; its numbers
@@ -27,6 +30,7 @@ from eval.tables import frame_markdown
 from rheo.config import SpecConfig
 from rheo.io import atomic_write
 from rheo.theory import node_acceptance
+from rheo.methods import get_method
 
 LEMMA_Q = (0.5, 0.3, 0.2)
 LEMMA_P = (0.2, 0.2, 0.6)  # a target for the decoder run; any p that is not q shows the bias
@@ -34,6 +38,11 @@ NODE_VOCAB = 12
 NODE_CASES = [("topk", 0, 1.0), ("rheo", 0, 1.0), ("rheo", 1, 1.0), ("rheo", 2, 1.0),
               ("topk", 0, 0.5), ("rheo", 0, 0.5), ("rheo", 1, 0.5), ("rheo", 2, 0.5)]
 NODE_K = 3
+#: single-node configurations of every rule, at each temperature of METHOD_TEMPS
+METHOD_CASES = (dict(method="topk", k=NODE_K), dict(method="rheo", k=NODE_K, m=1),
+                dict(method="static", branching=(NODE_K,), replacement=False),
+                dict(method="static", branching=(NODE_K,), replacement=True), dict(method="chain", depth=1))
+METHOD_TEMPS = (1.0, 0.5)
 DEFAULT_DIR = Path("results/tables/theory")
 
 
@@ -100,9 +109,7 @@ def lemma1_monte_carlo(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame:
 
 def node_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Closed form vs Monte-Carlo single-node acceptance."""
-    gen = torch.Generator().manual_seed(seed)
-    p_logits = 0.8 * torch.randn(NODE_VOCAB, generator=gen)  # acceptances spread over 0.1..0.7
-    q_logits = p_logits + 1.2 * torch.randn(NODE_VOCAB, generator=gen)
+    p_logits, q_logits = _node_logits(seed)
     rows = []
     for i, (method, m, t) in enumerate(NODE_CASES):
         config = SpecConfig(method=method, k=NODE_K, m=m, depth=1, tree_size=NODE_K, temperature=t,
@@ -119,16 +126,42 @@ def node_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def method_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Closed form (the method's registered ``acceptance``) vs Monte-Carlo of the real decoder, one
+    depth-1 node with the target and draft of node_acceptance_table, for every rule of METHOD_CASES."""
+    p_logits, q_logits = _node_logits(seed)
+    rows = []
+    for i, (t, case) in enumerate((t, c) for t in METHOD_TEMPS for c in METHOD_CASES):
+        config = SpecConfig(**{"depth": 1, "tree_size": NODE_K, **case}, temperature=t, sparse_top=None)
+        method = get_method(config.method)
+        closed = float(method.acceptance(torch.softmax(p_logits / t, dim=-1), q_logits, config))
+        accepted = sum(a == 2 for _, a in _cycles(p_logits, q_logits, config, n_cycles, seed + 100 + i))
+        half = 1.96 * math.sqrt(closed * (1 - closed) / n_cycles)
+        rows.append({"rule": method.display_variant(method.variant(config)), "method": config.method,
+                     "children": config.max_children, "temperature": t, "vocab": NODE_VOCAB,
+                     "closed_form": closed, "monte_carlo": accepted / n_cycles, "band95": half,
+                     "n_cycles": n_cycles, "within_ci": abs(accepted / n_cycles - closed) <= half + 1e-12})
+    return pd.DataFrame(rows)
+
+
+def _node_logits(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Target and draft logits [NODE_VOCAB] of the single-node checks (acceptances spread over 0.1..0.7)."""
+    gen = torch.Generator().manual_seed(seed)
+    p_logits = 0.8 * torch.randn(NODE_VOCAB, generator=gen)
+    return p_logits, p_logits + 1.2 * torch.randn(NODE_VOCAB, generator=gen)
+
+
 def _tv_noise(n: int, p) -> float:
     """Rough 95% level of the TV distance of an n-sample empirical distribution from p."""
     return 0.5 * sum(1.96 * math.sqrt(pi * (1 - pi) / n) for pi in p)
 
 
 def load_or_compute(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> dict[str, pd.DataFrame]:
-    """The three theory frames, read from parquet under ``out_dir`` when stored for the same
+    """The theory frames, read from parquet under ``out_dir`` when stored for the same
     n_cycles, else computed and stored there."""
     frames: dict[str, pd.DataFrame] = {"lemma1_arithmetic": lemma1_arithmetic()}
-    for name, make in (("lemma1_monte_carlo", lemma1_monte_carlo), ("node_acceptance", node_acceptance_table)):
+    for name, make in (("lemma1_monte_carlo", lemma1_monte_carlo), ("node_acceptance", node_acceptance_table),
+                       ("method_acceptance", method_acceptance_table)):
         path = Path(out_dir) / f"{name}_n{n_cycles}.parquet"
         try:
             frames[name] = pd.read_parquet(path)
@@ -152,6 +185,12 @@ def theory_markdown(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> str:
              frame_markdown(frames["lemma1_monte_carlo"], 3)]
     parts += [f"\n\n### Single-node acceptance: closed form vs Monte-Carlo (vocab {NODE_VOCAB}, "
               f"K = {NODE_K}, every child survives)\n", frame_markdown(frames["node_acceptance"], 4)]
+    parts += [f"\n\n### Single-node acceptance of every verification rule: closed form vs Monte-Carlo "
+              f"(same node; {NODE_K} children: Top-K, Rheo m=1, static RSD without / SpecInfer with "
+              f"replacement; chain: 1 child). within_ci: Monte-Carlo inside the 95% band of the closed form, "
+              f"so about 1 row in 20 falls outside by chance; the closed forms equal the enumerated verifiers "
+              f"to 1e-12 (tests/test_methods_static.py, tests/test_core_stats.py)\n",
+              frame_markdown(frames["method_acceptance"], 4)]
     return "\n".join(parts) + "\n"
 
 
@@ -176,7 +215,13 @@ def theory_figure(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000):
         part = node[node["method"] == method]
         axes[1].errorbar(part["closed_form"], part["monte_carlo"], yerr=part["band95"], fmt=marker,
                          capsize=2, label=method)
-    lo, hi = node[["closed_form", "monte_carlo"]].min().min(), node[["closed_form", "monte_carlo"]].max().max()
+    rules = frames["method_acceptance"]
+    static = rules[rules["method"].isin(["static", "chain"])]
+    for (rule, part), marker in zip(static.groupby("rule", sort=False), "^vD<>"):
+        axes[1].errorbar(part["closed_form"], part["monte_carlo"], yerr=part["band95"], fmt=marker,
+                         capsize=2, label=rule)
+    both = pd.concat([node, static])
+    lo, hi = both[["closed_form", "monte_carlo"]].min().min(), both[["closed_form", "monte_carlo"]].max().max()
     axes[1].plot([lo, hi], [lo, hi], "k--", lw=0.8)
     axes[1].set(xlabel="closed form", ylabel="Monte-Carlo (bars: 95% band)")
     axes[1].legend(fontsize=7)

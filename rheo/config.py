@@ -7,7 +7,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Optional
 
-METHODS = ("rheo", "topk")
+from rheo.methods.registry import get_method
+
 PROXIES = ("rheo", "fixed")
 VERIFY_ORDERS = ("stochastic_first", "deterministic_first")
 
@@ -16,7 +17,9 @@ VERIFY_ORDERS = ("stochastic_first", "deterministic_first")
 class SpecConfig:
     """Tree shape, candidate rule and verification rule of one decoder.
 
-    method:       "rheo" (m leads + 1 sample + fills) or "topk" (EAGLE-2/3 rule)
+    method:       a registered method (rheo.methods): "rheo" (m leads + 1 sample + fills),
+                  "topk" (EAGLE-2/3 rule), "static" (static stochastic tree), "chain"
+                  (chain speculative sampling); each reads only some of the fields below
     k:            candidate slots per expanded node, and frontier width per layer
     m:            lead slots (rheo only), 0 <= m <= k-1
     depth:        drafted layers below the root
@@ -27,6 +30,9 @@ class SpecConfig:
     proxy_value:  the constant of proxy="fixed"
     verify_order: "stochastic_first" (lossless) or "deterministic_first" (lossy ablation)
     proxy_eps:    the eps of the m=0 proxy
+    branching:    static trees: children per node at each depth, (b1, ..., bd); depth = d
+    replacement:  static trees: siblings drawn i.i.d. (True, SpecInfer) or without
+                  replacement (False, RSD)
     """
 
     method: str = "rheo"
@@ -40,13 +46,15 @@ class SpecConfig:
     proxy_value: float = 0.25
     verify_order: str = "stochastic_first"
     proxy_eps: float = 1e-6
+    branching: Optional[tuple[int, ...]] = None
+    replacement: bool = False
 
     def __post_init__(self) -> None:
         for name in ("k", "m", "depth", "tree_size", "sparse_top"):  # np.int64(3) -> 3
             _as_int(self, name)
         for name in ("temperature", "proxy_value", "proxy_eps"):  # np.float32(0.5) -> 0.5
             _as_float(self, name)
-        _choice("method", self.method, METHODS)
+        method = get_method(self.method)  # ValueError listing the registered methods
         _choice("proxy", self.proxy, PROXIES)
         _choice("verify_order", self.verify_order, VERIFY_ORDERS)
         _int_at_least("k", self.k, 1)
@@ -54,20 +62,30 @@ class SpecConfig:
         _int_at_least("tree_size", self.tree_size, 1)
         if not _is_int(self.m):
             raise ValueError(f"m must be an integer in [0, k-1] = [0, {self.k - 1}], got {_show(self.m)}")
-        if self.method == "rheo" and not 0 <= self.m <= self.k - 1:
-            raise ValueError(f"m must be in [0, k-1] = [0, {self.k - 1}], got m={self.m}")
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, float) or not math.isfinite(t) or t < 0:
             raise ValueError(f"temperature must be a finite number >= 0, got {_show(t)}")
         if self.sparse_top is not None:
             if not _is_int(self.sparse_top):
                 raise ValueError(f"sparse_top must be None or an integer >= k={self.k}, got {_show(self.sparse_top)}")
-            if self.sparse_top < self.k:
-                raise ValueError(f"sparse_top must be None or >= k={self.k}, got sparse_top={self.sparse_top}")
         if self.proxy == "fixed" and not (type(self.proxy_value) is float and 0.0 < self.proxy_value <= 1.0):
             raise ValueError(f"proxy_value must be a number in (0, 1], got {_show(self.proxy_value)}")
         if not (type(self.proxy_eps) is float and 0.0 < self.proxy_eps < 1e-2):
             raise ValueError(f"proxy_eps must be a number in (0, 0.01), got {_show(self.proxy_eps)}")
+        if self.branching is not None:
+            b = self.branching
+            if (not isinstance(b, (tuple, list)) or not b
+                    or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in b)):
+                raise ValueError(f"branching must be None or a non-empty sequence of ints >= 1, got {b!r}")
+            object.__setattr__(self, "branching", tuple(b))  # frozen: normalise a list once
+        if not isinstance(self.replacement, bool):
+            raise ValueError(f"replacement must be a bool, got {self.replacement!r}")
+        method.validate(self)
+
+    @property
+    def max_children(self) -> int:
+        """The most children one drafted node can get under this method."""
+        return get_method(self.method).max_children(self)
 
     @property
     def greedy(self) -> bool:

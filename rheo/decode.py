@@ -121,8 +121,9 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     if not isinstance(config, SpecConfig):
         raise TypeError(f"config must be a rheo.config.SpecConfig, got {type(config).__name__}")
     ids = check_prompt(prompt, max_new_tokens, target.vocab_size, getattr(target, "context_length", None))
-    if config.k > drafter.vocab_size:
-        raise ValueError(f"k={config.k} exceeds the draft vocabulary size {drafter.vocab_size}")
+    if config.max_children > drafter.vocab_size:
+        raise ValueError(f"{config.max_children} children per node (k, or max(branching) of a static tree) "
+                         f"exceed the draft vocabulary size {drafter.vocab_size}")
     stop = eos_set(eos_token_id)
     out = GenerationOutput(tokens=[], accept_lengths=[])
     if max_new_tokens == 0:

@@ -8,6 +8,10 @@ parents are created before children and, within a node, slots are created in
 slot order (leads, sample, fills) - this is what keeps the sample's rank
 independent of its identity (Lemma 1) and the kept set closed under ancestors.
 Temperature never enters here except through the sample's draw.
+
+:func:`build_tree` drafts the tree of any registered method (:mod:`rheo.methods`):
+Top-K and Rheo use :func:`build_dynamic_tree` below with their candidate rules;
+static trees have their own builder (:mod:`rheo.methods.static`).
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from typing import Callable, Optional
 
 import torch
 
-from rheo.candidates import LEAD, SAMPLE, Candidates, select_rheo, select_topk
+from rheo.candidates import LEAD, SAMPLE, Candidates
 from rheo.config import SpecConfig
+from rheo.methods.registry import get_method
 from rheo.models.base import DraftTree, TreeView
 from rheo.probs import draft_distribution
 from rheo.random import RandomSource
@@ -32,10 +37,11 @@ class BuiltTree:
 
     tree:        DraftTree with n kept nodes (root = 0)
     kind:        [n] long, LEAD / SAMPLE / FILL (root: LEAD)
-    sample_prob: [n] float, q~ of a SAMPLE node's token under its parent's residual
+    sample_prob: [n] float, probability a SAMPLE node's token was drawn with (q~ under its
+                 parent's residual; q_i of its sibling rank in a static tree), 0 otherwise
     exp_row:     [n] long, row of the node's own expansion in resid_*, -1 if not expanded
     resid_ids:   [E, S] long target ids of each expansion's support, or None (Top-K)
-    resid_probs: [E, S] float q~ of each expansion, or None (Top-K)
+    resid_probs: [E, S] float q~ (static trees: q_T) of each expansion, or None (Top-K)
     drafted:     number of drafted nodes before pruning (root excluded)
     """
 
@@ -49,18 +55,23 @@ class BuiltTree:
 
 
 def select_candidates(draft_logits: torch.Tensor, cfg: SpecConfig, rng: RandomSource,
-                      draft_to_target: Optional[torch.Tensor]) -> tuple[Candidates, torch.Tensor]:
-    """draft_logits: [f, Vd] -> (Candidates with K slots, support ids [f, S])."""
+                      draft_to_target: Optional[torch.Tensor], layer: int = 0) -> tuple[Candidates, torch.Tensor]:
+    """draft_logits: [f, Vd] -> (Candidates of cfg.method's candidate rule, support ids [f, S])."""
     dist = draft_distribution(draft_logits, cfg.sparse_top, draft_to_target)
-    if cfg.method == "topk":
-        return select_topk(dist, cfg.k), dist.ids
-    return select_rheo(dist, cfg.k, cfg.m, cfg.temperature, rng, cfg.proxy, cfg.proxy_value,
-                       cfg.proxy_eps), dist.ids
+    return get_method(cfg.method).candidates(dist, cfg, rng, layer), dist.ids
 
 
 def build_tree(draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomSource,
                draft_to_target: Optional[torch.Tensor] = None,
                device: torch.device | str = "cpu") -> BuiltTree:
+    """The draft tree of ``cfg.method``, built by its registered tree builder."""
+    return get_method(cfg.method).build(draft_fn, root_token, cfg, rng, draft_to_target, device)
+
+
+def build_dynamic_tree(draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomSource,
+                       draft_to_target: Optional[torch.Tensor] = None,
+                       device: torch.device | str = "cpu") -> BuiltTree:
+    """The EAGLE-2/3 tree (module docstring) with ``cfg.method``'s candidate rule at every node."""
     long = dict(dtype=torch.long, device=device)
     tokens = torch.tensor([root_token], **long)  # [N]
     parents = torch.tensor([-1], **long)  # [N]
@@ -72,7 +83,7 @@ def build_tree(draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomS
     frontier = torch.zeros(1, **long)  # [f]
     for layer in range(cfg.depth):
         logits = draft_fn(TreeView(tokens, parents, depths), frontier)  # [f, Vd]
-        cand, support_ids = select_candidates(logits, cfg, rng, draft_to_target)
+        cand, support_ids = select_candidates(logits, cfg, rng, draft_to_target, layer)
         if scores is None:
             scores = torch.zeros(1, dtype=cand.log_score.dtype, device=device)
             sample_p = torch.zeros(1, dtype=cand.log_score.dtype, device=device)

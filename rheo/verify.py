@@ -1,5 +1,8 @@
 """Tree verification: Top-K point masses, RheoVerification (stochastic-first), greedy.
 
+:func:`verify_tree` runs the verifier registered for ``cfg.method``
+(:mod:`rheo.methods`); this module holds the dynamic-tree verifier of Top-K and Rheo.
+
 One pass walks the accepted path from the root. At each node on it, with ``p`` the
 target distribution at temperature ``T``:
 
@@ -30,6 +33,7 @@ import torch
 
 from rheo.candidates import SAMPLE
 from rheo.config import SpecConfig
+from rheo.methods.registry import get_method
 from rheo.probs import NonFiniteLogitsError, target_probs
 from rheo.random import RandomSource
 from rheo.tree import BuiltTree
@@ -80,12 +84,18 @@ def subtract_draft(r: torch.Tensor, q_tilde: torch.Tensor) -> torch.Tensor:
 
 def verify_tree(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
                 rng: RandomSource) -> VerifyResult:
-    """target_logits: [n, V] (untempered) for the n kept nodes of ``built``."""
+    """target_logits: [n, V] (untempered) for the n kept nodes of ``built``; ``cfg.method``'s verifier."""
     if target_logits.shape[0] != built.tree.num_nodes:
         raise ValueError(f"target logits have {target_logits.shape[0]} rows for {built.tree.num_nodes} nodes")
+    return get_method(cfg.method).verify(built, target_logits, cfg, rng)
+
+
+def verify_dynamic(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
+                   rng: RandomSource) -> VerifyResult:
+    """Top-K / Rheo verification (module docstring). target_logits: [n, V] untempered."""
     index = TreeIndex(built)
     if cfg.greedy:
-        return _walk_greedy(index, target_logits)
+        return walk_greedy(index, target_logits)
     vocab = target_logits.shape[1]
     path, out, n_samples = [0], [], 0
     while True:
@@ -117,7 +127,8 @@ def verify_tree(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
         return VerifyResult(path=path, tokens=out, sample_accepted=n_samples)
 
 
-def _walk_greedy(index: TreeIndex, target_logits: torch.Tensor) -> VerifyResult:
+def walk_greedy(index: TreeIndex, target_logits: torch.Tensor) -> VerifyResult:
+    """T = 0: follow the child equal to the target's argmax; the first miss is the bonus."""
     path, out = [0], []
     while True:
         row = target_logits[path[-1]]

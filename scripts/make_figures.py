@@ -3,7 +3,8 @@
     python scripts/make_figures.py [--results results/runs] [--out results/figures]
 
 m-ablation (tau vs m, Top-K band), temperature study (tau vs T for Top-K and
-Rheo m=0, 1, 2), per-suite bars (tau and speedup), and the theory figure
+Rheo m=0, 1, 2), per-suite bars (tau and speedup), the methods study (tau vs T
+per method, experiment=methods), and the theory figure
 (single-node acceptance, closed form vs Monte-Carlo; cached in <out>/theory/).
 Figures whose runs are absent are skipped, and the script says so; figures left
 in <out> by an earlier run and not drawn now are removed. A results directory
@@ -19,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eval import plots  # noqa: E402
+from eval import methods_study, plots  # noqa: E402
 from eval.analysis import load  # noqa: E402
 from eval.storage import OutputDirError, require_results_dir  # noqa: E402
 from rheo.io import atomic_write, remove_stale_outputs  # noqa: E402
@@ -33,7 +34,7 @@ def make_figures(results: Path, out: Path, theory: bool = True) -> list[Path]:
     df = load(results)
     written = []
     makers = {"m-ablation": plots.m_ablation_figures, "temperature": plots.temperature_figures,
-              "per-suite": plots.suite_bar_figures}
+              "per-suite": plots.suite_bar_figures, "methods": methods_study.methods_figures}
     out.mkdir(parents=True, exist_ok=True)
     for what, make in makers.items():
         figs = make(df) if not df.empty else []

@@ -3,7 +3,8 @@
     python scripts/make_tables.py [--results results/runs] [--out results/tables]
 
 Writes main.md (Top-K vs Rheo m=1 per model x suite), m_ablation.md,
-temperature.md, speed.md (tokens/s and speedup next to AR, `generate` reference),
+temperature.md, methods.md (every method at one node budget, experiment=methods),
+speed.md (tokens/s and speedup next to AR, `generate` reference),
 phases.md (where the time goes, ms per cycle per phase), runs.md (inventory, failures included) and theory.md (Lemma-1
 worked example, closed form vs Monte-Carlo; its Monte-Carlo numbers are cached
 in <out>/theory/). A table whose runs are absent is skipped, and the script
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eval import speed, tables  # noqa: E402
+from eval import methods_study, speed, tables  # noqa: E402
 from eval.analysis import add_variant, load  # noqa: E402
 from eval.storage import OutputDirError, load_results, require_results_dir  # noqa: E402
 from rheo.io import atomic_write_text, remove_stale_outputs  # noqa: E402
@@ -35,7 +36,8 @@ def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path
     df = load(results)
     written = {}
     builders = {"main": tables.main_table, "m_ablation": tables.m_ablation_table,
-                "temperature": tables.temperature_table, "speed": speed.speed_table, "phases": speed.phase_table}
+                "temperature": tables.temperature_table, "methods": methods_study.methods_table,
+                "speed": speed.speed_table, "phases": speed.phase_table}
     for name, build in builders.items():
         text = build(df) if not df.empty else None
         if text is None:

@@ -1,0 +1,345 @@
+"""Static stochastic trees (SpecInfer, RSD) and chain speculative sampling.
+
+The other horn of the paper's dilemma: the topology is fixed in advance and every
+child is *drawn* from the draft distribution, so ordinary recursive rejection
+sampling keeps the output exact.
+
+* **shape** - ``branching = (b1, ..., bd)``: every node at depth i-1 gets b_i
+  children; no pruning, so a tree has b1 + b1*b2 + ... drafted nodes at depth d.
+  :data:`PRESETS` holds ~60-node shapes (the paper's node budget).
+* **drafting** (T > 0) - from ``q_T``, the draft distribution truncated to
+  ``sparse_top`` logits at temperature T (as for every method). Without
+  replacement (RSD, Jeon et al. 2024): sibling i is drawn from ``q_i`` = ``q_T``
+  with siblings 1..i-1 removed and renormalised. With replacement (SpecInfer):
+  ``q_i = q_T`` (siblings may repeat a token; each keeps its own subtree).
+* **verification** (recursive rejection sampling) - at a node on the accepted
+  path, with ``r_1 = p`` (target at T): child i is accepted with
+  ``min(1, r_i(x_i) / q_i(x_i))``; on rejection ``r_{i+1} = max(r_i - q_i, 0) / beta``.
+  If every child is rejected, the bonus is drawn from the last residual. Exact for
+  both schemes *provided each child is verified against the distribution it was
+  drawn from*; without-replacement draws verified as if i.i.d. are lossy (tests).
+* **T = 0** - the children of a node are its top-b_i draft tokens; greedy
+  verification (follow the target's argmax).
+* **chain** - speculative sampling of one drafted sequence (Leviathan et al.;
+  Chen et al. 2023): ``branching = (1,) * depth``.
+
+Host syncs: one per tree layer while drafting (none beyond the drafter's), one
+per verified child.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+from rheo.candidates import LEAD, SAMPLE, Candidates
+from rheo.config import SpecConfig
+from rheo.methods.registry import Method, get_method, register
+from rheo.methods.topk import check_sparse_top
+from rheo.models.base import DraftTree, TreeView
+from rheo.probs import DraftDist, draft_distribution, target_probs, tempered
+from rheo.random import RandomSource
+from rheo.tree import BuiltTree, DraftFn, ancestor_mask
+from rheo.verify import TreeIndex, VerifyResult, residual_draft, subtract_draft, walk_greedy
+
+#: ~60-node shapes for the paper's budget (Top-K / Rheo: R = 60 drafted nodes)
+PRESETS = {
+    "deep60": (4, 2, 1, 1, 1, 1, 1, 1),  # depth 8 like EAGLE's tree: 4 + 8 + 6 * 8 = 60 nodes
+    "wide60": (6, 3, 1, 1),  # Sequoia-like, wider at the top: 6 + 18 + 18 + 18 = 60 nodes
+}
+
+
+def num_nodes(branching: tuple[int, ...]) -> int:
+    """Drafted nodes of the full product shape (root excluded)."""
+    total, width = 0, 1
+    for b in branching:
+        width *= b
+        total += width
+    return total
+
+
+def draw_children(dist: DraftDist, b: int, temperature: float, replacement: bool,
+                  rng: RandomSource) -> Candidates:
+    """dist: [f, S] -> b children per node: tokens [f, b], log_score = log q_i(x_i) ([f, b], -inf
+    where a node has fewer than b drawable tokens), kind SAMPLE (LEAD at T = 0),
+    resid_probs = q_T [f, S] (None at T = 0). Randomness: one categorical draw of [f * b]
+    rows with replacement, b draws of [f] rows (sibling by sibling) without."""
+    n, support = dist.log_q.shape
+    device = dist.ids.device
+    if temperature == 0:
+        slots = min(b, support)
+        return Candidates(tokens=dist.ids[:, :slots], log_score=dist.log_q[:, :slots],
+                          kind=torch.full((n, slots), LEAD, dtype=torch.long, device=device),
+                          resid_probs=None, sample_prob=torch.zeros(n, dtype=dist.log_q.dtype, device=device))
+    q_t = tempered(dist.logits, temperature)  # [f, S]
+    if replacement:
+        pick = rng.categorical(q_t.repeat_interleave(b, dim=0)).view(n, b)  # node-major, sibling-minor
+        prob = q_t.gather(1, pick)  # [f, b]
+    else:
+        avail = q_t.clone()
+        first = torch.zeros_like(q_t)
+        first[:, 0] = 1.0  # a drawable placeholder row for nodes whose support is used up
+        picks, probs = [], []
+        for _ in range(b):
+            mass = avail.sum(-1)  # [f]
+            left = mass > 0
+            pick = rng.categorical(torch.where(left[:, None], avail, first))  # [f]
+            probs.append(torch.where(left, avail.gather(1, pick[:, None])[:, 0] / mass.clamp(min=1e-300), 0.0))
+            picks.append(pick)
+            avail.scatter_(1, pick[:, None], 0.0)
+        pick, prob = torch.stack(picks, 1), torch.stack(probs, 1)  # [f, b]
+    log_score = torch.where(prob > 0, prob.log(), -torch.inf)
+    return Candidates(tokens=dist.ids.gather(1, pick), log_score=log_score,
+                      kind=torch.full((n, b), SAMPLE, dtype=torch.long, device=device), resid_probs=q_t,
+                      sample_prob=torch.zeros(n, dtype=q_t.dtype, device=device))
+
+
+@dataclass(frozen=True)
+class StaticShape:
+    """The candidate rule and tree builder of a static tree whose shape is ``shape(cfg)``."""
+
+    shape: Callable[[SpecConfig], tuple[int, ...]]
+
+    def candidates(self, dist: DraftDist, cfg: SpecConfig, rng: RandomSource, layer: int) -> Candidates:
+        return draw_children(dist, self.shape(cfg)[layer], cfg.temperature, cfg.replacement, rng)
+
+    def build(self, draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomSource,
+              draft_to_target: Optional[torch.Tensor] = None, device: torch.device | str = "cpu") -> BuiltTree:
+        """Every node of a layer is expanded (one drafter call per layer); nothing is pruned."""
+        rule = get_method(cfg.method).candidates
+        long = dict(dtype=torch.long, device=device)
+        tokens, parents = torch.tensor([root_token], **long), torch.tensor([-1], **long)  # [N]
+        depths, kinds = torch.zeros(1, **long), torch.full((1,), LEAD, **long)  # [N]
+        probs: Optional[torch.Tensor] = None  # [N] q_i(x_i) of sampled nodes
+        exp_nodes, exp_ids, exp_probs = [], [], []
+        frontier = torch.zeros(1, **long)  # [f]
+        shape = self.shape(cfg)
+        for layer in range(len(shape)):
+            logits = draft_fn(TreeView(tokens, parents, depths), frontier)  # [f, Vd]
+            dist = draft_distribution(logits, cfg.sparse_top, draft_to_target)
+            cand = rule(dist, cfg, rng, layer)
+            if probs is None:
+                probs = torch.zeros(1, dtype=cand.log_score.dtype, device=device)
+            exp_nodes.append(frontier)
+            exp_ids.append(dist.ids)
+            if cand.resid_probs is not None:
+                exp_probs.append(cand.resid_probs)
+            valid = torch.isfinite(cand.log_score).flatten()  # [f*b]
+            child_kind = cand.kind.flatten()[valid]
+            first = tokens.shape[0]
+            tokens = torch.cat([tokens, cand.tokens.flatten()[valid]])
+            parents = torch.cat([parents, frontier.repeat_interleave(cand.tokens.shape[1])[valid]])
+            depths = torch.cat([depths, torch.full_like(child_kind, layer + 1)])
+            kinds = torch.cat([kinds, child_kind])
+            probs = torch.cat([probs, torch.where(child_kind == SAMPLE, cand.log_score.flatten()[valid].exp(), 0.0)])
+            frontier = torch.arange(first, tokens.shape[0], **long)
+            if frontier.numel() == 0:
+                break
+        exp_row = torch.full((tokens.shape[0],), -1, **long)
+        expanded = torch.cat(exp_nodes)  # [E]
+        exp_row[expanded] = torch.arange(expanded.shape[0], **long)
+        tree = DraftTree(tokens=tokens, parents=parents, depths=depths,
+                         ancestor_mask=ancestor_mask(parents, len(shape)))
+        return BuiltTree(tree=tree, kind=kinds, sample_prob=probs, exp_row=exp_row,
+                         resid_ids=torch.cat(exp_ids) if exp_probs else None,
+                         resid_probs=torch.cat(exp_probs) if exp_probs else None, drafted=tokens.shape[0] - 1)
+
+
+def verify_static(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
+                  rng: RandomSource) -> VerifyResult:
+    """Recursive rejection sampling down the tree (module docstring). target_logits: [n, V]."""
+    if cfg.greedy:
+        return walk_greedy(TreeIndex(built), target_logits)
+    tokens, parents = built.tree.tokens.tolist(), built.tree.parents.tolist()
+    children: list[list[int]] = [[] for _ in parents]  # sibling (draw) order
+    for child in range(1, len(parents)):
+        children[parents[child]].append(child)
+    vocab = target_logits.shape[1]
+    path, out = [0], []
+    while True:
+        node = path[-1]
+        r = target_probs(target_logits[node], cfg.temperature)  # [V]
+        accepted = None
+        if children[node]:
+            q = residual_draft(built, node, vocab, r)  # q_T on [V]; loses each rejected sibling (RSD)
+            for child in children[node]:
+                x = tokens[child]
+                q_i = q if cfg.replacement else q / q.sum()  # [V]
+                if bool(rng.bernoulli((r[x] / q_i[x]).clamp(max=1.0)[None])[0]):
+                    accepted = child
+                    break
+                r = subtract_draft(r, q_i)
+                if not cfg.replacement:
+                    q = q.clone()
+                    q[x] = 0.0
+        if accepted is None:
+            out.append(int(rng.categorical(r[None])[0]))
+            return VerifyResult(path=path, tokens=out, sample_accepted=len(path) - 1)
+        path.append(accepted)
+        out.append(tokens[accepted])
+
+
+def node_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, b: int, temperature: float,
+                    replacement: bool, sparse_top: Optional[int] = None) -> float:
+    """target_probs: [V] (tempered), draft_logits: [V]: probability that one node with b drawn
+    children accepts one of them. With replacement ``1 - prod_i beta_i``; without, the
+    rejection probability is summed over the rejected tokens' ordered draws (exact, V^(b-1))."""
+    p = target_probs.to(torch.float64)
+    dist = draft_distribution(draft_logits.to(torch.float64)[None], sparse_top)
+    ids, logits = dist.ids[0], dist.logits[0]  # [S]
+    if temperature == 0:
+        top = ids[:b][torch.isfinite(logits[:b])]
+        return min(1.0, float(p[top].sum()))
+    q = torch.zeros_like(p).scatter_(0, ids, tempered(logits, temperature))  # q_T on [V]
+
+    def all_rejected(r: torch.Tensor, avail: torch.Tensor, left: int) -> float:
+        q_i = avail / avail.sum()
+        excess = (q_i - r).clamp(min=0)  # P(draw x and reject it)
+        beta = float((r - q_i).clamp(min=0).sum())
+        if left == 1 or beta <= 0:
+            return beta
+        r_next = (r - q_i).clamp(min=0) / beta
+        if replacement:
+            return beta * all_rejected(r_next, avail, left - 1)
+        total = 0.0
+        for x in torch.nonzero(excess > 0).flatten().tolist():
+            rest = avail.clone()
+            rest[x] = 0.0
+            if float(rest.sum()) > 0:
+                total += float(excess[x]) * all_rejected(r_next, rest, left - 1)
+            else:  # support used up: no later sibling exists, the bonus follows
+                total += float(excess[x])
+        return total
+
+    return min(1.0, max(0.0, 1.0 - all_rejected(p, q, b)))
+
+
+# ------------------------------------------------------------------ plain reference twins
+def reference_build_static_tree(draft_fn: DraftFn, root_token: int, shape: tuple[int, ...], cfg: SpecConfig,
+                                rng: RandomSource, draft_to_target: Optional[torch.Tensor] = None) -> dict:
+    """StaticShape.build of the tree ``shape`` with Python lists, node by node; same randomness.
+    Returns the tree as lists: tokens, parents, depths, kinds, sample_prob."""
+    nodes = [dict(token=root_token, parent=-1, depth=0, kind=LEAD, prob=0.0)]
+    frontier = [0]
+    for layer, b in enumerate(shape):
+        view = TreeView(*(torch.tensor([n[k] for n in nodes]) for k in ("token", "parent", "depth")))
+        rows = draft_fn(view, torch.tensor(frontier)).to(torch.float64).tolist()
+        support = [sorted(range(len(r)), key=lambda i: (-r[i], i))[: cfg.sparse_top] for r in rows]
+        drawn = _reference_draws([[r[i] for i in s] for r, s in zip(rows, support)], b, cfg, rng)
+        new = []
+        for parent, sup, kids in zip(frontier, support, drawn):
+            for slot, prob in kids:
+                token = sup[slot] if draft_to_target is None else int(draft_to_target[sup[slot]])
+                nodes.append(dict(token=token, parent=parent, depth=layer + 1,
+                                  kind=LEAD if cfg.greedy else SAMPLE, prob=prob))
+                new.append(len(nodes) - 1)
+        frontier = new
+        if not frontier:
+            break
+    return dict(tokens=[n["token"] for n in nodes], parents=[n["parent"] for n in nodes],
+                depths=[n["depth"] for n in nodes], kinds=[n["kind"] for n in nodes],
+                sample_prob=[n["prob"] for n in nodes])
+
+
+def _reference_draws(logits: list[list[float]], b: int, cfg: SpecConfig,
+                     rng: RandomSource) -> list[list[tuple[int, float]]]:
+    """logits: per node, its support's draft logits (sorted). Per node, its children as
+    (support slot, probability it was drawn with)."""
+    if cfg.greedy:
+        return [[(s, 0.0) for s in range(min(b, len(row))) if row[s] > -float("inf")] for row in logits]
+    q_t = [tempered(torch.tensor(row, dtype=torch.float64), cfg.temperature).tolist() for row in logits]
+    if cfg.replacement:
+        picks = rng.categorical(torch.tensor([q for q in q_t for _ in range(b)], dtype=torch.float64)).tolist()
+        return [[(picks[i * b + j], q_t[i][picks[i * b + j]]) for j in range(b)] for i in range(len(q_t))]
+    avail = [list(q) for q in q_t]
+    out: list[list[tuple[int, float]]] = [[] for _ in q_t]
+    for _ in range(b):
+        rows = [a if sum(a) > 0 else [1.0] + [0.0] * (len(a) - 1) for a in avail]
+        picks = rng.categorical(torch.tensor(rows, dtype=torch.float64)).tolist()
+        for node, (a, s) in enumerate(zip(avail, picks)):
+            if sum(a) > 0:
+                out[node].append((s, a[s] / sum(a)))
+                a[s] = 0.0
+    return out
+
+
+def reference_verify_static(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
+                            rng: RandomSource) -> VerifyResult:
+    """verify_static with Python lists, child by child."""
+    tokens, parents = built.tree.tokens.tolist(), built.tree.parents.tolist()
+    path, out = [0], []
+    while True:
+        node = path[-1]
+        kids = [c for c in range(len(parents)) if parents[c] == node]
+        r = target_probs(target_logits[node], cfg.temperature).tolist()
+        if cfg.greedy:
+            y = max(range(len(r)), key=lambda i: (r[i], -i))
+            hit = [c for c in kids if tokens[c] == y]
+            if not hit:
+                return VerifyResult(path=path, tokens=out + [y], sample_accepted=0)
+            path.append(hit[0])
+            out.append(y)
+            continue
+        q = [0.0] * len(r)
+        if kids:
+            row = int(built.exp_row[node])
+            for tok, w in zip(built.resid_ids[row].tolist(), built.resid_probs[row].tolist()):
+                q[tok] = w
+        accepted = None
+        for c in kids:
+            x = tokens[c]
+            q_i = q if cfg.replacement else [v / sum(q) for v in q]
+            if bool(rng.bernoulli(torch.tensor([min(1.0, r[x] / q_i[x])], dtype=torch.float64))[0]):
+                accepted = c
+                break
+            left = [max(a - b, 0.0) for a, b in zip(r, q_i)]
+            r = [v / sum(left) for v in left] if sum(left) > 0 else r
+            if not cfg.replacement:
+                q[x] = 0.0
+        if accepted is None:
+            y = int(rng.categorical(torch.tensor([r], dtype=torch.float64))[0])
+            return VerifyResult(path=path, tokens=out + [y], sample_accepted=len(path) - 1)
+        path.append(accepted)
+        out.append(tokens[accepted])
+
+
+# ------------------------------------------------------------------ registration
+def _validate_static(cfg: SpecConfig) -> None:
+    if cfg.branching is None:
+        raise ValueError("branching is required for method='static', e.g. branching="
+                         f"{PRESETS['deep60']} ({num_nodes(PRESETS['deep60'])} nodes)")
+    check_sparse_top(cfg, max(cfg.branching), "max(branching)")
+
+
+def _static_label(row) -> str:
+    shape = ",".join(str(int(b)) for b in row.branching)
+    return f"static {'specinfer' if row.replacement else 'rsd'} ({shape})"
+
+
+def _static_pretty(variant: str) -> str:
+    _, rule, shape = variant.split(" ", 2)
+    return f"{'SpecInfer' if rule == 'specinfer' else 'RSD'} {shape}"
+
+
+def _acceptance(shape: Callable[[SpecConfig], tuple[int, ...]]):
+    def acceptance(target_probs, draft_logits, cfg: SpecConfig) -> float:
+        return node_acceptance(target_probs, draft_logits, shape(cfg)[0], cfg.temperature, cfg.replacement,
+                               cfg.sparse_top)
+    return acceptance
+
+
+STATIC_SHAPE = StaticShape(shape=lambda cfg: cfg.branching)
+CHAIN_SHAPE = StaticShape(shape=lambda cfg: (1,) * cfg.depth)
+
+STATIC = register(Method(
+    name="static", display="Static", kind="static", candidates=STATIC_SHAPE.candidates, build=STATIC_SHAPE.build,
+    verify=verify_static, fields=("branching", "replacement", "sparse_top"), validate=_validate_static,
+    max_children=lambda cfg: max(cfg.branching), label=_static_label, pretty=_static_pretty,
+    acceptance=_acceptance(STATIC_SHAPE.shape)))
+
+CHAIN = register(Method(
+    name="chain", display="Chain", kind="static", candidates=CHAIN_SHAPE.candidates, build=CHAIN_SHAPE.build,
+    verify=verify_static, fields=("depth", "sparse_top"), max_children=lambda cfg: 1,
+    label=lambda row: f"chain d={int(row.depth)}", acceptance=_acceptance(CHAIN_SHAPE.shape)))
