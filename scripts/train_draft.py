@@ -140,6 +140,8 @@ def main() -> None:
     ap.add_argument("--warm-start", default="", help="head dir to copy fc/midlayer from")
     ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/state.pt")
     ap.add_argument("--features-only", action="store_true")
+    ap.add_argument("--first-sequences", type=int, default=0,
+                    help="train and evaluate on the corpus's first N sequences only (0 = all)")
     ap.add_argument("--shard-features", default=".cache/draft_corpus/shards",
                     help="generation shards whose kept features are imported instead of recomputed")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (a smoke test)")
@@ -164,8 +166,9 @@ def main() -> None:
     target = target.float()
     if args.features_only:
         return
-    held = np.flatnonzero(corpus.held_out)[: args.eval_sequences]
-    train_ids = np.flatnonzero(~corpus.held_out)
+    first = args.first_sequences or len(corpus)
+    held = np.flatnonzero(corpus.held_out[:first])[: args.eval_sequences]
+    train_ids = np.flatnonzero(~corpus.held_out[:first])
     lengths = corpus.lengths()
 
     state_path = run_dir / "state.pt"
@@ -173,7 +176,7 @@ def main() -> None:
     draft_ids = resume["draft_ids"] if resume else draft_vocab(corpus, args.draft_vocab)
     head = init_head(target, draft_ids, "" if resume else args.warm_start)
     in_vocab = head.t2d.clone()
-    cov = coverage(cache, np.flatnonzero(corpus.held_out), in_vocab)
+    cov = coverage(cache, np.flatnonzero(corpus.held_out[:first]), in_vocab)
     embed = target.model.embed_tokens
     w_draft = target.lm_head.weight.detach()[draft_ids].float()  # [Vd, H]
     head.lm_head.weight.requires_grad_(False)
