@@ -37,10 +37,10 @@ from rheo.training.eagle3_train import batch_from_sequences, ttt_forward
 from rheo.training.features import FeatureCache, build_features, import_shard_features, length_batches
 
 
-def draft_vocab(corpus, size: int) -> torch.Tensor:
+def draft_vocab(corpus, train_ids: np.ndarray, size: int) -> torch.Tensor:
     """[size] long, ascending: most frequent training-response tokens (ties: lower id)."""
     counts = np.zeros(2**16, dtype=np.int64)
-    for s in np.flatnonzero(~corpus.held_out):
+    for s in train_ids:
         seq = corpus.sequence(s)
         np.add.at(counts, seq[corpus.resp_start[s]:].astype(np.int64), 1)
     ranked = np.lexsort((np.arange(len(counts)), -counts))[:size]
@@ -173,7 +173,7 @@ def main() -> None:
 
     state_path = run_dir / "state.pt"
     resume = torch.load(state_path, weights_only=False) if args.resume and state_path.exists() else None
-    draft_ids = resume["draft_ids"] if resume else draft_vocab(corpus, args.draft_vocab)
+    draft_ids = resume["draft_ids"] if resume else draft_vocab(corpus, train_ids, args.draft_vocab)
     head = init_head(target, draft_ids, "" if resume else args.warm_start)
     in_vocab = head.t2d.clone()
     cov = coverage(cache, np.flatnonzero(corpus.held_out[:first]), in_vocab)
