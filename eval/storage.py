@@ -63,6 +63,8 @@ COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
 #: (turns_sha: hash of the item's turns, eval.data.Item.turns_sha; device_name and later: phase timings)
 OPTIONAL_COLUMNS = frozenset(COLUMNS[COLUMNS.index("device_name"):]) | {"turns_sha"}
+#: method-specific columns a row takes from its config key (rheo.methods: a static tree's branching)
+LATER_COLUMNS = ("branching", "replacement")
 
 
 class OutputDirError(RuntimeError):
