@@ -225,8 +225,10 @@ def test_makefile_quotes_paths():
     if shutil.which("make") is None:
         pytest.skip("make not installed")
     runs, tables, figures = "/data/my runs", "/data/my tables", "/data/my figures"
-    done = subprocess.run(["make", "-n", "tables", "figures", "smoke", f"RESULTS={runs}", f"TABLES={tables}",
-                           f"FIGURES={figures}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}  # under `make test`
+    done = subprocess.run(["make", "--no-print-directory", "-n", "tables", "figures", "smoke", f"RESULTS={runs}",
+                           f"TABLES={tables}", f"FIGURES={figures}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     commands = [shlex.split(line) for line in done.stdout.splitlines() if line.strip()]
     assert ["--results", runs, "--out", tables] == commands[0][-4:]
