@@ -33,6 +33,8 @@ from rheo.training.prompts import KINDS
 
 def held_out_prompts(n: int, corpus: str) -> list[tuple[str, list[int]]]:
     """(kind, chat-formatted prompt ids) of the first n distinct held-out first-turn prompts."""
+    if n <= 0:
+        return []
     c = load_corpus(corpus)
     out, seen = [], set()
     for s in np.flatnonzero(c.held_out):
