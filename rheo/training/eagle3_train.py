@@ -1,4 +1,4 @@
-"""EAGLE-3 training pieces: draft vocabulary, soft targets, and the training-time test.
+"""EAGLE-3 training pieces: batches with soft targets, and the training-time test.
 
 Terms. A *pair* j of a sequence x_0..x_{N-1} is (f_j, x_{j+1}) where f_j is the
 fused target feature at position j; the head's step-1 output at pair j predicts
@@ -15,31 +15,12 @@ itself). Only pairs j >= k-1 are valid at step k.
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Dict, List, Sequence
+from typing import Dict, List
 
 import torch
 from torch import nn
 
 from rheo.models.eagle3_head import Eagle3Head, attend
-
-
-def choose_draft_vocab(samples: Sequence[Dict], vocab_size: int, draft_vocab_size: int) -> torch.Tensor:
-    """Most frequent target ids (response tokens first, then prompt tokens, then lowest ids).
-
-    Returns [draft_vocab_size] long, sorted ascending (so ``d2t`` offsets are >= 0).
-    """
-    resp, prompt = Counter(), Counter()
-    for s in samples:
-        ids = s["input_ids"].tolist()
-        resp.update(ids[s["resp_start"] :])
-        prompt.update(ids[: s["resp_start"]])
-    ranked = [t for t, _ in sorted(resp.items(), key=lambda kv: (-kv[1], kv[0]))]
-    seen = set(ranked)
-    ranked += [t for t, _ in sorted(prompt.items(), key=lambda kv: (-kv[1], kv[0])) if t not in seen]
-    seen = set(ranked)
-    ranked += [t for t in range(vocab_size) if t not in seen]
-    return torch.tensor(sorted(ranked[:draft_vocab_size]), dtype=torch.long)
 
 
 def ttt_mask(num_pairs: int, step: int) -> torch.Tensor:
@@ -49,48 +30,6 @@ def ttt_mask(num_pairs: int, step: int) -> torch.Tensor:
     for i in range(2, step + 1):
         blocks.append(j[None, :] == j[:, None] - (step - i))  # one ancestor key per deeper step
     return torch.cat(blocks, dim=1)
-
-
-@torch.no_grad()
-def soft_targets(final: torch.Tensor, lm_head_weight: torch.Tensor, draft_ids: torch.Tensor, chunk: int = 512):
-    """final: [N, Ht] target last hidden; lm_head_weight: [V, Ht]; draft_ids: [Vd].
-
-    Returns (draft_logprobs [N, Vd] fp16 restricted to the draft vocab, target_argmax [N] long over the full vocab).
-    """
-    logp, argmax = [], []
-    w_d = lm_head_weight[draft_ids]
-    for a in range(0, final.shape[0], chunk):
-        f = final[a : a + chunk].float()
-        argmax.append((f @ lm_head_weight.T).argmax(-1))
-        logp.append(torch.log_softmax(f @ w_d.T, dim=-1).half())
-    return torch.cat(logp), torch.cat(argmax)
-
-
-def make_batch(samples: List[Dict], embed: nn.Embedding, min_resp_offset: int = 2) -> Dict[str, torch.Tensor]:
-    """Pad a list of prepared samples into pair tensors.
-
-    Each sample needs input_ids [N], features [N, F], logp [N, Vd], argmax [N], resp_start.
-    Returns feats [B, M, F], embeds [B, M, H], logp [B, M, Vd], argmax [B, M], valid [B, M] bool
-    with M = max(N) - 1. ``valid`` marks pairs whose predicted token is a response token.
-    """
-    m = max(len(s["input_ids"]) for s in samples) - 1
-    b, f_dim, vd = len(samples), samples[0]["features"].shape[1], samples[0]["logp"].shape[1]
-    feats = torch.zeros(b, m, f_dim)
-    toks = torch.zeros(b, m, dtype=torch.long)
-    logp = torch.zeros(b, m, vd)
-    argmax = torch.zeros(b, m, dtype=torch.long)
-    valid = torch.zeros(b, m, dtype=torch.bool)
-    for i, s in enumerate(samples):
-        n = len(s["input_ids"])
-        feats[i, : n - 1] = s["features"][: n - 1].float()
-        toks[i, : n - 1] = s["input_ids"][1:].long()
-        logp[i, : n - 1] = s["logp"][1:].float()
-        argmax[i, : n - 1] = s["argmax"][1:]
-        lo = max(s["resp_start"] - min_resp_offset, 0)
-        valid[i, lo : n - 2] = True  # pair j predicts x_{j+2}; needs j + 2 <= N - 1
-    with torch.no_grad():
-        embeds = embed(toks)
-    return dict(feats=feats, embeds=embeds, logp=logp, argmax=argmax, valid=valid)
 
 
 def ttt_steps(head: Eagle3Head, feats: torch.Tensor, embeds: torch.Tensor, steps: int,
