@@ -54,6 +54,7 @@ MAIN_ITEMS ?= 24
 ITEMS ?= 8
 SEEDS ?= 0
 MAX_NEW ?= 128
+STUDY_MAX_NEW ?= 64
 STUDY_TEMPS ?= 0,0.5
 TAU_DTYPE ?= bfloat16
 SPEED_DTYPE ?= bfloat16
@@ -69,7 +70,7 @@ FULL_SEEDS ?= 0,1,2
 FULL_MAX_NEW ?= 1024
 FULL_TEMPS ?= 0,0.25,0.5,0.75,1.0
 RUN := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(RESULTS)"
-TAU := $(RUN) dtype=$(TAU_DTYPE) seed=$(SEEDS) max_new_tokens=$(MAX_NEW) num_threads=$(THREADS)
+TAU := $(RUN) dtype=$(TAU_DTYPE) seed=$(SEEDS) num_threads=$(THREADS)
 # speed rows live in their own directory: a method row timed next to its AR must never be a tau row
 # (same config hash) that was timed while the other tau job shared the cores
 SPEED_RESULTS ?= results/speed
@@ -89,12 +90,12 @@ LOGS = hydra.sweep.dir=multirun/reproduce-$(STAMP)
 STAMP := $(shell date +%Y%m%d-%H%M%S)
 
 reproduce-tau: ## the tau experiments only (main table, m ablation, temperature study), two one-thread jobs in parallel
-	( $(TAU) experiment=main_table method=topk limit=$(MAIN_ITEMS) $(LOGS)-a1 && \
-	  $(TAU) experiment=m_ablation method=rheo method.m=0 limit=$(ITEMS) $(LOGS)-a2 && \
-	  $(TAU) experiment=temperature method=topk,rheo method.m=0 temperature=$(STUDY_TEMPS) limit=$(ITEMS) $(LOGS)-a3 ) & a=$$!; \
-	( $(TAU) experiment=main_table method=rheo method.m=1 limit=$(MAIN_ITEMS) $(LOGS)-b1 && \
-	  $(TAU) experiment=m_ablation method=rheo method.m=2,3 limit=$(ITEMS) $(LOGS)-b2 && \
-	  $(TAU) experiment=temperature method=rheo method.m=1 temperature=$(STUDY_TEMPS) limit=$(ITEMS) $(LOGS)-b3 ); b=$$?; \
+	( $(TAU) experiment=main_table method=topk limit=$(MAIN_ITEMS) max_new_tokens=$(MAX_NEW) $(LOGS)-a1 && \
+	  $(TAU) experiment=m_ablation method=topk,rheo method.m=0 limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-a2 && \
+	  $(TAU) experiment=temperature method=topk,rheo method.m=0 temperature=$(STUDY_TEMPS) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-a3 ) & a=$$!; \
+	( $(TAU) experiment=main_table method=rheo method.m=1 limit=$(MAIN_ITEMS) max_new_tokens=$(MAX_NEW) $(LOGS)-b1 && \
+	  $(TAU) experiment=m_ablation method=rheo method.m=1,2,3 limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-b2 && \
+	  $(TAU) experiment=temperature method=rheo method.m=1 temperature=$(STUDY_TEMPS) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-b3 ); b=$$?; \
 	wait $$a; a=$$?; test $$a -eq 0 -a $$b -eq 0
 
 reproduce-speed: ## the speed experiment only, alone: paper tree (+ tuned trees if present), AR paired, generate reference
