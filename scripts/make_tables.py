@@ -5,7 +5,8 @@
 Writes main.md (Top-K vs Rheo m=1 per model x suite), m_ablation.md,
 temperature.md, methods.md (every method at one node budget, experiment=methods),
 speed.md (tokens/s and speedup next to AR, `generate` reference),
-phases.md (where the time goes, ms per cycle per phase), runs.md (inventory, failures included) and theory.md (Lemma-1
+phases.md (where the time goes, ms per cycle per phase), agreement.md (T=0 output vs our AR:
+identity in fp32, agreement rate in bf16), runs.md (inventory, failures included) and theory.md (Lemma-1
 worked example, closed form vs Monte-Carlo; its Monte-Carlo numbers are cached
 in <out>/theory/). A table whose runs are absent is skipped, and the script
 says so; a copy of it left in <out> by an earlier run is removed, so that every
@@ -27,7 +28,8 @@ from eval.analysis import add_variant, load  # noqa: E402
 from eval.storage import OutputDirError, load_results, require_results_dir  # noqa: E402
 from rheo.io import atomic_write_text, remove_stale_outputs  # noqa: E402
 
-RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "runs.md")
+RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "methods.md", "speed.md", "phases.md",
+                 "agreement.md", "runs.md")
 
 
 def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path]:
@@ -37,7 +39,8 @@ def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path
     written = {}
     builders = {"main": tables.main_table, "m_ablation": tables.m_ablation_table,
                 "temperature": tables.temperature_table, "methods": methods_study.methods_table,
-                "speed": speed.speed_table, "phases": speed.phase_table}
+                "speed": speed.speed_table, "phases": speed.phase_table,
+                "agreement": speed.agreement_table}
     for name, build in builders.items():
         text = build(df) if not df.empty else None
         if text is None:

@@ -48,7 +48,7 @@ def test_speedup_pairs_each_row_with_its_own_ar_row(synthetic):
 
 def test_tables_and_figures_from_parquet(synthetic, tmp_path, capsys):
     written = make_tables(synthetic, tmp_path / "tables", theory=False)
-    assert set(written) == {"main", "m_ablation", "temperature", "speed", "runs"}  # no phase columns: no phases.md
+    assert set(written) == {"main", "m_ablation", "temperature", "speed", "agreement", "runs"}  # no phase columns: no phases.md
     assert "AR tok/s (paired)" in written["speed"].read_text() and "Rheo m=1" in written["speed"].read_text()
     main = written["main"].read_text()
     assert "τ Top-K" in main and "Δτ (paired)" in main and "**pooled**" in main and "mt_bench" in main
@@ -162,3 +162,31 @@ def plt_figure():
     from eval.plots import plt
 
     return plt.figure()
+
+
+def test_agreement_table_counts_tokens_before_the_first_divergence():
+    from eval.speed import agreement_table, first_divergence
+
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 2, 3], [1, 9, 3]) == 1
+    assert first_divergence([1, 2, 3], [1, 2]) == 2
+
+    def row(method, item, turn, tokens, chash, paired=None, t=0.0):
+        return {"model": "m", "device": "cpu", "dtype": "bfloat16", "max_new_tokens": 8, "dataset": "mt_bench",
+                "item_id": item, "turn": turn, "seed": 0, "temperature": t, "method": method,
+                "variant": method, "k": None if method == "ar" else 4, "depth": 3, "tree_size": 6,
+                "sparse_top": 128, "output_tokens": tokens, "config_hash": chash, "paired_with": paired}
+
+    ar0, ar1 = [1, 2, 3, 4], [5, 6, 7, 8]
+    rows = [row("ar", 0, 0, ar0, "a", paired="t"), row("ar", 0, 1, ar1, "a", paired="t"),
+            row("topk", 0, 0, [1, 2, 3, 4], "t"), row("topk", 0, 1, [5, 6, 0, 0], "t"),  # turn 2 parts at 2
+            row("ar", 1, 0, ar0, "a", paired="t"), row("ar", 1, 1, ar1, "a", paired="t"),
+            row("topk", 1, 0, [1, 9, 9, 9], "t"), row("topk", 1, 1, ar1, "t"),  # turn 1 differs: turn 2 skipped
+            row("topk", 2, 0, [1, 2, 3, 4], "t", t=1.0)]  # T>0: not compared
+    text = agreement_table(pd.DataFrame(rows))
+    line = next(ln for ln in text.splitlines() if ln.startswith("| Top-K") or ln.startswith("| topk"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    # compared: item 0 turns 0 and 1, item 1 turn 0 -> 3 outputs, 1 identical; agree = 4 + 2 + 1 of 12
+    assert cells[2:5] == ["3", "1/3", f"{7 / 12:.3f}"]
+    assert cells[5] == "1 / 1.5"
+    assert agreement_table(pd.DataFrame([r for r in rows if r["method"] != "ar"])) is None
