@@ -34,7 +34,7 @@ from rheo.placement import DTYPES as PLACEMENT_DTYPES
 
 DTYPES = PLACEMENT_DTYPES
 METHODS = ("topk", "rheo m=1")
-DEFAULT_SHAPES = "4x4x8,6x4x12,6x5x16,8x5x20,8x6x24,8x6x32,10x6x40,10x8x48,10x8x60"
+DEFAULT_SHAPES = "2x2x2,3x2x4,4x3x6,4x4x8,6x4x12,6x5x16,8x6x24,10x8x60"
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
