@@ -139,7 +139,7 @@ corpus: ## regenerate the draft-head training corpus (SmolLM2 answers offline pr
 	$(PY) scripts/pack_corpus.py --shards .cache/draft_corpus/shards --out data/draft_corpus
 
 train-head: ## target features (cached in .cache/) + EAGLE-3 head training on the committed corpus; resumable (RESUME=1)
-	OMP_NUM_THREADS=1 $(PY) scripts/train_draft.py --out "$(HEAD_OUT)" --epochs $(HEAD_EPOCHS) \
+	OMP_NUM_THREADS=1 $(PY) scripts/train_draft.py --out "$(HEAD_OUT)" --epochs $(HEAD_EPOCHS) --device $(DEVICE) \
 	  --warm-start rheo/assets/eagle3_smollm2_135m_small $(if $(RESUME),--resume,)
 
 eval-head: ## tau of a head (HEAD=dir) on 16 held-out corpus prompts + 2 items per benchmark suite, paper tree
@@ -177,6 +177,38 @@ gpu-check: ## the GPU path checked and timed: fp32 greedy identity, bf16 agreeme
 
 gpu-reference: ## the CPU reference (fp32, T=0 tokens and tau) of gpu-check's tau parity -> results/gpu/cpu_reference.json
 	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out $(GPU_OUT) --make-reference $(GPU_ARGS)
+
+# ---------------------------------------------------------------- draft head on a lent GPU (issue 10)
+# After gpu-setup (above), back to back, each in one call (the run folder HEAD_GPU_DIR is an ignored
+# build output, kept while the machine stays warm; what comes back is under GPU_OUT):
+#   make gpu-corpus GPU_PY=python3 GPU_OUT=$OUT/head       generate HEAD_GPU_TOKENS response tokens, pack -> GPU_OUT/draft_corpus
+#   make gpu-train-head GPU_PY=python3 GPU_OUT=$OUT/head   features + HEAD_GPU_EPOCHS epochs (<= HEAD_GPU_MINUTES) -> GPU_OUT/head
+# Then here: copy the corpus to data/draft_corpus and the head to rheo/assets/eagle3_smollm2_135m, `make eval-head`.
+# CPU rehearsal (minutes): make gpu-corpus gpu-train-head DEVICE=cpu HEAD_GPU_DIR=/tmp/hg GPU_OUT=/tmp/hg/out \
+#   HEAD_GPU_TOKENS=300 HEAD_GPU_BATCH=4 GEN_ARGS="--max-new-tokens 16 --passes a" TRAIN_ARGS="--max-steps 2 --eval-sequences 4"
+HEAD_GPU_DIR ?= $(GPU_BUNDLE)/head_run
+HEAD_GPU_TOKENS ?= 1500000
+HEAD_GPU_BATCH ?= 256
+HEAD_GPU_EPOCHS ?= 8
+HEAD_GPU_MINUTES ?= 7
+GEN_ARGS ?=
+TRAIN_ARGS ?=
+
+.PHONY: gpu-corpus gpu-train-head
+gpu-corpus: DEVICE = cuda
+gpu-corpus: ## on a lent GPU: the draft-head corpus (gen_corpus --device cuda) -> HEAD_GPU_DIR, packed copy in GPU_OUT/draft_corpus
+	$(GPU_ENV) $(GPU_PY) scripts/gen_corpus.py --device $(DEVICE) --batch $(HEAD_GPU_BATCH) \
+	  --target-tokens $(HEAD_GPU_TOKENS) --out "$(HEAD_GPU_DIR)/shards" $(GEN_ARGS)
+	$(GPU_ENV) $(GPU_PY) scripts/pack_corpus.py --shards "$(HEAD_GPU_DIR)/shards" --out "$(HEAD_GPU_DIR)/draft_corpus"
+	mkdir -p "$(GPU_OUT)" && cp -r "$(HEAD_GPU_DIR)/draft_corpus" "$(GPU_OUT)/"
+
+gpu-train-head: DEVICE = cuda
+gpu-train-head: ## on a lent GPU, after gpu-corpus: features + EAGLE-3 training (train_draft --device cuda) -> GPU_OUT/head
+	$(GPU_ENV) $(GPU_PY) scripts/train_draft.py --device $(DEVICE) --corpus "$(HEAD_GPU_DIR)/draft_corpus" \
+	  --features "$(HEAD_GPU_DIR)/features" --shard-features "$(HEAD_GPU_DIR)/shards" --run-dir "$(HEAD_GPU_DIR)/train" \
+	  --out "$(GPU_OUT)/head" --epochs $(HEAD_GPU_EPOCHS) --minutes $(HEAD_GPU_MINUTES) \
+	  --warm-start rheo/assets/eagle3_smollm2_135m $(TRAIN_ARGS)
+	cp "$(HEAD_GPU_DIR)/train/metrics.jsonl" "$(HEAD_GPU_DIR)/train/info.json" "$(GPU_OUT)/head/"
 
 .PHONY: methods
 methods: ## every method at the paper's node budget (Top-K, Rheo m=1, RSD, SpecInfer, chain; T=0 and 1), ITEMS/SEEDS/MAX_NEW as above; then tables+figures

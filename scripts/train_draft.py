@@ -14,6 +14,10 @@ Pipeline (each stage resumable; nothing here reads the benchmarks):
    ``<run-dir>/metrics.jsonl``; the head is exported (fp16, official layout) to ``--out``.
 
     python scripts/train_draft.py --run-dir .cache/train_head --out .cache/head_new --epochs 1
+
+``--device cuda`` runs feature extraction and training on a GPU (the same code: tensors are
+built on the host and moved; bf16 autocast on either device). ``--resume`` is bit-exact on
+CPU; on CUDA it continues from the same data position, with CUDA's own kernel nondeterminism.
 """
 
 from __future__ import annotations
@@ -59,7 +63,9 @@ def coverage(cache: FeatureCache, held: np.ndarray, in_vocab: torch.Tensor) -> f
 
 
 def init_head(target, draft_ids: torch.Tensor, warm_start: str) -> Eagle3Head:
-    """Head shaped like one target layer; lm_head/norm = the target's (draft rows).
+    """Head shaped like one target layer, on the host; lm_head/norm = the target's (draft rows).
+
+    draft_ids: [Vd] long on the host; ``target`` may sit on any device.
 
     ``warm_start``: a head dir whose fc / midlayer weights are copied (its draft vocabulary
     may differ: lm_head rows always come from the target)."""
@@ -76,7 +82,7 @@ def init_head(target, draft_ids: torch.Tensor, warm_start: str) -> Eagle3Head:
         head.d2t.copy_(draft_ids - torch.arange(len(draft_ids)))
         head.t2d.zero_()
         head.t2d[draft_ids] = True
-        head.lm_head.weight.copy_(target.lm_head.weight[draft_ids])
+        head.lm_head.weight.copy_(target.lm_head.weight[draft_ids.to(target.lm_head.weight.device)])
         head.norm.weight.copy_(target.model.norm.weight)
         if warm_start:
             from safetensors.torch import load_file
@@ -96,9 +102,9 @@ def evaluate(head, embed, cache, held, steps, in_vocab, w_draft, max_tokens):
     lengths = cache.corpus.lengths()
     for b in length_batches(lengths, sorted(held, key=lambda s: lengths[s]), max_tokens):
         batch = batch_from_sequences([cache.sequence(s) for s in b], embed, w_draft)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(w_draft.device.type, dtype=torch.bfloat16):
             _, st = ttt_forward(head, batch, steps, in_vocab)
-        tot += st.float()
+        tot += st.float().cpu()
     head.train()
     return (tot[:, 0] / tot[:, 1].clamp_min(1)).tolist()
 
@@ -137,6 +143,7 @@ def main() -> None:
     ap.add_argument("--eval-sequences", type=int, default=120)
     ap.add_argument("--ckpt-minutes", type=float, default=10.0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda[:i]: where features are computed and the head trains")
     ap.add_argument("--warm-start", default="", help="head dir to copy fc/midlayer from")
     ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/state.pt")
     ap.add_argument("--features-only", action="store_true")
@@ -148,6 +155,9 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=0.0,
                     help="wall budget: after 25 steps the cosine schedule is shortened to fit it (saved for --resume)")
     args = ap.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: CUDA is not available here (torch {torch.__version__})")
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     run_dir = Path(args.run_dir)
@@ -162,8 +172,8 @@ def main() -> None:
     if args.shard_features and Path(args.shard_features).is_dir() and not cache.done.all():
         print(f"imported features of {import_shard_features(cache, args.shard_features)} sequences", flush=True)
     if not cache.done.all():
-        build_features(target, cache)
-    target = target.float()
+        build_features(target.to(device), cache)
+    target = target.float().to(device)
     if args.features_only:
         return
     first = args.first_sequences or len(corpus)
@@ -172,13 +182,15 @@ def main() -> None:
     lengths = corpus.lengths()
 
     state_path = run_dir / "state.pt"
-    resume = torch.load(state_path, weights_only=False) if args.resume and state_path.exists() else None
+    resume = (torch.load(state_path, weights_only=False, map_location=device)
+              if args.resume and state_path.exists() else None)
     draft_ids = resume["draft_ids"] if resume else draft_vocab(corpus, train_ids, args.draft_vocab)
-    head = init_head(target, draft_ids, "" if resume else args.warm_start)
-    in_vocab = head.t2d.clone()
-    cov = coverage(cache, np.flatnonzero(corpus.held_out[:first]), in_vocab)
+    draft_ids = draft_ids.cpu()
+    head = init_head(target, draft_ids, "" if resume else args.warm_start).to(device)  # built on the host
+    in_vocab = head.t2d.clone()  # [V] bool, on the device
+    cov = coverage(cache, np.flatnonzero(corpus.held_out[:first]), in_vocab.cpu())
     embed = target.model.embed_tokens
-    w_draft = target.lm_head.weight.detach()[draft_ids].float()  # [Vd, H]
+    w_draft = target.lm_head.weight.detach()[draft_ids.to(device)].float()  # [Vd, H], on the device
     head.lm_head.weight.requires_grad_(False)
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
@@ -193,7 +205,9 @@ def main() -> None:
         sched.load_state_dict(resume["sched"])
         step, epoch, pos, tokens_seen = resume["step"], resume["epoch"], resume["pos"], resume["tokens_seen"]
         plan.update(resume["plan"])
-        torch.set_rng_state(resume["torch_rng"])
+        torch.set_rng_state(resume["torch_rng"].cpu())
+        if device.type == "cuda" and resume.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(resume["cuda_rng"].cpu(), device)
     info = dict(train_sequences=len(train_ids), train_tokens=int(lengths[train_ids].sum()),
                 train_response_tokens=int((lengths - corpus.resp_start)[train_ids].sum()),
                 held_out_sequences=len(held), draft_vocab=len(draft_ids), held_out_argmax_coverage=round(cov, 4),
@@ -212,11 +226,11 @@ def main() -> None:
         save_head(head, args.out)
         save_state(state_path, head=head.state_dict(), opt=opt.state_dict(), sched=sched.state_dict(), step=step,
                    epoch=epoch, pos=pos, tokens_seen=tokens_seen, torch_rng=torch.get_rng_state(), draft_ids=draft_ids,
-                   plan=dict(plan))
+                   plan=dict(plan), cuda_rng=torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
 
     if not resume:
         checkpoint()
-    step_w = torch.tensor([args.step_decay**k for k in range(args.steps_unrolled)])
+    step_w = torch.tensor([args.step_decay**k for k in range(args.steps_unrolled)], device=device)
     last_ckpt = time.time()
     bar = tqdm(total=plan["total"], initial=step, desc="train", mininterval=30)
     t_fit, step0 = None, step
@@ -229,7 +243,7 @@ def main() -> None:
         while pos < len(batches) and running():
             b = batches[pos]
             batch = batch_from_sequences([cache.sequence(s) for s in b], embed, w_draft)
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast(device.type, dtype=torch.bfloat16):
                 losses, st = ttt_forward(head, batch, args.steps_unrolled, in_vocab)
             loss = (losses.float() * step_w).sum()
             opt.zero_grad(set_to_none=True)

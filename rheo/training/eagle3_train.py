@@ -87,7 +87,8 @@ def batch_from_sequences(seqs: List[Dict], embed: nn.Embedding, w_draft: torch.T
     """Pad cached sequences into pair tensors, soft labels recomputed from the target's final hidden.
 
     Each sequence: input_ids [N], features [N, F] fp16, final [N, Ht] fp16, argmax [N], resp_start.
-    w_draft: [Vd, Ht] the target's lm_head rows of the draft vocabulary.
+    w_draft: [Vd, Ht] the target's lm_head rows of the draft vocabulary; the batch lives on its device
+    (``embed`` must be there too).
     Returns feats [B, M, F], embeds [B, M, H], logp [B, M, Vd], argmax [B, M], valid [B, M] bool with
     M = max(N) - 1; pair j holds (f_j, x_{j+1}) and is scored against p_{j+1} (see the module docstring).
     """
@@ -105,5 +106,7 @@ def batch_from_sequences(seqs: List[Dict], embed: nn.Embedding, w_draft: torch.T
         final[i, : n - 1] = s["final"][1:].float()
         argmax[i, : n - 1] = s["argmax"][1:]
         valid[i, max(s["resp_start"] - min_resp_offset, 0) : n - 2] = True
+    dev = w_draft.device  # built on the host, then moved where the head trains
+    feats, toks, final, argmax, valid = (t.to(dev) for t in (feats, toks, final, argmax, valid))
     logp = torch.log_softmax(final @ w_draft.T, dim=-1)  # [B, M, Vd]
     return dict(feats=feats, embeds=embed(toks), logp=logp, argmax=argmax, valid=valid)

@@ -122,19 +122,20 @@ def import_shard_features(cache: FeatureCache, shard_dir: Path | str) -> int:
 
 @torch.no_grad()
 def forward_features(model, seqs: List[np.ndarray], layers) -> List[Dict[str, np.ndarray]]:
-    """One right-padded forward over token sequences. Per sequence: feats [n, 3H] fp16,
-    final [n, H] fp16, argmax [n] int32 (see the module docstring)."""
+    """One right-padded forward over token sequences, on the model's device. Per sequence (host
+    numpy): feats [n, 3H] fp16, final [n, H] fp16, argmax [n] int32 (see the module docstring)."""
     width = max(len(q) for q in seqs)
     ids = torch.zeros(len(seqs), width, dtype=torch.long)  # [B, W]
     attn = torch.zeros_like(ids)
     for i, q in enumerate(seqs):
         ids[i, : len(q)] = torch.from_numpy(np.asarray(q, dtype=np.int64))
         attn[i, : len(q)] = 1
-    out = model(input_ids=ids, attention_mask=attn, output_hidden_states=True)
+    dev = next(model.parameters()).device
+    out = model(input_ids=ids.to(dev), attention_mask=attn.to(dev), output_hidden_states=True)
     hs = out.hidden_states  # L+1 tensors [B, W, H]; hs[i] is the input of layer i, hs[-1] the normed output
-    feats = torch.cat([hs[i] for i in layers], dim=-1).to(torch.float16)  # [B, W, 3H]
-    final = hs[-1].to(torch.float16)  # [B, W, H]
-    argmax = out.logits.argmax(-1).to(torch.int32)  # [B, W]
+    feats = torch.cat([hs[i] for i in layers], dim=-1).to(torch.float16).cpu()  # [B, W, 3H]
+    final = hs[-1].to(torch.float16).cpu()  # [B, W, H]
+    argmax = out.logits.argmax(-1).to(torch.int32).cpu()  # [B, W]
     return [dict(feats=feats[i, : len(q)].numpy(), final=final[i, : len(q)].numpy(),
                  argmax=argmax[i, : len(q)].numpy()) for i, q in enumerate(seqs)]
 
