@@ -83,7 +83,7 @@ SPEED := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEE
 reproduce: ## CPU protocol (<= 60 min on 2 cores): tau on the paper tree (2 parallel jobs), then speed alone; tables+figures
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
-	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)"
+	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS=--no-theory
 
 # (each command gets its own Hydra log folder: two jobs started in the same second would share one)
 LOGS = hydra.sweep.dir=multirun/reproduce-$(STAMP)
@@ -113,13 +113,13 @@ reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep
 	$(RUN) dtype=$(DTYPE) experiment=temperature seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW) temperature=$(FULL_TEMPS)
 	$(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEED_RESULTS)" dtype=$(DTYPE) experiment=speed seed=0 limit=10 max_new_tokens=$(FULL_MAX_NEW)
 	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
-	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)"
+	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS=--no-theory
 
 smoke: ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree)
 	$(PY) -m eval.run -m experiment=cpu_smoke output_dir="$(RESULTS)" num_threads=$(THREADS)
 
 tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/tables/)
-	$(PY) scripts/make_tables.py --results "$(RESULTS)" --out "$(TABLES)"
+	$(PY) scripts/make_tables.py --results "$(RESULTS)" --out "$(TABLES)" $(TABLE_ARGS)
 
 figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/figures/)
 	$(PY) scripts/make_figures.py --results "$(RESULTS)" --out "$(FIGURES)"
