@@ -80,10 +80,12 @@ SPEED := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEE
 
 .PHONY: reproduce reproduce-tau reproduce-speed reproduce-full tune tables figures smoke
 
-reproduce: ## CPU protocol (<= 60 min on 2 cores): tau on the paper tree (2 parallel jobs), then speed alone; tables+figures
+reproduce: ## CPU protocol: tau on the paper tree (2 parallel jobs), then speed alone; tables+figures; archives for git
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
 	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS=--no-theory
+	$(PY) scripts/export_results.py --results "$(RESULTS)" --out "$(RESULTS).parquet"
+	$(PY) scripts/export_results.py --results "$(SPEED_RESULTS)" --out "$(SPEED_RESULTS).parquet"
 
 # (each command gets its own Hydra log folder: two jobs started in the same second would share one)
 LOGS = hydra.sweep.dir=multirun/reproduce-$(STAMP)

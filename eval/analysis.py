@@ -58,9 +58,14 @@ def add_variant(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+#: rows of these methods are references (no draft tree, no registered method)
+REFERENCE_METHODS = ("ar", "hf_generate")
+
+
 def variant_label(row) -> str:
-    """'ar', or the row's method's label (rheo.methods): 'topk', 'rheo m=1', 'static rsd (4,2,1)', ..."""
-    return "ar" if row.method == "ar" else get_method(row.method).variant(row)
+    """'ar', 'hf_generate' (the speed reference), or the row's method's label (rheo.methods): 'topk',
+    'rheo m=1', 'static rsd (4,2,1)', ..."""
+    return row.method if row.method in REFERENCE_METHODS else get_method(row.method).variant(row)
 
 
 def with_speedup(df: pd.DataFrame) -> pd.DataFrame:

@@ -22,7 +22,8 @@ from typing import Optional
 
 import pandas as pd
 
-from eval.analysis import DEFAULT_WEIGHTS, display_name, fmt, restrict_to_common, variant_summary, with_speedup
+from eval.analysis import (DEFAULT_WEIGHTS, REFERENCE_METHODS, display_name, fmt, restrict_to_common, variant_summary,
+                           with_speedup)
 from eval.tables import frame_markdown
 from rheo.methods import get_method
 from rheo.methods.registry import KINDS, registration_rank
@@ -53,6 +54,7 @@ def _order(rows: pd.DataFrame) -> list[str]:
 def studies(df: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:
     """(setting, method rows with entry and speedup) of every setting that has a static-tree method."""
     spec = with_speedup(df)
+    spec = spec[~spec["method"].isin(REFERENCE_METHODS)]  # e.g. the `generate` speed reference
     if spec.empty:
         return []
     out = []

@@ -106,9 +106,18 @@ def prepare_output_dir(root: Path) -> None:
         atomic_write_bytes(manifest, json.dumps(FINGERPRINT, indent=1).encode())
 
 
+def is_archive(root: Path | str) -> bool:
+    """A results *archive*: every row of a results directory in one parquet file (:func:`export_results`)."""
+    return Path(root).suffix == ".parquet"
+
+
 def require_results_dir(root: Path) -> None:
-    """For readers (tables, figures): ``root`` must be an existing rheo results directory."""
+    """For readers (tables, figures): ``root`` must be an existing rheo results directory (or archive)."""
     root = Path(root)
+    if is_archive(root):
+        if not root.is_file():
+            raise FileNotFoundError(f"results archive {root} does not exist (RESULTS / --results)")
+        return
     if not root.is_dir():
         raise FileNotFoundError(f"results directory {root} does not exist (RESULTS / --results); run "
                                 f"`make reproduce` or `python -m eval.run output_dir={root}` first, or fix the path")
@@ -197,14 +206,40 @@ def iter_shards(root: Path) -> Iterator[Path]:
                       if not Path(p).name.startswith(TMP_PREFIX))
 
 
+def export_results(root: Path | str, out: Path | str) -> int:
+    """Every row under the results directory ``root`` (failed ones too) into one parquet file ``out``.
+
+    One shard per row is what makes runs resumable, but each carries the whole schema
+    (~12 KB a row); the archive holds the same rows in a few hundred KB, for committing.
+    Readers take it wherever they take a results directory. Returns the number of rows.
+    """
+    rows = [read_row(p, expected_from_path(p)) for p in iter_shards(Path(root))]
+    table = pa.Table.from_pylist(rows, schema=ROW_SCHEMA)
+    atomic_write(Path(out), lambda f: pq.write_table(table, f, compression="zstd"))
+    return len(rows)
+
+
+def _archive_rows(path: Path) -> list[dict]:
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # pyarrow raises several types for truncated/garbage files
+        raise OutputDirError(f"results archive {path} is unreadable ({type(e).__name__}: {e}): "
+                             f"export it again (scripts/export_results.py)") from e
+    missing = set(COLUMNS) - set(table.column_names)
+    if missing - OPTIONAL_COLUMNS or set(table.column_names) - set(COLUMNS):
+        raise OutputDirError(f"{path} is not a rheo results archive: its columns differ from the row schema")
+    return [{**{c: None for c in missing}, **r} for r in table.to_pylist()]
+
+
 def load_results(root: Path | str, include_failed: bool = False) -> pd.DataFrame:
-    """All rows under ``root`` as one DataFrame; corrupt shards are reported and skipped.
+    """All rows under ``root`` (a results directory or archive) as one DataFrame; corrupt shards
+    are reported and skipped.
 
     Failed rows are dropped unless ``include_failed`` (they are not data).
     """
     root = Path(root)
-    rows, corrupt = [], []
-    for path in iter_shards(root):
+    rows, corrupt = ([], []) if not is_archive(root) else (_archive_rows(root), [])
+    for path in ([] if is_archive(root) else iter_shards(root)):
         try:
             rows.append(read_row(path, expected_from_path(path)))
         except CorruptShardError as e:

@@ -28,8 +28,8 @@ from eval.analysis import add_variant, load  # noqa: E402
 from eval.storage import OutputDirError, load_results, require_results_dir  # noqa: E402
 from rheo.io import atomic_write_text, remove_stale_outputs  # noqa: E402
 
-RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "methods.md", "speed.md", "phases.md",
-                 "agreement.md", "runs.md")
+# (methods.md is left alone: `make methods` writes it from its own results directory into the same folder)
+RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "speed.md", "phases.md", "agreement.md", "runs.md")
 
 
 def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path]:

@@ -190,3 +190,32 @@ def test_agreement_table_counts_tokens_before_the_first_divergence():
     assert cells[2:5] == ["3", "1/3", f"{7 / 12:.3f}"]
     assert cells[5] == "1 / 1.5"
     assert agreement_table(pd.DataFrame([r for r in rows if r["method"] != "ar"])) is None
+
+
+def test_generate_reference_rows_get_their_own_variant(tmp_path):
+    """`method=hf_generate` rows (the speed reference) load next to registered methods."""
+    df = pd.DataFrame([{"method": "hf_generate", "m": None, "k": None, "depth": None, "tree_size": None,
+                        "sparse_top": None, "target_path": None, "head_path": None},
+                       {"method": "ar", "m": None, "k": None, "depth": None, "tree_size": None,
+                        "sparse_top": None, "target_path": None, "head_path": None}])
+    assert analysis.add_variant(df)["variant"].tolist() == ["hf_generate", "ar"]
+
+
+def test_results_archive_reads_like_its_directory(synthetic, tmp_path):
+    """scripts/export_results.py packs the shards into one parquet; tables from it are the same."""
+    from export_results import main as export_main
+
+    archive = tmp_path / "runs.parquet"
+    assert export_main(["--results", str(synthetic), "--out", str(archive)]) == 0
+    a = make_tables(synthetic, tmp_path / "from_dir", theory=False)
+    b = make_tables(archive, tmp_path / "from_archive", theory=False)
+    assert set(a) == set(b) and len(a) >= 5
+    for name in a:
+        assert a[name].read_text() == b[name].read_text()
+    assert len(storage.load_results(archive, include_failed=True)) == len(storage.load_results(synthetic, include_failed=True))
+    assert export_main(["--results", str(synthetic), "--out", str(tmp_path / "x.csv")]) == 2
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet")
+    with pytest.raises(storage.OutputDirError, match="unreadable"):
+        storage.load_results(tmp_path / "junk.parquet")
+    with pytest.raises(FileNotFoundError, match="archive"):
+        storage.require_results_dir(tmp_path / "missing.parquet")
