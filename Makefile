@@ -32,22 +32,18 @@ test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
 # Tau (paper tree K=10/depth 8/R=60/top-128, no AR baseline, TAU_DTYPE): the main table (Top-K vs
 # Rheo m=1, T=1) on MAIN_ITEMS items per suite (MT-bench both turns: MAIN_ITEMS x 7 prompts), the m
 # ablation (m=0..3, T=1) and the temperature study (Top-K, m=0, m=1 at STUDY_TEMPS and T=1) on ITEMS
-# items per suite, MAX_NEW tokens, SEEDS; rows of the first ITEMS items are shared with the main
-# table. It runs as two one-thread jobs in parallel (Top-K + m=0 | m=1..3), 840 generations at the
-# defaults. Then speed, alone (SPEED_DTYPE, one thread): Top-K, Rheo m=1 and `transformers generate`
+# items per suite, SEEDS; MAX_NEW new tokens for the main table, STUDY_MAX_NEW for the studies (so
+# no rows are shared). It runs as two one-thread jobs in parallel (Top-K + m=0 | m=1..3), 952
+# generations at the defaults. Then speed, alone (SPEED_DTYPE, one thread): Top-K, Rheo m=1 and `transformers generate`
 # at T=0 and 1 on the paper tree, each timed next to its own AR (paired_baseline), on SPEED_ITEMS
 # items per suite, and, if `make tune` wrote configs/experiment/tuned_{topk,rheo}.yaml, the same on
 # the tuned trees, into SPEED_RESULTS (tables: SPEED_TABLES). A rerun resumes (finished rows are kept).
-# Sizing (2-core EPYC, 1 thread per job, SmolLM2 + a tau ~3 head), from per-cycle costs measured
-# with one thread (issue 8, quiet machine; `make tune` / scripts/tune_tree.py --costs-only measure
-# them): bf16 paper-tree cycle = target(61 nodes) ~80 ms + 7 head layers x ~4.5 ms + core (build +
-# verify) ~12-20 ms + commit ~3.5 ms ~= 130 ms (fp32: 215 + 7 x 6.5 + 15 + 5 ~= 280 ms). On the busy
-# shared machine (load ~5) tune_tree measured bf16 target(61) 146 ms, head 4.7 ms/layer, core 11-14
-# ms, commit 3.5 ms. 128 tokens at tau 3 = ~43 cycles = ~5.6 s per generation in bf16 (EOS ends
-# some earlier). Tau: 840 x 5.6 s / 2 jobs ~= 39 min. Speed: 7 prompts x 2 T x [2 methods x (5.6 s
-# + AR 4 s) + generate and its AR 8 s] ~= 6 min on the paper tree, ~4 min on the tuned trees. Total
-# ~= 50 min cold (model loads included) if the two tau jobs do not slow each other much: time it
-# (`time make reproduce`), and lower MAIN_ITEMS (>= 24 for the main table) or ITEMS if it does not fit.
+# Measured cold (2026-11-30, 2-core EPYC VM, bf16, SmolLM2 + the default head, tau 1.6-2.1): 101 min
+# 49 s = tau 82.9 min (main table 40-42 min: 336 generations x 128 tokens at a paper-tree cycle of
+# ~223 ms; studies 41 min: 616 x 64 tokens) + speed, tables and figures 18.9 min. Not the 60 min the
+# issue asked: that VM ran 1.6-2x slower than the per-call costs quoted for its kind (bf16 target
+# 48 ms for 1 node, ~160 ms for 61; `make tune` measures them). To fit an hour there: ITEMS=4 or
+# STUDY_MAX_NEW=32, or skip reproduce-speed (make reproduce-tau tables figures).
 # Two threads per job are ~10x slower whenever another process shares the cores (OpenMP barriers).
 MODEL ?= smollm2_135m
 MAIN_ITEMS ?= 24
