@@ -56,8 +56,8 @@ def test_held_out_split_is_fixed_and_disjoint():
 def test_committed_corpus_loads_and_is_big_enough():
     c = load_corpus()
     man = json.loads((DEFAULT_DIR / "manifest.json").read_text())
-    # the goal is >= 1M response tokens; this session's CPU time stopped generation at 745k
-    assert c.response_tokens() == man["response_tokens"] >= 700_000
+    # the goal: >= 1M response tokens (passes a, f and part of b)
+    assert c.response_tokens() == man["response_tokens"] >= 1_000_000
     assert len(c) == sum(man["by_pass"].values()) == man["sequences"]
     assert c.held_out.any() and (~c.held_out).any()
     assert (c.resp_start > 0).all() and (c.resp_start < c.lengths()).all()
