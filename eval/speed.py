@@ -22,6 +22,7 @@ from typing import Optional
 import pandas as pd
 
 from eval.analysis import display_name, fmt, mean_ci, speedup_ratio_of_sums, with_speedup
+from eval.devcheck import first_divergence
 from rheo.timing import PHASES
 
 PHASE_COLS = [f"phase_{p}_ms" for p in PHASES]
@@ -118,15 +119,6 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
             "loop on the same target (greedy at T=0, plain sampling at T>0): its ratio says whether our AR "
             "baseline is as fast as the library's.\n\n" + "\n\n".join(blocks) + "\n")
 
-
-
-def first_divergence(a, b) -> Optional[int]:
-    """Index of the first position where token lists a and b differ (a length difference counts); None if equal."""
-    a, b = list(a), list(b)
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 AGREE_KEY = ["model", "device", "dtype", "max_new_tokens", "dataset", "item_id", "turn", "seed"]

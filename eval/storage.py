@@ -169,6 +169,16 @@ def write_row(path: Path, row: dict) -> None:
     atomic_write(path, lambda f: pq.write_table(table, f))
 
 
+def _missing_columns(table: pa.Table, what: str, error: type[Exception]) -> set[str]:
+    """The optional columns ``table`` lacks (read back as None); ``error`` if it is not the row schema."""
+    missing = set(COLUMNS) - set(table.column_names)
+    if missing - OPTIONAL_COLUMNS or set(table.column_names) - set(COLUMNS):
+        extra = sorted(set(table.column_names) - set(COLUMNS))
+        raise error(f"{what}: columns differ from the row schema "
+                    f"(missing {sorted(missing - OPTIONAL_COLUMNS)}, unexpected {extra})")
+    return missing
+
+
 def read_row(path: Path, expect: Optional[dict] = None) -> dict:
     """The single row of a shard; CorruptShardError if it is not exactly that."""
     try:
@@ -177,11 +187,7 @@ def read_row(path: Path, expect: Optional[dict] = None) -> dict:
         raise CorruptShardError(f"corrupt shard {path}: {type(e).__name__}: {e}") from e
     if table.num_rows != 1:
         raise CorruptShardError(f"corrupt shard {path}: {table.num_rows} rows, expected 1")
-    missing = set(COLUMNS) - set(table.column_names)
-    if missing - OPTIONAL_COLUMNS or set(table.column_names) - set(COLUMNS):
-        extra = sorted(set(table.column_names) - set(COLUMNS))
-        raise CorruptShardError(f"corrupt shard {path}: columns differ from the row schema "
-                                f"(missing {sorted(missing - OPTIONAL_COLUMNS)}, unexpected {extra})")
+    missing = _missing_columns(table, f"corrupt shard {path}", CorruptShardError)
     row = {**{c: None for c in missing}, **table.to_pylist()[0]}
     for name, value in (expect or {}).items():
         if row[name] != value:
@@ -225,9 +231,7 @@ def _archive_rows(path: Path) -> list[dict]:
     except Exception as e:  # pyarrow raises several types for truncated/garbage files
         raise OutputDirError(f"results archive {path} is unreadable ({type(e).__name__}: {e}): "
                              f"export it again (scripts/export_results.py)") from e
-    missing = set(COLUMNS) - set(table.column_names)
-    if missing - OPTIONAL_COLUMNS or set(table.column_names) - set(COLUMNS):
-        raise OutputDirError(f"{path} is not a rheo results archive: its columns differ from the row schema")
+    missing = _missing_columns(table, f"{path} is not a rheo results archive", OutputDirError)
     return [{**{c: None for c in missing}, **r} for r in table.to_pylist()]
 
 
@@ -238,8 +242,8 @@ def load_results(root: Path | str, include_failed: bool = False) -> pd.DataFrame
     Failed rows are dropped unless ``include_failed`` (they are not data).
     """
     root = Path(root)
-    rows, corrupt = ([], []) if not is_archive(root) else (_archive_rows(root), [])
-    for path in ([] if is_archive(root) else iter_shards(root)):
+    rows, corrupt = (_archive_rows(root) if is_archive(root) else []), []
+    for path in [] if is_archive(root) else iter_shards(root):
         try:
             rows.append(read_row(path, expected_from_path(path)))
         except CorruptShardError as e:
