@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from rheo.decode import SpecConfig, generate_with_source, speculative_generate
-from rheo.exact import cycle_distribution, decoder_distribution, enumerate_outcomes, enumerate_runs
+from rheo.exact import cycle_distribution, decoder_distribution, enumerate_outcomes
 from rheo.exact import target_distribution, total_variation
 from rheo.methods import get_method, register, unregister
 from rheo.methods.static import (CHAIN_SHAPE, PRESETS, STATIC_SHAPE, node_acceptance, num_nodes,
@@ -25,9 +25,9 @@ from rheo.models.toy import PrefixLM
 from rheo.probs import tempered
 from rheo.random import TorchRandom
 from rheo.tree import build_tree
-from rheo.verify import verify_tree
 from test_core_greedy import VOCAB, drafters, greedy_reference
-from toys import chi_square_pvalue, constant_pair, random_logits_fn, toy_pair
+from toys import assert_verify_matches_reference, chi_square_pvalue, constant_pair, random_logits_fn, toy_pair
+from toys import draft_fn as _draft_fn
 
 EXACT = 1e-9
 ALPHA = 1e-4
@@ -120,12 +120,6 @@ TREES = [static((3, 2, 1)), static((3, 2, 1), True, 0.7, 6), static((4, 1), Fals
 SHAPES = {"static": STATIC_SHAPE.shape, "chain": CHAIN_SHAPE.shape}
 
 
-def _draft_fn(lm, prompt):
-    sess = lm.new_session()
-    sess.prefill(prompt, None)
-    return sess.draft
-
-
 def _ids(cfg):
     return f"{cfg.method}-{cfg.branching}-{'r' if cfg.replacement else 'n'}-T{cfg.temperature}-s{cfg.sparse_top}"
 
@@ -150,20 +144,7 @@ def test_tree_matches_reference(cfg, seed):
                          ids=_ids)
 def test_verify_matches_reference_exactly(cfg):
     """Same output distribution of verification on every random tree, to float64 precision."""
-    target, drafter, _ = toy_pair(4, salt=8)
-    t_sess = target.new_session()
-    t_sess.prefill([0])
-    checked = 0
-    for built, _ in enumerate_runs(lambda rng: build_tree(_draft_fn(drafter, [0, 1]), 1, cfg, rng)):
-        logits = t_sess.score_tree(built.tree).logits
-        fast = enumerate_outcomes(lambda rng: tuple(verify_tree(built, logits, cfg, rng).tokens))
-        slow = enumerate_outcomes(lambda rng: tuple(reference_verify_static(built, logits, cfg, rng).tokens))
-        for key in set(fast) | set(slow):
-            assert abs(fast.get(key, 0.0) - slow.get(key, 0.0)) < 1e-12
-        checked += 1
-        if checked == 12:
-            break
-    assert checked >= 1
+    assert_verify_matches_reference(cfg, reference_verify_static, vocab=4)
 
 
 # ------------------------------------------------------------------ greedy identity (T = 0)

@@ -80,3 +80,34 @@ def assert_greedy_match(got: list[int], want: list[int], hf_model, prompt: list[
         f"greedy outputs differ at token {i} ({got[i]} vs {want[i]}) where the model is not at a near tie "
         f"(top-2 logit gap {gap:.3g} >= {NEAR_TIE})")
     return False
+
+
+def draft_fn(lm, prompt):
+    """A drafter session after ``prompt``: its ``draft`` callable, as build_tree takes it."""
+    sess = lm.new_session()
+    sess.prefill(prompt, None)
+    return sess.draft
+
+
+def assert_verify_matches_reference(cfg, reference_verify, vocab: int, trees: int = 12) -> None:
+    """On up to ``trees`` enumerated random trees of ``cfg`` over a toy pair, verify_tree and
+    ``reference_verify`` give the same output distribution to float64 precision."""
+    from rheo.exact import enumerate_outcomes, enumerate_runs
+    from rheo.tree import build_tree
+    from rheo.verify import verify_tree
+
+    target, drafter, _ = toy_pair(vocab, salt=8)
+    t_sess = target.new_session()
+    t_sess.prefill([0])
+    checked = 0
+    for built, _ in enumerate_runs(lambda rng: build_tree(draft_fn(drafter, [0, 1]), 1, cfg, rng)):
+        logits = t_sess.score_tree(built.tree).logits
+        fast = enumerate_outcomes(lambda rng: tuple(verify_tree(built, logits, cfg, rng).tokens))
+        slow = enumerate_outcomes(lambda rng: tuple(reference_verify(built, logits, cfg, rng).tokens))
+        assert set(fast) | set(slow)
+        for key in set(fast) | set(slow):
+            assert abs(fast.get(key, 0.0) - slow.get(key, 0.0)) < 1e-12
+        checked += 1
+        if checked == trees:
+            break
+    assert checked >= 1
