@@ -50,12 +50,14 @@ MAIN_ITEMS ?= 24
 ITEMS ?= 8
 SEEDS ?= 0
 MAX_NEW ?= 128
-STUDY_MAX_NEW ?= 64
+STUDY_MAX_NEW ?= 32
+TAU_JOBS ?= 2
+TAU_JOBFILE ?= .reproduce-tau.jobs
 STUDY_TEMPS ?= 0,0.5
 TAU_DTYPE ?= bfloat16
 SPEED_DTYPE ?= bfloat16
 SPEED_ITEMS ?= 1
-SPEED_MAX_NEW ?= 128
+SPEED_MAX_NEW ?= 64
 THREADS ?= 1
 DEVICE ?= cpu
 DTYPE ?= null
@@ -87,14 +89,17 @@ reproduce: ## CPU protocol: tau on the paper tree (2 parallel jobs), then speed 
 LOGS = hydra.sweep.dir=multirun/reproduce-$(STAMP)
 STAMP := $(shell date +%Y%m%d-%H%M%S)
 
-reproduce-tau: ## the tau experiments only (main table, m ablation, temperature study), two one-thread jobs in parallel
-	( $(TAU) experiment=main_table method=topk limit=$(MAIN_ITEMS) max_new_tokens=$(MAX_NEW) $(LOGS)-a1 && \
-	  $(TAU) experiment=m_ablation method=topk,rheo method.m=0 limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-a2 && \
-	  $(TAU) experiment=temperature method=topk,rheo method.m=0 temperature=$(STUDY_TEMPS) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-a3 ) & a=$$!; \
-	( $(TAU) experiment=main_table method=rheo method.m=1 limit=$(MAIN_ITEMS) max_new_tokens=$(MAX_NEW) $(LOGS)-b1 && \
-	  $(TAU) experiment=m_ablation method=rheo method.m=1,2,3 limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-b2 && \
-	  $(TAU) experiment=temperature method=rheo method.m=1 temperature=$(STUDY_TEMPS) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-b3 ); b=$$?; \
-	wait $$a; a=$$?; test $$a -eq 0 -a $$b -eq 0
+reproduce-tau: ## the tau experiments only (main table, m ablation, temperature study): 13 one-thread jobs, longest first, TAU_JOBS at a time
+	@printf '%s\n' \
+	  '$(TAU) experiment=main_table method=topk limit=$(MAIN_ITEMS) max_new_tokens=$(MAX_NEW) $(LOGS)-main-topk' \
+	  '$(TAU) experiment=main_table method=rheo method.m=1 limit=$(MAIN_ITEMS) max_new_tokens=$(MAX_NEW) $(LOGS)-main-m1' \
+	  '$(TAU) experiment=m_ablation method=topk method.m=0 limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-abl-topk' \
+	  $(foreach m,0 1 2 3,'$(TAU) experiment=m_ablation method=rheo method.m=$(m) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-abl-m$(m)') \
+	  $(foreach t,$(shell echo $(STUDY_TEMPS) | tr ',' ' ' | tr ' ' '\n' | sort -rg),'$(TAU) experiment=temperature method=topk method.m=0 temperature=$(t) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-t$(t)-topk' \
+	  $(foreach m,0 1,'$(TAU) experiment=temperature method=rheo method.m=$(m) temperature=$(t) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-t$(t)-m$(m)')) \
+	  > $(TAU_JOBFILE)
+	@echo "$$(wc -l < $(TAU_JOBFILE)) tau jobs, $(TAU_JOBS) at a time (longest first; list: $(TAU_JOBFILE))"
+	tr '\n' '\0' < $(TAU_JOBFILE) | xargs -0 -P $(TAU_JOBS) -I{} sh -c '{}'
 
 reproduce-speed: ## the speed experiment only, alone: paper tree (+ tuned trees if present), AR paired, generate reference
 	$(SPEED) experiment=speed dtype=$(SPEED_DTYPE)

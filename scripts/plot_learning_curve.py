@@ -2,6 +2,10 @@
 
     python scripts/plot_learning_curve.py --metrics .cache/train_head/metrics.jsonl \\
         --out rheo/assets/eagle3_smollm2_135m/learning_curve.png
+
+Several ``--metrics`` files are stages of one head (a run warm-started from the previous
+one's output): each stage's tokens are counted after the previous stage's last record, and a
+dashed line marks where a stage starts.
 """
 
 from __future__ import annotations
@@ -18,21 +22,31 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--metrics", default=".cache/train_head/metrics.jsonl")
+    ap.add_argument("--metrics", nargs="+", default=[".cache/train_head/metrics.jsonl"],
+                    help="one metrics.jsonl per training stage, in order")
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="SmolLM2-135M EAGLE-3 head: held-out top-1 accuracy")
     args = ap.parse_args()
-    lines = [json.loads(x) for x in Path(args.metrics).read_text().splitlines() if x.strip()]
-    if not lines:
-        raise SystemExit(f"{args.metrics} holds no evaluation yet")
-    by_tokens = {}
-    for rec in lines:  # a resumed run repeats a checkpoint: keep the last record per position
-        by_tokens[rec["tokens_seen"]] = rec
-    recs = [by_tokens[k] for k in sorted(by_tokens)]
+    recs, starts, offset = [], [], 0
+    for path in args.metrics:
+        lines = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+        if not lines:
+            raise SystemExit(f"{path} holds no evaluation yet")
+        by_tokens = {}
+        for rec in lines:  # a resumed run repeats a checkpoint: keep the last record per position
+            by_tokens[rec["tokens_seen"]] = rec
+        stage = [dict(by_tokens[k], tokens_seen=k + offset) for k in sorted(by_tokens)]
+        if recs and stage[0]["tokens_seen"] == recs[-1]["tokens_seen"]:
+            recs.pop()  # the next stage's step-0 evaluation replaces the previous stage's last point
+        starts.append(offset)
+        recs += stage
+        offset = stage[-1]["tokens_seen"]
     x = [r["tokens_seen"] / 1e6 for r in recs]
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for step in range(len(recs[0]["held_out_top1"])):
         ax.plot(x, [r["held_out_top1"][step] for r in recs], marker="o", ms=3, label=f"unrolled step {step + 1}")
+    for x0 in starts[1:]:
+        ax.axvline(x0 / 1e6, color="grey", ls="--", lw=0.8)
     ax.set_xlabel("training tokens seen (millions)")
     ax.set_ylabel("held-out top-1 (head argmax == target argmax)")
     ax.set_ylim(0, 1)
