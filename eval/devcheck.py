@@ -195,6 +195,11 @@ def method_key(model: str, device: str, dtype: str, method: str, temperature: fl
         key.update(k=tree["k"], depth=tree["depth"], tree_size=tree["tree_size"], sparse_top=tree["sparse_top"])
     if key["method"] == "rheo":
         key.update(m=1, verify_order="stochastic_first", proxy="rheo")
+    if tree is not None:
+        from rheo.models.registry import MODELS, head_fingerprint
+
+        if model in MODELS:
+            key["head_sha"] = head_fingerprint(model)
     return key
 
 

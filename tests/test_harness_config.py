@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
@@ -162,3 +163,27 @@ def test_experiment_overrides_defaults_and_command_line_overrides_experiment():
     assert smoke.experiment == "cpu_smoke"
     assert compose_config(["experiment=cpu_smoke", "limit=3", "dataset=gsm8k"]).limit == 3
     assert compose_config(["experiment=cpu_smoke", "dataset=gsm8k"]).dataset.suites == ["gsm8k"]
+
+
+def test_method_key_holds_the_head_weights_fingerprint(tmp_path, monkeypatch):
+    """A retrained head at the same path gets new config hashes: a rerun never resumes its old rows."""
+    import shutil
+
+    from rheo.models.registry import get_entry, head_fingerprint
+
+    src = Path(get_entry("smollm2_135m").head)
+    src = src if src.is_absolute() else Path(__file__).resolve().parents[1] / src
+    head = tmp_path / "head"
+    shutil.copytree(src, head)
+    cfg = compose_config(["model=smollm2_135m", "method=rheo", f"model.head_path={head}"])
+    before = runner.method_key(cfg)
+    assert before["head_sha"] == head_fingerprint("smollm2_135m", str(head)) and len(before["head_sha"]) == 12
+    assert runner.method_key(compose_config(["model=smollm2_135m", "method=rheo", f"model.head_path={head}"])) == before
+    with open(head / "model.safetensors", "r+b") as fh:  # same size, one byte changed
+        fh.seek(-1, 2)
+        last = fh.read(1)
+        fh.seek(-1, 2)
+        fh.write(bytes([last[0] ^ 1]))
+    after = runner.method_key(cfg)
+    assert after["head_sha"] != before["head_sha"] and runner.config_hash(after) != runner.config_hash(before)
+    assert "head_sha" not in runner.method_key(cfg, "ar")  # AR never uses the head

@@ -82,14 +82,21 @@ def test_presets_have_the_paper_budget():
 
 # ------------------------------------------------------------------ existing behaviour unchanged
 def test_config_hashes_of_existing_methods_unchanged():
-    """Literal hashes computed before the registry existed: existing result directories are reused."""
+    """Literal hashes computed before the registry existed: the key recipe is unchanged (a drafting
+    method's key has since gained ``head_sha``, the head weights' fingerprint, checked apart)."""
     expect = {("method=topk",): ("7052316a1c11", "7e43f93a237c"), ("method=rheo",): ("12bda16cfb59", "7e43f93a237c"),
               ("method=rheo", "method.m=2", "temperature=0"): ("68ed1bf33bc8", "009c6f74f839"),
               ("method=ar",): ("7e43f93a237c", "7e43f93a237c"),
               ("method=rheo", "paired_baseline=true"): ("12bda16cfb59", "ad715d99bbe1")}
     for overrides, (own, ar) in expect.items():
         cfg = compose_config(list(overrides))
-        assert (config_hash(method_key(cfg)), config_hash(method_key(cfg, "ar"))) == (own, ar)
+        key, ar_key = method_key(cfg), method_key(cfg, "ar")
+        if ar_key["paired_with"] is not None:  # an AR row names the config it was timed next to
+            assert ar_key["paired_with"] == config_hash(key)
+        assert (key.pop("head_sha", None) is None) == (overrides == ("method=ar",))
+        if ar_key["paired_with"] is not None:
+            ar_key["paired_with"] = config_hash(key)
+        assert (config_hash(key), config_hash(ar_key)) == (own, ar)
 
 
 def test_seeded_tokens_of_existing_methods_unchanged():

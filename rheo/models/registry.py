@@ -18,6 +18,8 @@ what to set. A head that does not fit its target (hidden size, vocabulary,
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -140,6 +142,41 @@ def resolve_paths(entry: ModelEntry, target_path: Optional[str] = None,
         raise ModelWeightsNotFoundError(
             f"model {entry.name!r}: weights not available locally.\n" + "\n".join(problems), entry.name, missing)
     return ResolvedPaths(target=found["target"], head=found["head"])
+
+
+def head_fingerprint(name: str, head_path: Optional[str] = None) -> Optional[str]:
+    """First 12 hex digits of the SHA-256 of the head's weight files that ``load_model_pair``
+    would read for model ``name`` (None when the head is not found locally).
+
+    Result rows are keyed by it, so replacing a head at the same path (a retrained default)
+    never lets a rerun resume from the old head's rows. Cached per (file, size, mtime).
+    """
+    entry = get_entry(name)
+    path, report = _resolve_part(entry, "head", head_path)
+    if report or path is None:
+        return None
+    h = hashlib.sha256()
+    files = sorted(f for f in path.iterdir() if f.suffix in (".safetensors", ".bin") and f.is_file())
+    if not files:
+        return None
+    for f in files:
+        h.update(f.name.encode())
+        h.update(_file_digest(str(f), *_stat_key(f)).encode())
+    return h.hexdigest()[:12]
+
+
+def _stat_key(f: Path) -> tuple[int, int]:
+    st = f.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=64)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _resolve_part(entry: ModelEntry, part: str, given: Optional[str]) -> tuple[Optional[Path], str]:
