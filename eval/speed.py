@@ -85,7 +85,7 @@ def phase_table(df: pd.DataFrame) -> Optional[str]:
         header = ["method", "tree", "rows"] + [f"{p} ms" for p in PHASES] + ["cycle ms", "τ", "tok/s", "target share"]
         blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + _md(header, body))
     return ("## Where the time goes (mean ms per cycle)\n\ndraft = the head's tree layers; build = candidate "
-            "selection, tree growth, pruning and mask; score = the target's forward over the tree; verify; "
+            "selection, tree growth, pruning and mask; score = the target's forward over the tree (decoder + output rows of the first-ranked chain); verify (+ output rows of other visited nodes); "
             "commit = target KV compaction + the head's pass over the accepted tokens; other = the rest of "
             "the cycle. Means over all cycles of the rows (weighted by cycles); AR rows: one cycle per "
             "token. CUDA: CUDA events; CPU: perf_counter (rheo/timing.py).\n\n" + "\n\n".join(blocks) + "\n")

@@ -4,8 +4,10 @@ Phases of one speculative cycle (:func:`rheo.decode.speculative_generate`):
 
 * ``draft``  - the drafter's tree layers (``DraftSession.draft`` calls: the head);
 * ``build``  - the rest of ``build_tree``: candidate selection, tree growth, pruning, mask;
-* ``score``  - the target's forward over the pruned tree (``TargetSession.score_tree``);
-* ``verify`` - ``verify_tree``;
+* ``score``  - the target's forward over the pruned tree (``TargetSession.score_tree``;
+  for a Llama target: the decoder and the output rows of the first-ranked chain);
+* ``verify`` - ``verify_tree``, including the target's output rows (``lm_head``) of the
+  visited nodes off that chain (``rheo.models.base.LazyLogits``);
 * ``commit`` - KV compaction of the target plus the drafter's pass over the accepted
   tokens (``TargetSession.commit`` + ``DraftSession.commit``);
 * ``other``  - what the cycle spends outside those (loop bookkeeping, list appends).

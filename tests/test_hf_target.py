@@ -224,3 +224,65 @@ def test_greedy_speculative_equals_hf_generate(sdpa_model, hf_greedy, method, ki
         assert out.tau >= 3.0  # depth 4 -> up to 5 tokens per call
     if kind == "partly":
         assert 1.0 < out.tau < 5.0
+
+
+# ------------------------------------------------------------------ output rows on demand (LazyLogits)
+def test_lazy_rows_equal_the_full_forward_and_only_read_rows_are_computed(model):
+    from rheo.models.base import LazyLogits, first_child_chain
+
+    context = random_tokens(7, seed=5)
+    tree = make_tree([context[-1]] + random_tokens(len(PARENTS) - 1, seed=6), PARENTS)
+    eager, lazy = HFTarget(model, lazy_logits=False), HFTarget(model)
+    assert lazy.lazy_logits and not eager.lazy_logits
+    outs = []
+    for t in (eager, lazy):
+        s = t.new_session()
+        s.prefill(context[:-1])
+        outs.append(s.score_tree(tree))
+    full, rows = outs
+    assert isinstance(rows.logits, LazyLogits) and isinstance(full.logits, torch.Tensor)
+    chain = first_child_chain(tree.parents)
+    assert chain == [0, 1, 4, 7, 10]  # the lowest-index child at each level
+    assert rows.logits.computed_in_batches == [len(chain)]  # the chain, in one batch, up front
+    torch.testing.assert_close(rows.logits[3], full.logits[3], atol=ATOL, rtol=0)  # a miss: one more row
+    assert rows.logits.computed_in_batches == [len(chain), 1]
+    torch.testing.assert_close(rows.logits.materialize(), full.logits, atol=ATOL, rtol=0)
+    assert sum(rows.logits.computed_in_batches) == tree.num_nodes  # each row made once
+    torch.testing.assert_close(rows.features, full.features, atol=0, rtol=0)  # same decoder call
+
+
+def test_lazy_logits_indexing():
+    from rheo.models.base import LazyLogits
+
+    table = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    calls = []
+
+    def compute(idx):
+        calls.append(idx.tolist())
+        return table[idx]
+
+    x = LazyLogits(4, 3, compute, torch.device("cpu"), prefetch=[0, 2])
+    assert x.shape == (4, 3) and len(x) == 4 and x.dtype == torch.float32 and calls == [[0, 2]]
+    assert torch.equal(x[2], table[2]) and calls == [[0, 2]]  # cached
+    assert torch.equal(x[-1], table[3]) and torch.equal(x[torch.tensor(1)], table[1])
+    assert torch.equal(x[[3, 0]], table[[3, 0]]) and torch.equal(x[torch.tensor([1, 2])], table[[1, 2]])
+    assert torch.equal(x[1:3], table[1:3]) and torch.equal(x[torch.tensor([True, False, False, True])], table[[0, 3]])
+    assert torch.equal(x.materialize(), table) and x[[]].shape == (0, 3)
+    assert calls == [[0, 2], [3], [1]]  # every row computed once
+    with pytest.raises(IndexError):
+        x[4]
+
+
+def test_lazy_and_eager_targets_decode_the_same_tokens(model):
+    """Greedy (T=0) and seeded sampling (T=1): the verifier reads the same row values either way."""
+    from rheo.config import SpecConfig
+    from rheo.decode import speculative_generate
+    from rheo.models.toy import PrefixLM
+
+    drafter = PrefixLM(lambda p: torch.randn(VOCAB, generator=torch.Generator().manual_seed(len(p))) * 3, VOCAB)
+    prompt = random_tokens(6, seed=9)
+    for temperature in (0.0, 1.0):
+        cfg = SpecConfig(method="rheo", k=4, m=1, depth=3, tree_size=8, temperature=temperature)
+        runs = [speculative_generate(HFTarget(model, lazy_logits=lazy), drafter, prompt, 12, cfg,
+                                     torch.Generator().manual_seed(3)) for lazy in (False, True)]
+        assert runs[0].tokens == runs[1].tokens and runs[0].accept_lengths == runs[1].accept_lengths

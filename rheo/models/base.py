@@ -30,7 +30,7 @@ x_{t+1}).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Protocol, Sequence, runtime_checkable
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Union, runtime_checkable
 
 import torch
 
@@ -69,11 +69,88 @@ class DraftTree:
         return int(self.tokens.shape[0])
 
 
+class LazyLogits:
+    """Target logits [n, V] float32 whose rows are computed when first read.
+
+    A tree verifier reads the rows of the nodes it visits (the accepted path and the
+    node after it), a few of the n scored ones; the target's output layer (vocabulary
+    x hidden) is then run on those rows only. ``compute(idx [k] long) -> [k, V]`` makes
+    missing rows in one batched call; ``prefetch`` rows are made up front in one such
+    call. Supports what verifiers use: ``shape``, ``dtype``, ``len``, ``x[i]`` (an int:
+    [V]), ``x[idx]`` (a list, slice or long tensor of rows: [k, V]) and
+    :meth:`materialize` ([n, V]). Row values do not depend on which rows are read.
+    """
+
+    def __init__(self, n: int, vocab: int, compute: Callable[[torch.Tensor], torch.Tensor],
+                 device: torch.device, prefetch: Optional[Sequence[int]] = None) -> None:
+        self.shape = torch.Size((n, vocab))
+        self.dtype = torch.float32
+        self.device = torch.device(device)
+        self._compute = compute
+        self._rows: Dict[int, torch.Tensor] = {}
+        self.computed_in_batches: List[int] = []  # rows made per compute call (what was paid for)
+        if prefetch:
+            self._ensure(list(prefetch))
+
+    def __len__(self) -> int:
+        return int(self.shape[0])
+
+    def _ensure(self, rows: List[int]) -> None:
+        n = len(self)
+        for r in rows:
+            if not 0 <= r < n:
+                raise IndexError(f"row {r} out of range for {n} scored nodes")
+        missing = list(dict.fromkeys(r for r in rows if r not in self._rows))
+        if missing:
+            out = self._compute(torch.tensor(missing, dtype=torch.long, device=self.device))  # [k, V]
+            self.computed_in_batches.append(len(missing))
+            for r, row in zip(missing, out):
+                self._rows[r] = row
+
+    def __getitem__(self, index):
+        if isinstance(index, torch.Tensor) and index.ndim == 0:
+            index = int(index)
+        if isinstance(index, int) or (hasattr(index, "__index__") and not isinstance(index, torch.Tensor)):
+            r = int(index)
+            r = r + len(self) if r < 0 else r
+            self._ensure([r])
+            return self._rows[r]
+        if isinstance(index, slice):
+            rows = list(range(len(self)))[index]
+        elif isinstance(index, torch.Tensor) and index.dtype == torch.bool:
+            rows = torch.nonzero(index.flatten()).flatten().tolist()
+        else:
+            rows = [int(r) for r in (index.flatten().tolist() if isinstance(index, torch.Tensor) else index)]
+        rows = [r + len(self) if r < 0 else r for r in rows]
+        self._ensure(rows)
+        if not rows:
+            return torch.empty(0, self.shape[1], dtype=self.dtype, device=self.device)
+        return torch.stack([self._rows[r] for r in rows])
+
+    def materialize(self) -> torch.Tensor:
+        """All rows [n, V] float32."""
+        return self[:]
+
+
+def first_child_chain(parents: torch.Tensor) -> List[int]:
+    """parents: [n] (parents precede children). The root and, from each node, its lowest-index
+    child: the chain of each layer's first-ranked candidate, the likeliest accepted path."""
+    first: Dict[int, int] = {}
+    for i, p in enumerate(parents.tolist()):
+        if p >= 0 and p not in first:
+            first[p] = i
+    chain = [0]
+    while chain[-1] in first:
+        chain.append(first[chain[-1]])
+    return chain
+
+
 @dataclass(frozen=True)
 class TargetOutput:
-    """logits: [n, vocab] float (untempered); features: [n, F] or None."""
+    """logits: [n, vocab] float32 (untempered): a tensor, or :class:`LazyLogits` whose rows
+    are computed when read; features: [n, F] or None."""
 
-    logits: torch.Tensor
+    logits: Union[torch.Tensor, LazyLogits]
     features: Optional[torch.Tensor]
 
 

@@ -17,6 +17,12 @@ isolated here:
   with forward pre-hooks on just those layers, registered for the duration of
   one forward.
 
+* **output rows on demand** – for a Llama causal LM the tree call runs the decoder
+  only and returns :class:`~rheo.models.base.LazyLogits`: ``lm_head`` (49152 x 576
+  for SmolLM2, ~21% of a forward's FLOPs) runs on the root and the first-ranked
+  chain in one batch, and on any other row when the verifier reads it. A verifier
+  reads the accepted path and one node more, so a 61-node tree pays for a few rows.
+
 Batch size is 1. Features are returned in the model dtype; logits as float32.
 """
 
@@ -29,7 +35,7 @@ from typing import Iterator, Optional, Sequence
 import torch
 from transformers import DynamicCache
 
-from rheo.models.base import DraftTree, TargetOutput
+from rheo.models.base import DraftTree, LazyLogits, TargetOutput, first_child_chain
 
 __all__ = ["HFTarget", "HFTargetSession", "eagle3_feature_layers"]
 
@@ -53,7 +59,11 @@ def eagle3_feature_layers(num_layers: int) -> tuple[int, int, int]:
 class HFTarget:
     """TargetModel over a ``transformers`` Llama causal LM (eval mode, batch 1)."""
 
-    def __init__(self, hf_model: torch.nn.Module) -> None:
+    def __init__(self, hf_model: torch.nn.Module, lazy_logits: Optional[bool] = None) -> None:
+        """``lazy_logits``: run the output layer only on the tree rows a verifier reads
+        (:class:`~rheo.models.base.LazyLogits`; on a 61-node tree it computes a few rows
+        instead of 61 x vocabulary). None = on for Llama causal LMs, whose logits are the
+        plain ``lm_head`` of the decoder's output; False = every row in the forward."""
         config = hf_model.config
         attn = getattr(config, "_attn_implementation", None) or "eager"
         if attn not in _MASKABLE_ATTN:
@@ -69,6 +79,10 @@ class HFTarget:
         self.context_length: Optional[int] = getattr(config, "max_position_embeddings", None)
         # the KV-cache argument is `cache` in recent transformers 5.x, `past_key_values` before
         self.cache_kwarg = cache_kwarg(hf_model)
+        plain = plain_lm_head(hf_model)
+        if lazy_logits and not plain:
+            raise ValueError(f"lazy_logits needs a Llama causal LM with a plain lm_head, got {type(hf_model).__name__}")
+        self.lazy_logits: bool = plain if lazy_logits is None else bool(lazy_logits)
 
     @property
     def feature_dim(self) -> int:
@@ -132,17 +146,19 @@ class HFTargetSession:
         tokens = tree.tokens.to(t.device)
         positions = (self.past_len + tree.depths.to(t.device))[None]  # [1, n]
         mask = tree_attention_mask(tree.ancestor_mask.to(t.device), self.past_len, t.dtype)
+        kwargs = dict(input_ids=tokens[None], attention_mask=mask, position_ids=positions, use_cache=True,
+                      **{t.cache_kwarg: self.cache})
         with self._capture() as captured:
-            out = t.hf_model(
-                input_ids=tokens[None],
-                attention_mask=mask,
-                position_ids=positions,
-                use_cache=True,
-                **{t.cache_kwarg: self.cache},
-            )
+            if t.lazy_logits:  # the decoder only; lm_head per row, when the verifier reads it
+                hidden = t.hf_model.get_decoder()(**kwargs).last_hidden_state[0]  # [n, H], final norm applied
+            else:
+                logits = t.hf_model(**kwargs).logits[0].float()  # [n, vocab]
         self._pending = tree
         self._check_cache_len(extra=n)
-        logits = out.logits[0].float()  # [n, vocab]
+        if t.lazy_logits:
+            lm_head = t.hf_model.get_output_embeddings()
+            logits = LazyLogits(n, t.vocab_size, lambda idx: lm_head(hidden[idx]).float(), hidden.device,
+                                prefetch=first_child_chain(tree.parents.cpu()))
         return TargetOutput(logits=logits, features=self._features(captured))
 
     @torch.no_grad()
@@ -201,6 +217,16 @@ class HFTargetSession:
         got = self.cache.get_seq_length()
         if got != self.past_len + extra:
             raise RuntimeError(f"KV cache holds {got} positions, expected {self.past_len + extra}")
+
+
+def plain_lm_head(hf_model: torch.nn.Module) -> bool:
+    """True when the model's logits are exactly ``lm_head(decoder(...))`` (Llama causal LMs:
+    no logit scaling or soft-capping), so they may be computed row by row."""
+    config = hf_model.config
+    head = hf_model.get_output_embeddings() if hasattr(hf_model, "get_output_embeddings") else None
+    return (type(hf_model).__name__ == "LlamaForCausalLM" and isinstance(head, torch.nn.Linear)
+            and head.bias is None and getattr(config, "final_logit_softcapping", None) is None
+            and getattr(config, "logit_scale", None) is None)
 
 
 def cache_kwarg(hf_model: torch.nn.Module) -> str:
