@@ -145,9 +145,13 @@ train-head: ## target features (cached in .cache/) + EAGLE-3 head training on th
 	OMP_NUM_THREADS=1 $(PY) scripts/train_draft.py --out "$(HEAD_OUT)" --epochs $(HEAD_EPOCHS) --device $(DEVICE) \
 	  --warm-start rheo/assets/eagle3_smollm2_135m_small $(if $(RESUME),--resume,)
 
-eval-head: ## tau of a head (HEAD=dir) on 16 held-out corpus prompts + 2 items per benchmark suite, paper tree
-	OMP_NUM_THREADS=1 $(PY) scripts/eval_draft_head.py --head "$(or $(HEAD),rheo/assets/eagle3_smollm2_135m)" \
-	  --n 16 --max-new-tokens 128 --check-greedy --seeds 0,1,2 --suite-items 2 --out "$(or $(EVAL_OUT),.cache/eval_head)"
+eval-head: ## tau of a head (HEAD=dir): 16 held-out corpus prompts (T=0 fp32 + greedy check; T=1 bf16, 3 seeds) + 2 items per suite; two processes
+	$(eval EH := OMP_NUM_THREADS=1 $(PY) scripts/eval_draft_head.py --head "$(or $(HEAD),rheo/assets/eagle3_smollm2_135m)" --n 16 --max-new-tokens 128)
+	$(eval EO := $(or $(EVAL_OUT),.cache/eval_head))
+	( $(EH) --suite-items 2 --check-greedy --seeds '' --dtype float32 --out $(EO)/t0 && \
+	  $(EH) --no-t0 --seeds 2 --dtype bfloat16 --out $(EO)/t1_seed2 ) & a=$$!; \
+	$(EH) --no-t0 --seeds 0,1 --dtype bfloat16 --out $(EO)/t1_seeds01; b=$$?; wait $$a; a=$$?; test $$a -eq 0 -a $$b -eq 0
+	$(PY) scripts/eval_draft_head.py --merge $(EO)/t0 $(EO)/t1_seeds01 $(EO)/t1_seed2 --out $(EO)
 
 # ---------------------------------------------------------------- GPU check (issue 11)
 # On a GPU machine without a package registry (torch, transformers, pandas, pyarrow only):

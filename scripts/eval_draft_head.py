@@ -79,7 +79,18 @@ def main() -> None:
     ap.add_argument("--check-greedy", action="store_true", help="compare T=0 tokens with model.generate (fp32)")
     ap.add_argument("--out", default="")
     ap.add_argument("--no-t0", action="store_true", help="skip the T=0 Top-K run (e.g. T=1 runs in another process)")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="DIR",
+                    help="no generation: pool the rows.jsonl of these --out folders (runs split over processes) "
+                         "into one summary in --out")
     args = ap.parse_args()
+    if args.merge:
+        if not args.out:
+            ap.error("--merge needs --out")
+        rows = [json.loads(line) for d in args.merge for line in (Path(d) / "rows.jsonl").read_text().splitlines()
+                if line.strip()]
+        write_outputs(rows, summarise(rows, args, 0.0), Path(args.out))
+        print(markdown(summarise(rows, args, 0.0)))
+        return
     torch.set_num_threads(args.threads)
     model, tok = load_smollm2(dtype=getattr(torch, args.dtype))
     target, drafter = HFTarget(model), load_eagle3_drafter(args.head, model)
@@ -111,11 +122,14 @@ def main() -> None:
     summary = summarise(rows, args, time.time() - t0)
     print(json.dumps(summary, indent=1))
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (out / "summary.md").write_text(markdown(summary))
+        write_outputs(rows, summary, Path(args.out))
+
+
+def write_outputs(rows, summary, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / "summary.md").write_text(markdown(summary))
 
 
 def summarise(rows, args, wall_s):
@@ -131,6 +145,12 @@ def summarise(rows, args, wall_s):
         if any("greedy_identical" in r for r in sel):
             rec["greedy_identical"] = f"{sum(r.get('greedy_identical', False) for r in sel)}/{len(sel)}"
         out["pooled"].append(rec)
+    by = {(r["method"], r["prompt"], r["seed"]): r["tau"] for r in rows
+          if r["group"] == "heldout" and r["temperature"] == 1.0}
+    diffs = [by[("rheo", p, sd)] - t for (m, p, sd), t in by.items() if m == "topk" and ("rheo", p, sd) in by]
+    if len(diffs) > 1:  # Rheo m=1 - Top-K at T=1, paired by (prompt, seed); normal 95% CI
+        half = 1.96 * float(np.std(diffs, ddof=1)) / np.sqrt(len(diffs))
+        out["paired_t1"] = dict(pairs=len(diffs), mean=round(float(np.mean(diffs)), 3), ci95=round(half, 3))
     for suite in sorted({r["kind"] for r in rows if r["group"] == "suites"}):
         sel = [r for r in rows if r["group"] == "suites" and r["kind"] == suite]
         out["per_suite"].append(dict(suite=suite, items=len(sel),
@@ -144,6 +164,10 @@ def markdown(s) -> str:
     for r in s["pooled"]:
         lines.append(f"| {r['group']} | {r['method']} | {r['temperature']:g} | {r['generations']} | {r['tau_pooled']} | "
                      f"{r['tau_mean']} +- {r['tau_sd']} | {r.get('greedy_identical', '-')} |")
+    if s.get("paired_t1"):
+        d = s["paired_t1"]
+        lines += ["", f"Rheo m=1 - Top-K at T=1, paired by (prompt, seed): {d['mean']:+.3f} +- {d['ci95']} "
+                      f"(95% CI, {d['pairs']} pairs)"]
     if s["per_suite"]:
         lines += ["", "| suite | items | Top-K tau, T=0 |", "|---|---|---|"]
         lines += [f"| {r['suite']} | {r['items']} | {r['tau']} |" for r in s["per_suite"]]
