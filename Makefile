@@ -132,7 +132,7 @@ figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/fi
 # `corpus` regenerates it: WORKERS one-thread processes side by side (bf16), resumable.
 WORKERS ?= 2
 HEAD_OUT ?= .cache/train_head/head
-HEAD_EPOCHS ?= 1
+HEAD_THREADS ?= 2
 .PHONY: corpus train-head eval-head
 
 corpus: ## regenerate the draft-head training corpus (SmolLM2 answers offline prompts; hours on 2 CPU cores), then pack it
@@ -141,9 +141,19 @@ corpus: ## regenerate the draft-head training corpus (SmolLM2 answers offline pr
 	done; wait
 	$(PY) scripts/pack_corpus.py --shards .cache/draft_corpus/shards --out data/draft_corpus
 
-train-head: ## target features (cached in .cache/) + EAGLE-3 head training on the committed corpus; resumable (RESUME=1)
-	OMP_NUM_THREADS=1 $(PY) scripts/train_draft.py --out "$(HEAD_OUT)" --epochs $(HEAD_EPOCHS) --device $(DEVICE) \
-	  --warm-start rheo/assets/eagle3_smollm2_135m_small $(if $(RESUME),--resume,)
+# The default head's recipe, two stages (rheo/assets/eagle3_smollm2_135m/README.md): stage 1 on the
+# first-turn answers (the corpus's first 3,981 sequences) from the int8 baseline head, 400 steps of a
+# 2-epoch cosine; stage 2 on the whole corpus from stage 1's head, 1200 steps of a 1544-step cosine.
+# ~45 + ~65 min on the 2-core VM. Each stage resumes from its run folder with RESUME=1.
+train-head: ## the default head's two-stage recipe: features (cached in .cache/) + EAGLE-3 training on the committed corpus -> HEAD_OUT; RESUME=1 continues
+	OMP_NUM_THREADS=$(HEAD_THREADS) $(PY) scripts/train_draft.py --run-dir .cache/train_head_s1 --out .cache/train_head_s1/head \
+	  --features .cache/features_all --first-sequences 3981 --warm-start rheo/assets/eagle3_smollm2_135m_small \
+	  --epochs 2 --max-steps 400 --eval-every 100 --threads $(HEAD_THREADS) --device $(DEVICE) $(if $(RESUME),--resume,)
+	OMP_NUM_THREADS=$(HEAD_THREADS) $(PY) scripts/train_draft.py --run-dir .cache/train_head_s2 --out "$(HEAD_OUT)" \
+	  --features .cache/features_all --warm-start .cache/train_head_s1/head \
+	  --epochs 3.8504 --max-steps 1200 --eval-every 150 --threads $(HEAD_THREADS) --device $(DEVICE) $(if $(RESUME),--resume,)
+	$(PY) scripts/plot_learning_curve.py --metrics .cache/train_head_s1/metrics.jsonl .cache/train_head_s2/metrics.jsonl \
+	  --bar 0.65 --out "$(HEAD_OUT)/learning_curve.png"
 
 eval-head: ## tau of a head (HEAD=dir): 16 held-out corpus prompts (T=0 fp32 + greedy check; T=1 bf16, 3 seeds) + 2 items per suite; two processes
 	$(eval EH := OMP_NUM_THREADS=1 $(PY) scripts/eval_draft_head.py --head "$(or $(HEAD),rheo/assets/eagle3_smollm2_135m)" --n 16 --max-new-tokens 128)

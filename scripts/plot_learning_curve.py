@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--metrics", nargs="+", default=[".cache/train_head/metrics.jsonl"],
                     help="one metrics.jsonl per training stage, in order")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--bar", type=float, default=None, help="draw a goal for step-1 top-1 (e.g. 0.65)")
     ap.add_argument("--title", default="SmolLM2-135M EAGLE-3 head: held-out top-1 accuracy")
     args = ap.parse_args()
     recs, starts, offset = [], [], 0
@@ -45,6 +46,8 @@ def main() -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for step in range(len(recs[0]["held_out_top1"])):
         ax.plot(x, [r["held_out_top1"][step] for r in recs], marker="o", ms=3, label=f"unrolled step {step + 1}")
+    if args.bar is not None:
+        ax.axhline(args.bar, color="black", ls=":", lw=1, label=f"goal, step 1 ({args.bar:g})")
     for x0 in starts[1:]:
         ax.axvline(x0 / 1e6, color="grey", ls="--", lw=0.8)
     ax.set_xlabel("training tokens seen (millions)")
