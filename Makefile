@@ -33,17 +33,18 @@ test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
 # Rheo m=1, T=1) on MAIN_ITEMS items per suite (MT-bench both turns: MAIN_ITEMS x 7 prompts), the m
 # ablation (m=0..3, T=1) and the temperature study (Top-K, m=0, m=1 at STUDY_TEMPS and T=1) on ITEMS
 # items per suite, SEEDS; MAX_NEW new tokens for the main table, STUDY_MAX_NEW for the studies (so
-# no rows are shared). It runs as two one-thread jobs in parallel (Top-K + m=0 | m=1..3), 952
-# generations at the defaults. Then speed, alone (SPEED_DTYPE, one thread): Top-K, Rheo m=1 and `transformers generate`
+# no rows are shared). It runs as 13 one-thread jobs (one per method x temperature), TAU_JOBS (2) at a
+# time, longest first (xargs -P): 952 generations at the defaults. Then speed, alone (SPEED_DTYPE, one
+# thread): Top-K, Rheo m=1 and `transformers generate`
 # at T=0 and 1 on the paper tree, each timed next to its own AR (paired_baseline), on SPEED_ITEMS
 # items per suite, and, if `make tune` wrote configs/experiment/tuned_{topk,rheo}.yaml, the same on
 # the tuned trees, into SPEED_RESULTS (tables: SPEED_TABLES). A rerun resumes (finished rows are kept).
-# Measured cold (2026-11-30, 2-core EPYC VM, bf16, SmolLM2 + the default head, tau 1.6-2.1): 101 min
-# 49 s = tau 82.9 min (main table 40-42 min: 336 generations x 128 tokens at a paper-tree cycle of
-# ~223 ms; studies 41 min: 616 x 64 tokens) + speed, tables and figures 18.9 min. Not the 60 min the
-# issue asked: that VM ran 1.6-2x slower than the per-call costs quoted for its kind (bf16 target
-# 48 ms for 1 node, ~160 ms for 61; `make tune` measures them). To fit an hour there: ITEMS=4 or
-# STUDY_MAX_NEW=32, or skip reproduce-speed (make reproduce-tau tables figures).
+# Measured cold (2026-11-30 09:09-10:13 UTC, 2-core EPYC VM, bf16, SmolLM2 + the default head of that
+# day, tau 1.7-2.3): 64 min 24 s = tau 54 min (main table 34 / 37.5 min: 336 generations x 128 tokens
+# at a paper-tree cycle of ~204 ms; 11 study jobs ~3.5 min each: 616 x 32 tokens) + speed 10 min +
+# tables, figures and archives 20 s. Not the 60 min the issue asked: that VM ran ~1.7x slower than the
+# per-call costs quoted for its kind (bf16 target 50 ms for 1 node, ~140 ms for 61; `make tune`
+# measures them). To fit an hour there: skip reproduce-speed (make reproduce-tau tables figures) or ITEMS=4.
 # Two threads per job are ~10x slower whenever another process shares the cores (OpenMP barriers).
 MODEL ?= smollm2_135m
 MAIN_ITEMS ?= 24
