@@ -18,8 +18,6 @@ what to set. A head that does not fit its target (hidden size, vocabulary,
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -28,7 +26,7 @@ from typing import Any, Optional
 
 import torch
 
-from rheo.models.weights import CorruptWeightsError, check_weight_files
+from rheo.models.weights import CorruptWeightsError, check_weight_files, weights_fingerprint
 from rheo.placement import DTYPES, as_device, as_dtype
 
 __all__ = [
@@ -155,28 +153,7 @@ def head_fingerprint(name: str, head_path: Optional[str] = None) -> Optional[str
     path, report = _resolve_part(entry, "head", head_path)
     if report or path is None:
         return None
-    h = hashlib.sha256()
-    files = sorted(f for f in path.iterdir() if f.suffix in (".safetensors", ".bin") and f.is_file())
-    if not files:
-        return None
-    for f in files:
-        h.update(f.name.encode())
-        h.update(_file_digest(str(f), *_stat_key(f)).encode())
-    return h.hexdigest()[:12]
-
-
-def _stat_key(f: Path) -> tuple[int, int]:
-    st = f.stat()
-    return st.st_size, st.st_mtime_ns
-
-
-@functools.lru_cache(maxsize=64)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return weights_fingerprint(path)
 
 
 def _resolve_part(entry: ModelEntry, part: str, given: Optional[str]) -> tuple[Optional[Path], str]:

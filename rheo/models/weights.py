@@ -9,9 +9,12 @@ safetensors file of a folder (cheap: no tensor is read) and raises
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from pathlib import Path
+from typing import Optional
 
-__all__ = ["CorruptWeightsError", "check_weight_files", "weights_problem"]
+__all__ = ["CorruptWeightsError", "check_weight_files", "weights_fingerprint", "weights_problem"]
 
 
 class CorruptWeightsError(RuntimeError):
@@ -37,3 +40,26 @@ def check_weight_files(folder: Path, what: str, fix: str) -> None:
     if problem:
         raise CorruptWeightsError(f"{what}: {problem}: truncated or corrupt (interrupted download or copy, "
                                   f"full disk?).\n    fix: {fix}")
+
+
+def weights_fingerprint(folder: Path) -> Optional[str]:
+    """First 12 hex digits of a SHA-256 over the folder's ``*.safetensors`` / ``*.bin`` files
+    (names and contents); None when it has none. File digests are cached per (path, size, mtime)."""
+    files = sorted(f for f in Path(folder).iterdir() if f.suffix in (".safetensors", ".bin") and f.is_file())
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        st = f.stat()
+        h.update(f.name.encode())
+        h.update(_file_digest(str(f), st.st_size, st.st_mtime_ns).encode())
+    return h.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=64)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
