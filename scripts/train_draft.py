@@ -62,13 +62,14 @@ def coverage(cache: FeatureCache, held: np.ndarray, in_vocab: torch.Tensor) -> f
     return hits / max(total, 1)
 
 
-def init_head(target, draft_ids: torch.Tensor, warm_start: str) -> Eagle3Head:
+def init_head(target, draft_ids: torch.Tensor, warm_start: str, warm_output: bool = False) -> Eagle3Head:
     """Head shaped like one target layer, on the host; lm_head/norm = the target's (draft rows).
 
     draft_ids: [Vd] long on the host; ``target`` may sit on any device.
 
     ``warm_start``: a head dir whose fc / midlayer weights are copied (its draft vocabulary
-    may differ: lm_head rows always come from the target)."""
+    may differ: lm_head rows come from the target). ``warm_output``: also copy its lm_head and
+    norm (a head trained with ``--train-lm-head``); its draft vocabulary must then be the same."""
     tc = target.config
     cfg = Eagle3Config(
         hidden_size=tc.hidden_size, num_attention_heads=tc.num_attention_heads,
@@ -89,6 +90,11 @@ def init_head(target, draft_ids: torch.Tensor, warm_start: str) -> Eagle3Head:
 
             state = dequantize_int8(load_file(str(Path(warm_start) / "model.safetensors")))
             keep = {k: v.float() for k, v in state.items() if k.startswith(("fc.", "midlayer."))}
+            if warm_output:
+                if "d2t" not in state or not torch.equal(state["d2t"].long(), head.d2t.long()):
+                    raise ValueError(f"warm start {warm_start}: --train-lm-head continues a head with the same "
+                                     "draft vocabulary; this one's differs (drop --train-lm-head or the warm start)")
+                keep.update({k: state[k].float() for k in ("lm_head.weight", "norm.weight")})
             missing = head.load_state_dict(keep, strict=False)
             if missing.unexpected_keys:
                 raise ValueError(f"warm start {warm_start}: unexpected keys {missing.unexpected_keys}")
@@ -145,6 +151,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu", help="cpu or cuda[:i]: where features are computed and the head trains")
     ap.add_argument("--warm-start", default="", help="head dir to copy fc/midlayer from")
+    ap.add_argument("--train-lm-head", action="store_true",
+                    help="train the head's output rows too (they start as the target's draft-vocabulary rows)")
+    ap.add_argument("--lm-head-lr-mult", type=float, default=0.1, help="lr of the output rows / --lr")
     ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/state.pt")
     ap.add_argument("--features-only", action="store_true")
     ap.add_argument("--first-sequences", type=int, default=0,
@@ -186,14 +195,20 @@ def main() -> None:
               if args.resume and state_path.exists() else None)
     draft_ids = resume["draft_ids"] if resume else draft_vocab(corpus, train_ids, args.draft_vocab)
     draft_ids = draft_ids.cpu()
-    head = init_head(target, draft_ids, "" if resume else args.warm_start).to(device)  # built on the host
+    head = init_head(target, draft_ids, "" if resume else args.warm_start,
+                     warm_output=args.train_lm_head).to(device)  # built on the host
     in_vocab = head.t2d.clone()  # [V] bool, on the device
     cov = coverage(cache, np.flatnonzero(corpus.held_out[:first]), in_vocab.cpu())
     embed = target.model.embed_tokens
     w_draft = target.lm_head.weight.detach()[draft_ids.to(device)].float()  # [Vd, H], on the device
-    head.lm_head.weight.requires_grad_(False)
+    # the output rows start as the target's; frozen unless --train-lm-head (then at lr x lm_head_lr_mult)
+    head.lm_head.weight.requires_grad_(args.train_lm_head)
+    body = [p for n, p in head.named_parameters() if p.requires_grad and not n.startswith("lm_head.")]
     params = [p for p in head.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    groups = [dict(params=body, lr=args.lr)]
+    if args.train_lm_head:
+        groups.append(dict(params=[head.lm_head.weight], lr=args.lr * args.lm_head_lr_mult))
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     per_epoch = len(epoch_batches(lengths, train_ids, args.max_tokens, args.seed, 0))
     plan = dict(total=max(1, int(per_epoch * args.epochs)))  # --minutes may shorten it once (saved in state)
     sched = torch.optim.lr_scheduler.LambdaLR(

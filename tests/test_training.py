@@ -163,3 +163,39 @@ def test_ttt_loss_on_selected_pairs_equals_the_dense_computation():
         ok = batch["valid"] & (j >= k - 1)
         hit = (head.draft_to_target()[logits.argmax(-1)] == batch["argmax"]) & ok
         assert stats[k - 1].tolist() == [int(hit.sum()), int(ok.sum())]
+
+
+def _train_draft_module():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "train_draft.py"
+    spec = importlib.util.spec_from_file_location("train_draft", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_warm_start_copies_the_output_rows_only_when_asked_and_only_for_the_same_vocabulary(tmp_path):
+    from rheo.models.eagle3_head import save_head
+    from rheo.models.tiny import make_tiny_llama
+
+    td = _train_draft_module()
+    target = make_tiny_llama(seed=0, vocab_size=256, num_layers=3)
+    ids = torch.arange(0, 256, 2)  # [128] a draft vocabulary
+    trained = td.init_head(target, ids, "")
+    with torch.no_grad():  # as if --train-lm-head had moved the output rows and the norm
+        trained.lm_head.weight.add_(0.25)
+        trained.norm.weight.mul_(2.0)
+        trained.fc.weight.add_(0.5)
+    save_head(trained, tmp_path / "h", dtype=torch.float32)
+
+    body_only = td.init_head(target, ids, str(tmp_path / "h"))
+    assert torch.equal(body_only.fc.weight, trained.fc.weight)
+    assert torch.equal(body_only.lm_head.weight, target.lm_head.weight[ids])  # the target's rows
+    assert not torch.equal(body_only.norm.weight, trained.norm.weight)
+
+    full = td.init_head(target, ids, str(tmp_path / "h"), warm_output=True)
+    assert torch.equal(full.lm_head.weight, trained.lm_head.weight)
+    assert torch.equal(full.norm.weight, trained.norm.weight)
+    with pytest.raises(ValueError, match="draft vocabulary"):
+        td.init_head(target, torch.arange(1, 256, 2), str(tmp_path / "h"), warm_output=True)
