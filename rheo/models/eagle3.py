@@ -115,9 +115,16 @@ class Eagle3Session:
             anc = parents_all[anc]
         tree_k = torch.cat([self.node_k[c][:, :, None] for c in chain] + [k], dim=2)  # [f, nKV, d, hd]
         tree_v = torch.cat([self.node_v[c][:, :, None] for c in chain] + [v], dim=2)
-        keys = torch.cat([self.keys.expand(f, -1, -1, -1), tree_k], dim=2)
-        values = torch.cat([self.values.expand(f, -1, -1, -1), tree_v], dim=2)
-        out = head.finish(attend(q, keys, values, None), hidden)[:, 0]  # [f, H]
+        # One attention call for the whole layer: the f queries share the committed keys (not copied
+        # f times; that copy dominated drafting on long prompts) and see only their own chain's keys.
+        nkv, hd = tree_k.shape[1], tree_k.shape[3]
+        s = self.committed_len
+        keys = torch.cat([self.keys, tree_k.transpose(0, 1).reshape(1, nkv, f * depth, hd)], dim=2)  # [1, nKV, S+f*d, hd]
+        values = torch.cat([self.values, tree_v.transpose(0, 1).reshape(1, nkv, f * depth, hd)], dim=2)
+        mask = torch.ones(f, s + f * depth, dtype=torch.bool, device=self.device)  # [f, S+f*d]
+        mask[:, s:] = torch.eye(f, dtype=torch.bool, device=self.device).repeat_interleave(depth, dim=1)
+        att = attend(q[:, :, 0].transpose(0, 1)[None], keys, values, mask[None, None])  # [1, nH, f, hd]
+        out = head.finish(att[0].transpose(0, 1)[:, :, None], hidden)[:, 0]  # [f, H]
         self.node_hidden[frontier] = out
         self.node_k[frontier] = k[:, :, 0]
         self.node_v[frontier] = v[:, :, 0]
