@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -165,21 +166,13 @@ def test_ttt_loss_on_selected_pairs_equals_the_dense_computation():
         assert stats[k - 1].tolist() == [int(hit.sum()), int(ok.sum())]
 
 
-def _train_draft_module():
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "train_draft.py"
-    spec = importlib.util.spec_from_file_location("train_draft", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_warm_start_copies_the_output_rows_only_when_asked_and_only_for_the_same_vocabulary(tmp_path):
     from rheo.models.eagle3_head import save_head
     from rheo.models.tiny import make_tiny_llama
 
-    td = _train_draft_module()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # as the other script tests
+    import train_draft as td
+
     target = make_tiny_llama(seed=0, vocab_size=256, num_layers=3)
     ids = torch.arange(0, 256, 2)  # [128] a draft vocabulary
     trained = td.init_head(target, ids, "")
