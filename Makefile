@@ -142,22 +142,27 @@ corpus: ## regenerate the draft-head training corpus (SmolLM2 answers offline pr
 	done; wait
 	$(PY) scripts/pack_corpus.py --shards .cache/draft_corpus/shards --out data/draft_corpus
 
-# The default head's recipe, three stages (rheo/assets/eagle3_smollm2_135m/README.md): stage 1 on the
+# The default head's recipe, four stages (rheo/assets/eagle3_smollm2_135m/README.md): stage 1 on the
 # first-turn answers (the corpus's first 3,981 sequences) from the int8 baseline head, 400 steps of a
 # 2-epoch cosine; stage 2 on the whole corpus from stage 1's head, a 1544-step cosine; stage 3
 # continues stage 2's head with its output rows trainable too (--train-lm-head), a fresh 1130-step
-# cosine. ~45 + ~80 + ~55 min on the 2-core VM. Each stage resumes from its run folder with RESUME=1.
-train-head: ## the default head's three-stage recipe: features (cached in .cache/) + EAGLE-3 training on the committed corpus -> HEAD_OUT; RESUME=1 continues
+# cosine; stage 4 restarts from stage 3's head, lr 3e-4, output rows at 0.3x, a 606-step cosine.
+# ~45 + ~80 + ~55 + ~33 min on the 2-core VM. Each stage resumes from its run folder with RESUME=1.
+train-head: ## the default head's four-stage recipe: features (cached in .cache/) + EAGLE-3 training on the committed corpus -> HEAD_OUT; RESUME=1 continues
 	OMP_NUM_THREADS=$(HEAD_THREADS) $(PY) scripts/train_draft.py --run-dir .cache/train_head_s1 --out .cache/train_head_s1/head \
 	  --features .cache/features_all --first-sequences 3981 --warm-start rheo/assets/eagle3_smollm2_135m_small \
 	  --epochs 2 --max-steps 400 --eval-every 100 --threads $(HEAD_THREADS) --device $(DEVICE) $(if $(RESUME),--resume,)
 	OMP_NUM_THREADS=$(HEAD_THREADS) $(PY) scripts/train_draft.py --run-dir .cache/train_head_s2 --out .cache/train_head_s2/head \
 	  --features .cache/features_all --warm-start .cache/train_head_s1/head \
 	  --epochs 3.8504 --eval-every 150 --threads $(HEAD_THREADS) --device $(DEVICE) $(if $(RESUME),--resume,)
-	OMP_NUM_THREADS=$(HEAD_THREADS) $(PY) scripts/train_draft.py --run-dir .cache/train_head_s3 --out "$(HEAD_OUT)" \
+	OMP_NUM_THREADS=$(HEAD_THREADS) $(PY) scripts/train_draft.py --run-dir .cache/train_head_s3 --out .cache/train_head_s3/head \
 	  --features .cache/features_all --warm-start .cache/train_head_s2/head --train-lm-head \
 	  --epochs 2.818 --eval-every 100 --threads $(HEAD_THREADS) --device $(DEVICE) $(if $(RESUME),--resume,)
-	$(PY) scripts/plot_learning_curve.py --metrics .cache/train_head_s1/metrics.jsonl .cache/train_head_s2/metrics.jsonl .cache/train_head_s3/metrics.jsonl \
+	OMP_NUM_THREADS=$(HEAD_THREADS) $(PY) scripts/train_draft.py --run-dir .cache/train_head_s4 --out "$(HEAD_OUT)" \
+	  --features .cache/features_all --warm-start .cache/train_head_s3/head --train-lm-head --lm-head-lr-mult 0.3 \
+	  --lr 3e-4 --warmup 100 --seed 1 --epochs 1.5 --eval-every 100 --threads $(HEAD_THREADS) --device $(DEVICE) $(if $(RESUME),--resume,)
+	$(PY) scripts/plot_learning_curve.py --metrics .cache/train_head_s1/metrics.jsonl .cache/train_head_s2/metrics.jsonl \
+	  .cache/train_head_s3/metrics.jsonl .cache/train_head_s4/metrics.jsonl \
 	  --bar 0.65 --out "$(HEAD_OUT)/learning_curve.png"
 
 eval-head: ## tau of a head (HEAD=dir): 16 held-out corpus prompts (T=0 fp32 + greedy check; T=1 bf16, 3 seeds) + 2 items per suite; two processes

@@ -88,8 +88,17 @@ def main() -> None:
             ap.error("--merge needs --out")
         rows = [json.loads(line) for d in args.merge for line in (Path(d) / "rows.jsonl").read_text().splitlines()
                 if line.strip()]
-        write_outputs(rows, summarise(rows, args, 0.0), Path(args.out))
-        print(markdown(summarise(rows, args, 0.0)))
+        parts = [json.loads((Path(d) / "summary.json").read_text()) for d in args.merge]
+        heads = sorted({p["config"]["head"] for p in parts})
+        if len(heads) != 1:
+            raise SystemExit(f"--merge: the parts measured different heads {heads}; merge one head's runs only")
+        summary = summarise(rows, args, 0.0)
+        # the merged config is the parts' (the merging process's own flags describe no measurement)
+        summary["config"] = dict(head=heads[0], merged_from=list(args.merge), parts=[p["config"] for p in parts])
+        summary["wall_s"] = None
+        summary["parts_wall_s"] = [p["wall_s"] for p in parts]
+        write_outputs(rows, summary, Path(args.out))
+        print(markdown(summary))
         return
     torch.set_num_threads(args.threads)
     model, tok = load_smollm2(dtype=getattr(torch, args.dtype))

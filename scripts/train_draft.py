@@ -102,7 +102,8 @@ def init_head(target, draft_ids: torch.Tensor, warm_start: str, warm_output: boo
 
 
 @torch.no_grad()
-def evaluate(head, embed, cache, held, steps, in_vocab, w_draft, max_tokens):
+def evaluate(head, embed, cache, held, steps, in_vocab, w_draft, max_tokens, counts: bool = False):
+    """Held-out top-1 per unrolled step (teacher-forced); ``counts``: also [steps, 2] (hits, positions)."""
     head.eval()
     tot = torch.zeros(steps, 2)
     lengths = cache.corpus.lengths()
@@ -112,7 +113,19 @@ def evaluate(head, embed, cache, held, steps, in_vocab, w_draft, max_tokens):
             _, st = ttt_forward(head, batch, steps, in_vocab)
         tot += st.float().cpu()
     head.train()
-    return (tot[:, 0] / tot[:, 1].clamp_min(1)).tolist()
+    acc = (tot[:, 0] / tot[:, 1].clamp_min(1)).tolist()
+    return (acc, tot) if counts else acc
+
+
+def head_draft_ids(head_dir: str) -> torch.Tensor:
+    """[Vd] long: the target ids of a saved head's draft vocabulary (from its ``d2t``)."""
+    from safetensors.torch import load_file
+
+    path = Path(head_dir) / "model.safetensors"
+    if not path.exists():
+        raise SystemExit(f"--eval-only {head_dir}: no model.safetensors there")
+    d2t = load_file(str(path))["d2t"].long()
+    return d2t + torch.arange(len(d2t))
 
 
 def epoch_batches(lengths, train_ids, max_tokens, seed, epoch):
@@ -156,6 +169,9 @@ def main() -> None:
     ap.add_argument("--lm-head-lr-mult", type=float, default=0.1, help="lr of the output rows / --lr")
     ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/state.pt")
     ap.add_argument("--features-only", action="store_true")
+    ap.add_argument("--eval-only", default="", metavar="HEAD_DIR",
+                    help="only measure this saved head's held-out top-1 on --eval-sequences held-out sequences "
+                         "(with its own draft vocabulary), print it as JSON and exit; nothing is trained or written")
     ap.add_argument("--first-sequences", type=int, default=0,
                     help="train and evaluate on the corpus's first N sequences only (0 = all)")
     ap.add_argument("--shard-features", default=".cache/draft_corpus/shards",
@@ -190,6 +206,18 @@ def main() -> None:
     train_ids = np.flatnonzero(~corpus.held_out[:first])
     lengths = corpus.lengths()
 
+    if args.eval_only:
+        draft_ids = head_draft_ids(args.eval_only)
+        head = init_head(target, draft_ids, args.eval_only, warm_output=True).to(device)
+        w_draft = target.lm_head.weight.detach()[draft_ids.to(device)].float()  # [Vd, H]
+        cov = coverage(cache, np.flatnonzero(corpus.held_out[:first]), head.t2d.cpu())
+        acc, tot = evaluate(head, target.model.embed_tokens, cache, held, args.steps_unrolled, head.t2d.clone(),
+                            w_draft, args.max_tokens, counts=True)
+        se = [math.sqrt(a * (1 - a) / max(n, 1)) for a, n in zip(acc, tot[:, 1].tolist())]
+        print(json.dumps(dict(head=args.eval_only, held_out_sequences=len(held), positions=int(tot[0, 1]),
+                              held_out_argmax_coverage=round(cov, 4), held_out_top1=[round(a, 4) for a in acc],
+                              binomial_se=[round(x, 4) for x in se])), flush=True)
+        return
     state_path = run_dir / "state.pt"
     resume = (torch.load(state_path, weights_only=False, map_location=device)
               if args.resume and state_path.exists() else None)

@@ -38,11 +38,29 @@ def test_summary_pools_tokens_over_cycles_and_pairs_by_prompt_and_seed():
     assert "paired by (prompt, seed)" in edh.markdown(s)
 
 
-def test_merge_pools_the_rows_of_several_runs(tmp_path):
-    for name, part in (("a", ROWS[:4]), ("b", ROWS[4:])):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_draft_head.py"), "--merge", str(tmp_path / "a"),
-                    str(tmp_path / "b"), "--out", str(tmp_path / "all")], check=True, capture_output=True, cwd=ROOT)
+def _part(path: Path, rows, head: str, wall_s: float) -> None:
+    path.mkdir()
+    (path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (path / "summary.json").write_text(json.dumps(dict(config=dict(head=head), wall_s=wall_s)))
+
+
+def _merge(tmp_path, *names):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_draft_head.py"), "--merge",
+                           *[str(tmp_path / n) for n in names], "--out", str(tmp_path / "all")],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_merge_pools_the_rows_of_several_runs_and_keeps_the_measured_head(tmp_path):
+    _part(tmp_path / "a", ROWS[:4], "heads/new", 10.0)
+    _part(tmp_path / "b", ROWS[4:], "heads/new", 20.0)
+    assert _merge(tmp_path, "a", "b").returncode == 0
     merged = json.loads((tmp_path / "all" / "summary.json").read_text())
     assert merged["paired_t1"]["pairs"] == 2 and len((tmp_path / "all" / "rows.jsonl").read_text().splitlines()) == 8
+    assert merged["config"]["head"] == "heads/new" and merged["parts_wall_s"] == [10.0, 20.0]
+
+
+def test_merge_refuses_runs_of_different_heads(tmp_path):
+    _part(tmp_path / "a", ROWS[:4], "heads/new", 10.0)
+    _part(tmp_path / "b", ROWS[4:], "heads/old", 20.0)
+    done = _merge(tmp_path, "a", "b")
+    assert done.returncode != 0 and "different heads" in done.stderr

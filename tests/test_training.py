@@ -192,3 +192,20 @@ def test_warm_start_copies_the_output_rows_only_when_asked_and_only_for_the_same
     assert torch.equal(full.norm.weight, trained.norm.weight)
     with pytest.raises(ValueError, match="draft vocabulary"):
         td.init_head(target, torch.arange(1, 256, 2), str(tmp_path / "h"), warm_output=True)
+
+
+def test_a_saved_heads_draft_vocabulary_is_recovered_for_eval_only(tmp_path):
+    from rheo.models.eagle3_head import save_head
+    from rheo.models.tiny import make_tiny_llama
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # as the other script tests
+    import train_draft as td
+
+    target = make_tiny_llama(seed=0, vocab_size=256, num_layers=3)
+    ids = torch.tensor([3, 7, 8, 40, 41, 200, 255])  # [7] an irregular draft vocabulary
+    save_head(td.init_head(target, ids, ""), tmp_path / "h", dtype=torch.float16)
+    assert torch.equal(td.head_draft_ids(str(tmp_path / "h")), ids)
+    reloaded = td.init_head(target, td.head_draft_ids(str(tmp_path / "h")), str(tmp_path / "h"), warm_output=True)
+    assert reloaded.t2d.nonzero().flatten().tolist() == ids.tolist()
+    with pytest.raises(SystemExit, match="no model.safetensors"):
+        td.head_draft_ids(str(tmp_path / "missing"))
