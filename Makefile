@@ -39,10 +39,10 @@ test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
 # at T=0 and 1 on the paper tree, each timed next to its own AR (paired_baseline), on SPEED_ITEMS
 # items per suite, and, if `make tune` wrote configs/experiment/tuned_{topk,rheo}.yaml, the same on
 # the tuned trees, into SPEED_RESULTS (tables: SPEED_TABLES). A rerun resumes (finished rows are kept).
-# Measured cold (2026-11-30 12:13-13:12 UTC, 2-core EPYC VM, bf16, SmolLM2 + the stage-3 default head,
-# tau 1.8-2.5): 59 min 31 s = tau 49 min 47 s (main table 33.5 / 31.6 min: 336 generations x 128 tokens
-# at a paper-tree cycle of ~186 ms; 11 study jobs 2.6-3.3 min each: 616 x 32 tokens) + speed 9.5 min +
-# tables, figures and archives 20 s. Half a minute inside the hour: that VM runs ~1.7x slower than the
+# Measured cold (2026-11-30 14:41-15:39 UTC, 2-core EPYC VM, bf16, SmolLM2 + the stage-4 default head,
+# tau 1.7-2.5): 57 min 44 s = tau 48 min 8 s (main table 31.9 / 30.3 min: 336 generations x 128 tokens
+# at a paper-tree cycle of ~183 ms; 11 study jobs ~3 min each: 616 x 32 tokens) + speed ~9.3 min +
+# tables, figures and archives 20 s. Two minutes inside the hour: that VM runs ~1.7x slower than the
 # per-call costs quoted for its kind (bf16 target 50 ms for 1 node, ~140 ms for 61; `make tune`
 # measures them). If a machine runs over: skip reproduce-speed (make reproduce-tau tables figures) or ITEMS=4.
 # Two threads per job are ~10x slower whenever another process shares the cores (OpenMP barriers).
