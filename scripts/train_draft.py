@@ -33,9 +33,11 @@ import torch
 from tqdm import tqdm
 
 from rheo.io import atomic_write
+from rheo.models.eagle3 import Eagle3LoadError, load_eagle3_drafter
 from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, dequantize_int8, save_head
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
+from rheo.models.weights import CorruptWeightsError
 from rheo.training.corpus import DEFAULT_DIR, load_corpus, sha256
 from rheo.training.eagle3_train import batch_from_sequences, ttt_forward
 from rheo.training.features import FeatureCache, build_features, import_shard_features, length_batches
@@ -117,15 +119,9 @@ def evaluate(head, embed, cache, held, steps, in_vocab, w_draft, max_tokens, cou
     return (acc, tot) if counts else acc
 
 
-def head_draft_ids(head_dir: str) -> torch.Tensor:
-    """[Vd] long: the target ids of a saved head's draft vocabulary (from its ``d2t``)."""
-    from safetensors.torch import load_file
-
-    path = Path(head_dir) / "model.safetensors"
-    if not path.exists():
-        raise SystemExit(f"--eval-only {head_dir}: no model.safetensors there")
-    d2t = load_file(str(path))["d2t"].long()
-    return d2t + torch.arange(len(d2t))
+def saved_head(head_dir: str, target, device) -> Eagle3Head:
+    """A saved head (official layout) for ``target``, fp32 on ``device``, via the project's loader."""
+    return load_eagle3_drafter(head_dir, target, device=device, dtype=torch.float32).head
 
 
 def epoch_batches(lengths, train_ids, max_tokens, seed, epoch):
@@ -206,29 +202,32 @@ def main() -> None:
     train_ids = np.flatnonzero(~corpus.held_out[:first])
     lengths = corpus.lengths()
 
+    state_path = run_dir / "state.pt"
+    resume = (torch.load(state_path, weights_only=False, map_location=device)
+              if args.resume and state_path.exists() and not args.eval_only else None)
+    if args.eval_only:  # a saved head, with its own draft vocabulary, through the project's loader
+        try:
+            head = saved_head(args.eval_only, target, device)
+        except (FileNotFoundError, Eagle3LoadError, CorruptWeightsError) as e:
+            raise SystemExit(f"--eval-only: {e}") from e
+        draft_ids = head.draft_to_target().cpu()
+    else:
+        draft_ids = resume["draft_ids"] if resume else draft_vocab(corpus, train_ids, args.draft_vocab)
+        draft_ids = draft_ids.cpu()
+        head = init_head(target, draft_ids, "" if resume else args.warm_start,
+                         warm_output=args.train_lm_head).to(device)  # built on the host
+    in_vocab = head.t2d.clone()  # [V] bool, on the device
+    cov = coverage(cache, np.flatnonzero(corpus.held_out[:first]), in_vocab.cpu())
+    embed = target.model.embed_tokens
+    w_draft = target.lm_head.weight.detach()[draft_ids.to(device)].float()  # [Vd, H], on the device
     if args.eval_only:
-        draft_ids = head_draft_ids(args.eval_only)
-        head = init_head(target, draft_ids, args.eval_only, warm_output=True).to(device)
-        w_draft = target.lm_head.weight.detach()[draft_ids.to(device)].float()  # [Vd, H]
-        cov = coverage(cache, np.flatnonzero(corpus.held_out[:first]), head.t2d.cpu())
-        acc, tot = evaluate(head, target.model.embed_tokens, cache, held, args.steps_unrolled, head.t2d.clone(),
-                            w_draft, args.max_tokens, counts=True)
+        acc, tot = evaluate(head, embed, cache, held, args.steps_unrolled, in_vocab, w_draft, args.max_tokens,
+                            counts=True)
         se = [math.sqrt(a * (1 - a) / max(n, 1)) for a, n in zip(acc, tot[:, 1].tolist())]
         print(json.dumps(dict(head=args.eval_only, held_out_sequences=len(held), positions=int(tot[0, 1]),
                               held_out_argmax_coverage=round(cov, 4), held_out_top1=[round(a, 4) for a in acc],
                               binomial_se=[round(x, 4) for x in se])), flush=True)
         return
-    state_path = run_dir / "state.pt"
-    resume = (torch.load(state_path, weights_only=False, map_location=device)
-              if args.resume and state_path.exists() else None)
-    draft_ids = resume["draft_ids"] if resume else draft_vocab(corpus, train_ids, args.draft_vocab)
-    draft_ids = draft_ids.cpu()
-    head = init_head(target, draft_ids, "" if resume else args.warm_start,
-                     warm_output=args.train_lm_head).to(device)  # built on the host
-    in_vocab = head.t2d.clone()  # [V] bool, on the device
-    cov = coverage(cache, np.flatnonzero(corpus.held_out[:first]), in_vocab.cpu())
-    embed = target.model.embed_tokens
-    w_draft = target.lm_head.weight.detach()[draft_ids.to(device)].float()  # [Vd, H], on the device
     # the output rows start as the target's; frozen unless --train-lm-head (then at lr x lm_head_lr_mult)
     head.lm_head.weight.requires_grad_(args.train_lm_head)
     body = [p for n, p in head.named_parameters() if p.requires_grad and not n.startswith("lm_head.")]

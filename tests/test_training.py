@@ -204,8 +204,8 @@ def test_a_saved_heads_draft_vocabulary_is_recovered_for_eval_only(tmp_path):
     target = make_tiny_llama(seed=0, vocab_size=256, num_layers=3)
     ids = torch.tensor([3, 7, 8, 40, 41, 200, 255])  # [7] an irregular draft vocabulary
     save_head(td.init_head(target, ids, ""), tmp_path / "h", dtype=torch.float16)
-    assert torch.equal(td.head_draft_ids(str(tmp_path / "h")), ids)
-    reloaded = td.init_head(target, td.head_draft_ids(str(tmp_path / "h")), str(tmp_path / "h"), warm_output=True)
+    reloaded = td.saved_head(str(tmp_path / "h"), target, "cpu")
+    assert torch.equal(reloaded.draft_to_target().cpu(), ids)
     assert reloaded.t2d.nonzero().flatten().tolist() == ids.tolist()
-    with pytest.raises(SystemExit, match="no model.safetensors"):
-        td.head_draft_ids(str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        td.saved_head(str(tmp_path / "missing"), target, "cpu")
