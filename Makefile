@@ -134,13 +134,22 @@ figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/fi
 WORKERS ?= 2
 HEAD_OUT ?= .cache/train_head/head
 HEAD_THREADS ?= 2
-.PHONY: corpus train-head eval-head
+.PHONY: corpus corpus-selfinstruct train-head eval-head
 
 corpus: ## regenerate the draft-head training corpus (SmolLM2 answers offline prompts; hours on 2 CPU cores), then pack it
 	for i in $$(seq 0 $$(($(WORKERS) - 1))); do \
 	  OMP_NUM_THREADS=1 $(PY) scripts/gen_corpus.py --worker $$i --workers $(WORKERS) & \
 	done; wait
 	$(PY) scripts/pack_corpus.py --shards .cache/draft_corpus/shards --out data/draft_corpus
+
+# The self-instructed part (data/draft_corpus/selfinstruct): the target writes topics, user requests
+# and follow-ups itself, then answers them; shards are committed, so a rerun continues where it stopped.
+SI_TOKENS ?= 1600000
+corpus-selfinstruct: ## extend the corpus with self-instructed requests and their answers (WORKERS processes, resumable), then pack
+	for i in $$(seq 0 $$(($(WORKERS) - 1))); do \
+	  OMP_NUM_THREADS=1 $(PY) scripts/gen_selfinstruct.py --worker $$i --workers $(WORKERS) --target-tokens $(SI_TOKENS) & \
+	done; wait
+	$(PY) scripts/gen_selfinstruct.py --pack
 
 # The default head's recipe, four stages (rheo/assets/eagle3_smollm2_135m/README.md): stage 1 on the
 # first-turn answers (the corpus's first 3,981 sequences) from the int8 baseline head, 400 steps of a

@@ -104,3 +104,17 @@ def load_corpus(folder: Path | str = DEFAULT_DIR) -> Corpus:
                              f"changed by hand; restore it with `git checkout -- {folder}` or regenerate it")
     with np.load(path) as z:
         return Corpus(**{k: z[k] for k in Corpus.__dataclass_fields__})
+
+
+def concat_corpora(parts: List[Corpus]) -> Corpus:
+    """One corpus from several packed parts (e.g. the templated corpus, then the
+    self-instructed part), sequences in the order given."""
+    offsets, base = [np.zeros(1, dtype=np.int64)], 0
+    for c in parts:
+        offsets.append(c.offsets[1:] + base)
+        base += int(c.offsets[-1])
+    return Corpus(tokens=np.concatenate([c.tokens for c in parts]), offsets=np.concatenate(offsets),
+                  resp_start=np.concatenate([c.resp_start for c in parts]),
+                  kind=np.concatenate([c.kind for c in parts]),
+                  temperature=np.concatenate([c.temperature for c in parts]),
+                  held_out=np.concatenate([c.held_out for c in parts]))

@@ -12,7 +12,8 @@ reading them:
                 docstrings, package descriptions, licences), to summarise;
 * ``followup``  second turns ("make it shorter", "explain step 2", ...) on the target's
                 own first answers: built later, from generated answers, by
-                :func:`followup_turns`.
+                :func:`followup_turns`;
+* ``instruct``  requests the target wrote itself (:mod:`rheo.training.self_instruct`).
 
 Passages come from :mod:`rheo.training.passages`. Everything is deterministic given
 the seed and the installed packages; the generated corpus itself is committed as
@@ -36,7 +37,7 @@ from rheo.training import passages as _passages
 
 NGRAM = 8
 HELD_OUT_PERCENT = 3
-KINDS = ("chat", "code", "math", "qa", "summary", "followup")
+KINDS = ("chat", "code", "math", "qa", "summary", "followup", "instruct")  # append only: the corpus stores indices
 
 
 @dataclass(frozen=True)
