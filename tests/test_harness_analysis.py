@@ -46,6 +46,33 @@ def test_speedup_pairs_each_row_with_its_own_ar_row(synthetic):
     assert r["speedup"] == pytest.approx(r["tokens_per_s"] / ar["tokens_per_s"].iloc[0])
 
 
+def test_loaded_rows_are_tidy_with_speedup_as_a_column(synthetic, tmp_path):
+    df = analysis.load(synthetic)
+    assert len(df) == len(storage.load_results(synthetic))  # every ok row, AR rows included
+    for col in analysis.INT_COLUMNS:
+        assert str(df[col].dtype) == "Int64", col
+    ar, spec = df[df["method"] == "ar"], df[df["method"] != "ar"]
+    assert ar["m"].isna().all() and ar["speedup"].isna().all() and ar["ar_partner"].isna().all()
+    assert (spec["ar_partner"] == "shared").all() and spec["speedup"].notna().all()
+    r = spec.iloc[0]
+    assert r["speedup"] == pytest.approx(r["tokens_per_s"] / (r["ar_new_tokens"] / r["ar_wall_s"]))
+    tau_only = tmp_path / "tau"  # no AR rows (baseline=false): speedup NaN, tau usable
+    write_synthetic_results(tau_only, suites=("gsm8k",), n_items=2, seeds=(0,), temperatures=(1.0,), ms=(1,))
+    for shard in storage.iter_shards(tau_only):
+        if storage.read_row(shard)["method"] == "ar":
+            shard.unlink()
+    df = analysis.load(tau_only)
+    assert len(df) == 4 and df["speedup"].isna().all() and df["tau"].notna().all()
+
+
+def test_every_row_column_is_documented():
+    doc = (ROOT / "docs" / "results-columns.md").read_text()
+    documented = {c.strip("`") for line in doc.splitlines() if line.startswith("| `")
+                  for c in line.split("|")[1].replace(" ", "").split(",")}
+    missing = (set(storage.COLUMNS) | set(analysis.DERIVED_COLUMNS)) - documented
+    assert not missing, f"columns without a row in docs/results-columns.md: {sorted(missing)}"
+
+
 def test_tables_and_figures_from_parquet(synthetic, tmp_path, capsys):
     written = make_tables(synthetic, tmp_path / "tables", theory=False)
     assert set(written) == {"main", "m_ablation", "temperature", "speed", "agreement", "runs"}  # no phase columns: no phases.md
