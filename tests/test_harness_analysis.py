@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 from nbclient import NotebookClient
@@ -86,6 +87,44 @@ def test_tables_and_figures_from_parquet(synthetic, tmp_path, capsys):
     assert len(figures) == 3 and all(p.stat().st_size > 1000 and p.suffix == ".png" for p in figures)
 
 
+def _outside(fig) -> bool:
+    """Every legend of ``fig`` lies outside the data area of every axes (rendered extents)."""
+    fig.canvas.draw()
+    boxes = [ax.get_window_extent() for ax in fig.axes]
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    return bool(legends) and all(not leg.get_window_extent().overlaps(b) for leg in legends for b in boxes)
+
+
+def test_figures_draw_only_panels_with_data_legends_outside_registry_names(tmp_path):
+    from eval import plots
+
+    runs = tmp_path / "runs"  # Top-K, m=0, m=1 at three temperatures; m=2, m=3 at T=1 only; no AR rows
+    write_synthetic_results(runs, suites=("gsm8k",), n_items=3, seeds=(0,), temperatures=(0.0, 0.5, 1.0), ms=(0, 1))
+    write_synthetic_results(runs, suites=("gsm8k",), n_items=3, seeds=(0,), temperatures=(1.0,), ms=(2, 3))
+    for shard in storage.iter_shards(runs):
+        if storage.read_row(shard)["method"] == "ar":
+            shard.unlink()
+    df = analysis.load(runs)
+    allowed = {analysis.display_name(v) for v in df["variant"].unique()} | {analysis.display_name("rheo")}
+    [(_, bars)] = plots.suite_bar_figures(df)
+    assert len(bars.axes) == 1 and "τ" in bars.axes[0].get_ylabel()  # no speedup panel without AR rows
+    [(_, temp)] = plots.temperature_figures(df)
+    points = {c.get_label(): len(c.lines[0].get_xdata()) for c in temp.axes[0].containers}  # errorbar lines
+    assert points == {"Top-K": 3, "Rheo m=0": 3, "Rheo m=1": 3, "Rheo m=2 (T=1 only)": 1, "Rheo m=3 (T=1 only)": 1}
+    [(_, abl)] = plots.m_ablation_figures(df)
+    for fig in (bars, temp, abl):
+        assert _outside(fig)
+        labels = {t.get_text().removesuffix(" (T=1 only)").removesuffix(" 95% CI").removesuffix(" (95% CI)")
+                  for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()}
+        assert labels <= allowed, labels
+        assert all(ax.get_xlabel() and "(" in ax.get_ylabel() for ax in fig.axes)  # labelled, with units
+    paired = analysis.load(write_synthetic_results(tmp_path / "speed", suites=("gsm8k",), n_items=2, seeds=(0,),
+                                                   temperatures=(1.0,), ms=(1,)))
+    [(_, both)] = plots.suite_bar_figures(paired)
+    assert len(both.axes) == 2 and "speedup" in both.axes[1].get_ylabel() and _outside(both)
+    assert all(np.isfinite(p.get_height()) for p in both.axes[1].patches)
+
+
 def test_missing_runs_are_skipped_with_a_message(tmp_path, capsys):
     only_topk = tmp_path / "runs"
     write_synthetic_results(only_topk, suites=("gsm8k",), n_items=2, seeds=(0,), temperatures=(0.5,), ms=())
@@ -123,7 +162,10 @@ def test_theory_table_and_figure(tmp_path):
     sigma = (node["closed_form"] * (1 - node["closed_form"]) / node["n_cycles"]) ** 0.5
     assert ((node["monte_carlo"] - node["closed_form"]).abs() <= 4 * sigma + 1e-9).all(), node
     fig = theory.theory_figure(tmp_path / "theory", n_cycles=300)
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 2 and all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+    names = {t.get_text() for t in fig.axes[1].get_legend().get_texts()}
+    assert {"Top-K", "Rheo m=0", "Rheo m=1", "Rheo m=2", "RSD (3)", "SpecInfer (3)", "Chain d=1"} <= names
+    assert not names & {"topk", "rheo"}
 
 
 def test_notebook_executes_headless(synthetic):
