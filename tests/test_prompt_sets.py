@@ -107,6 +107,18 @@ def test_user_prompts_name_their_fields_and_string_ids_become_positions(tmp_path
     assert [(i.item_id, i.turns, i.category) for i in items] == [(0, ("one?",), ""), (1, ("two?",), "")]
 
 
+def test_arrow_files_of_either_ipc_format_are_read(tmp_path):
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist(_records(5))
+    for name, writer in (("file.arrow", pa.ipc.new_file), ("stream.arrow", pa.ipc.new_stream)):
+        with writer(str(tmp_path / name), table.schema) as w:
+            w.write_table(table)
+        cfg = compose_config(["dataset=local", f"dataset.path={tmp_path / name}"])
+        items = load_prompts(cfg, resolve_path)["local"]
+        assert [(i.item_id, i.turns) for i in items] == [(r["question_id"], tuple(r["turns"])) for r in _records(5)]
+
+
 @pytest.mark.parametrize("line, needle", [
     ('{"question_id": 2, "turns": []}', "turns must be a non-empty list"),
     ('{"question_id": 1, "turns": ["again"]}', "question_id 1 already used on line 1"),
