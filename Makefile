@@ -128,6 +128,10 @@ tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/
 figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/figures/)
 	$(PY) scripts/make_figures.py --results "$(RESULTS)" --out "$(FIGURES)"
 
+.PHONY: notebook
+notebook: ## re-execute notebooks/analysis.ipynb on the committed archives (results/runs.parquet, results/speed.parquet), outputs stored in it
+	$(PY) -m jupyter execute --inplace notebooks/analysis.ipynb
+
 # ---------------------------------------------------------------- draft head (SmolLM2 EAGLE-3)
 # The corpus (data/draft_corpus, token ids) is committed: `train-head` needs only it.
 # `corpus` regenerates it: WORKERS one-thread processes side by side (bf16), resumable.

@@ -15,6 +15,11 @@ is stored twice. Terms:
   (sum new tokens / sum wall) / (sum AR new tokens / sum AR wall).
 * **CI** - mean +- half-width of the 95% Student-t interval over the rows of a
   group (items x turns x seeds).
+
+:func:`load` is the one entry point of tables, figures and the notebook: a tidy frame, one
+row per stored ok row, with ``variant``, ``speedup`` (and its AR partner's numbers) as
+columns, integer columns as pandas nullable integers (``Int64``). Every column, its unit
+and how it is computed: docs/results-columns.md.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ import math
 from typing import Iterable, Optional, Sequence
 
 import pandas as pd
+import pyarrow as pa
 
-from eval.storage import load_results
+from eval.storage import ROW_SCHEMA, load_results
 from rheo.methods import get_method, method_of_variant
 
 PAIR_KEY = ["model", "target_path", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
@@ -39,19 +45,28 @@ _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.052, 2.048, 2.045, 2.042]
 
 
+#: columns stored as integers (None where unused: AR rows have no m, k, depth, ...): read as Int64
+INT_COLUMNS = tuple(f.name for f in ROW_SCHEMA if pa.types.is_integer(f.type))
+#: columns load() adds to the stored ones (docs/results-columns.md)
+DERIVED_COLUMNS = ("variant", "ar_partner", "ar_new_tokens", "ar_wall_s", "speedup")
+
+
 def load(root) -> pd.DataFrame:
-    """Status-ok rows under ``root`` with a ``variant`` column (empty frame if none)."""
+    """The tidy frame of the status-ok rows under ``root`` (a results directory or archive):
+    stored columns, integers as Int64, plus ``variant`` and the speedup columns of
+    :func:`add_speedup` (empty frame if no rows)."""
     df = load_results(root)
     corrupt = df.attrs.get("corrupt_shards", [])
-    df = add_variant(df)
+    df = add_speedup(add_variant(df))
     df.attrs["corrupt_shards"] = corrupt
     return df
 
 
 def add_variant(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
-    for col in ["m", "k", "depth", "tree_size", "sparse_top"]:
-        df[col] = df[col].astype("Int64")
+    for col in INT_COLUMNS:
+        if col in df.columns:
+            df[col] = df[col].astype("Int64")
     for col in ["target_path", "head_path"]:  # None = the model's default weights; a string keys cleanly
         df[col] = df[col].fillna(DEFAULT_WEIGHTS).astype(str)
     df["variant"] = [variant_label(r) for r in df.itertuples()] if len(df) else pd.Series(dtype=str)
@@ -68,25 +83,42 @@ def variant_label(row) -> str:
     return row.method if row.method in REFERENCE_METHODS else get_method(row.method).variant(row)
 
 
-def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
-    """Non-AR rows with their AR partner's numbers (ar_new_tokens, ar_wall_s) and ``speedup``.
+def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
+    """Every row, plus its AR partner's numbers (``ar_new_tokens``, ``ar_wall_s``), ``ar_partner``
+    and ``speedup`` = tokens_per_s / (ar_new_tokens / ar_wall_s).
 
-    The partner is the AR row timed next to this config (``paired_with`` == its config_hash)
-    when there is one, else the shared AR row of the same key. Rows without a partner keep NaN
-    (tau is still usable).
+    The partner of a non-AR row is the AR row timed next to its config (``paired_with`` == its
+    config_hash; ar_partner "paired") when there is one, else the shared AR row of the same key
+    ("shared"). Rows without a partner (tau experiments run with baseline=false) and AR rows
+    themselves keep NaN (tau is still usable).
     """
+    df = df.drop(columns=[c for c in DERIVED_COLUMNS[1:] if c in df.columns])
     cols = PAIR_KEY + ["new_tokens", "wall_s"]
     ar = df[df["method"] == "ar"].rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s"})
     ar_cols = [c if c not in ("new_tokens", "wall_s") else f"ar_{c}" for c in cols]
     shared = ar[ar["paired_with"].isna()][ar_cols]
     paired = ar[ar["paired_with"].notna()][ar_cols + ["paired_with"]].rename(columns={"paired_with": "config_hash"})
-    spec = df[df["method"] != "ar"]
-    out = spec.merge(paired, on=PAIR_KEY + ["config_hash"], how="left", validate="many_to_one")
+    is_spec = (df["method"] != "ar").to_numpy()
+    spec = df[is_spec]
+    # (left merges keep the order and number of spec's rows)
+    own = spec.merge(paired, on=PAIR_KEY + ["config_hash"], how="left", validate="many_to_one")
     fallback = spec.merge(shared, on=PAIR_KEY, how="left", validate="many_to_one")
+    partner = pd.Series(None, index=own.index, dtype=object)
+    partner[fallback["ar_wall_s"].notna()] = "shared"
+    partner[own["ar_wall_s"].notna()] = "paired"
+    df["ar_partner"] = pd.Series(None, index=df.index, dtype=object)
+    df.loc[is_spec, "ar_partner"] = partner.to_numpy()
     for col in ("ar_new_tokens", "ar_wall_s"):
-        out[col] = out[col].fillna(fallback[col])
-    out["speedup"] = out["tokens_per_s"] / (out["ar_new_tokens"] / out["ar_wall_s"])
-    return out
+        df[col] = math.nan
+        df.loc[is_spec, col] = own[col].astype(float).fillna(fallback[col].astype(float)).to_numpy()
+    df["speedup"] = df["tokens_per_s"].astype(float) / (df["ar_new_tokens"] / df["ar_wall_s"])
+    return df
+
+
+def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
+    """The non-AR rows of :func:`add_speedup` (of ``df`` as it is when it has a speedup column)."""
+    full = df if "speedup" in df.columns else add_speedup(df)
+    return full[full["method"] != "ar"].reset_index(drop=True)
 
 
 def mean_ci(values: Iterable[float]) -> tuple[float, float, int]:

@@ -38,6 +38,16 @@ def _name(prefix: str, setting: dict) -> str:
     return name
 
 
+#: axis labels (with units) shared by the figures
+TAU_LABEL = "τ (new tokens / target call)"
+SPEEDUP_LABEL = "speedup over AR (×, ratio of sums)"
+
+
+def legend_outside(ax, **kwargs) -> None:
+    """The legend right of the axes, never over the data."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False, **kwargs)
+
+
 def m_ablation_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
     """tau (pooled, 95% CI) vs m at T=1, with Top-K as a horizontal band."""
     out = []
@@ -48,59 +58,76 @@ def m_ablation_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
         rows = restrict_to_common(rows, ["topk"] + [f"rheo m={m}" for m in ms])
         cells = [variant_summary(rows[rows["variant"] == f"rheo m={m}"]) for m in ms]
         top = variant_summary(rows[rows["variant"] == "topk"])
-        fig, ax = plt.subplots(figsize=(4.5, 3.2))
-        ax.axhspan(top["tau"] - _z(top["tau_ci"]), top["tau"] + _z(top["tau_ci"]), color=COLORS["topk"], alpha=0.2)
-        ax.axhline(top["tau"], color=COLORS["topk"], ls="--", label="Top-K")
+        fig, ax = plt.subplots(figsize=(6.0, 3.2))
+        ax.axhspan(top["tau"] - _z(top["tau_ci"]), top["tau"] + _z(top["tau_ci"]), color=COLORS["topk"], alpha=0.2,
+                   label=f"{display_name('topk')} 95% CI")
+        ax.axhline(top["tau"], color=COLORS["topk"], ls="--", label=display_name("topk"))
         ax.errorbar(ms, [c["tau"] for c in cells], yerr=[_z(c["tau_ci"]) for c in cells], marker="o",
-                    color=COLORS["rheo m=1"], capsize=3, label="Rheo")
-        ax.set(xlabel="m (lead slots)", ylabel="τ (tokens / target call)", xticks=ms)
-        ax.set_title(_title({**setting, "temperature": MAIN_T}), fontsize=7)
-        ax.legend(fontsize=8)
+                    color=COLORS["rheo m=1"], capsize=3, label=f"{display_name('rheo')} (95% CI)")
+        ax.set(xlabel="m (lead slots per expanded node)", ylabel=TAU_LABEL, xticks=ms)
+        ax.set_title(_title({**setting, "temperature": MAIN_T}, width=60), fontsize=7)
+        legend_outside(ax)
         fig.tight_layout()
         out.append((_name("m_ablation", setting), fig))
     return out
 
 
 def temperature_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
-    """tau (pooled, 95% CI) vs T for Top-K and Rheo m=0, 1, 2 (T=0 included when run)."""
+    """tau (pooled, 95% CI) vs T of Top-K and every Rheo m, each at every temperature it was run at
+    (a variant run at one temperature only is a lone marker); side by side so the CI bars stay apart."""
     out = []
     for setting, rows in settings(df):
         study = temperature_cells(rows, ["topk"] + [f"rheo m={m}" for m in TEMPERATURE_MS])
         if study is None:
             continue
         variants, temps, cells = study
-        fig, ax = plt.subplots(figsize=(4.5, 3.2))
+        fig, ax = plt.subplots(figsize=(6.0, 3.4))
+        dodge = 0.012 * (max(temps) - min(temps) or 1.0)
         for i, v in enumerate(variants):
-            ax.errorbar(temps, [row[i]["tau"] for row in cells], yerr=[_z(row[i]["tau_ci"]) for row in cells],
-                        marker="o", capsize=3, color=COLORS.get(v), label=display_name(v))
-        ax.set(xlabel="temperature T", ylabel="τ (tokens / target call)")
-        ax.set_title(_title(setting), fontsize=7)
-        ax.legend(fontsize=8)
+            pts = [(t + (i - (len(variants) - 1) / 2) * dodge, row[i]) for t, row in zip(temps, cells)
+                   if row[i]["n"] > 0]
+            ax.errorbar([t for t, _ in pts], [c["tau"] for _, c in pts], yerr=[_z(c["tau_ci"]) for _, c in pts],
+                        marker="o", capsize=3, color=COLORS.get(v), label=display_name(v) + _only(temps, cells, i))
+        ax.set(xlabel="temperature T", ylabel=TAU_LABEL, xticks=temps)
+        ax.set_title(_title(setting, width=60), fontsize=7)
+        legend_outside(ax, title="95% CI bars", title_fontsize=7)
         fig.tight_layout()
         out.append((_name("temperature", setting), fig))
     return out
 
 
+def _only(temps: list[float], cells: list[list[dict]], i: int) -> str:
+    """' (T=1 only)' for a variant run at one of several temperatures, else ''."""
+    run = [t for t, row in zip(temps, cells) if row[i]["n"] > 0]
+    return f" (T={run[0]:g} only)" if len(run) == 1 < len(temps) else ""
+
+
 def suite_bar_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
-    """Per-suite bars of tau and speedup, Top-K vs Rheo m=1, at T=1."""
+    """Per-suite bars of tau, Top-K vs Rheo m=1, at T=1; and of speedup when AR rows are paired
+    (a tau experiment has none: its figure has the tau panel only)."""
     out = []
+    variants = ["topk", "rheo m=1"]
     for setting, rows in settings(df[df["temperature"] == MAIN_T]):
-        rows = restrict_to_common(rows, ["topk", "rheo m=1"])
+        rows = restrict_to_common(rows, variants)
         if rows.empty:
             continue
         suites = suites_in(rows)
         x = np.arange(len(suites))
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-        for i, v in enumerate(["topk", "rheo m=1"]):
-            cells = [variant_summary(rows[(rows["dataset"] == s) & (rows["variant"] == v)]) for s in suites]
-            label = "Top-K" if v == "topk" else "Rheo m=1"
-            axes[0].bar(x + (i - 0.5) * 0.4, [c["tau"] for c in cells], 0.4, yerr=[_z(c["tau_ci"]) for c in cells],
-                        color=COLORS[v], capsize=2, label=label)
-            axes[1].bar(x + (i - 0.5) * 0.4, [c["speedup"] for c in cells], 0.4, color=COLORS[v], label=label)
-        for ax, ylabel in zip(axes, ["τ (tokens / target call)", "speedup over AR (ratio of sums)"]):
+        cells = {v: [variant_summary(rows[(rows["dataset"] == s) & (rows["variant"] == v)]) for s in suites]
+                 for v in variants}
+        speed = any(np.isfinite(c["speedup"]) for v in variants for c in cells[v])
+        fig, axes = plt.subplots(1, 2 if speed else 1, figsize=(10.5 if speed else 6.5, 3.4), squeeze=False)
+        panels = [("tau", TAU_LABEL)] + ([("speedup", SPEEDUP_LABEL)] if speed else [])
+        for ax, (key, ylabel) in zip(axes[0], panels):
+            for i, v in enumerate(variants):
+                err = [_z(c["tau_ci"]) for c in cells[v]] if key == "tau" else None
+                ax.bar(x + (i - 0.5) * 0.4, [c[key] for c in cells[v]], 0.4, yerr=err, color=COLORS[v], capsize=2,
+                       label=display_name(v))
             ax.set_xticks(x, suites, rotation=30, fontsize=8)
-            ax.set_ylabel(ylabel)
-        axes[0].legend(fontsize=8, loc="lower right")
+            ax.set(xlabel="suite", ylabel=ylabel)
+        if speed:
+            axes[0][1].axhline(1.0, color="black", lw=0.8, ls=":")
+        legend_outside(axes[0][-1], title="bars: 95% CI of τ", title_fontsize=7)
         fig.suptitle(_title({**setting, "temperature": MAIN_T}, width=110), fontsize=8)
         fig.tight_layout()
         out.append((_name("suites", setting), fig))

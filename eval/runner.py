@@ -30,7 +30,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from eval import storage
-from eval.data import Item, chat_messages, load_suite
+from eval.data import Item, chat_messages, load_prompts
 from eval.models import load_pair
 from eval.schema import config_hash, generation_seed, method_key, validate
 from eval.validate import check_against_pair
@@ -80,8 +80,7 @@ def run(cfg: DictConfig) -> RunSummary:
     storage.prepare_output_dir(root)
     storage.remove_stale_tmp(root)
     jobs = _jobs(cfg, spec, root)
-    suites = {s: load_suite(resolve_path(cfg.data_dir, must_exist=True), s, cfg.item_ids, cfg.limit)
-              for s in cfg.dataset.suites}
+    suites = load_prompts(cfg, resolve_path)
     if cfg.item_ids is not None:
         found = {item.item_id for item in _all_items(suites)}
         missing = sorted(set(cfg.item_ids) - found)

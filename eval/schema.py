@@ -57,8 +57,21 @@ class ModelConf:
 
 @dataclass
 class DatasetConf:
-    name: str = MISSING  # label used in paths/rows ("all" runs every suite)
-    suites: List[str] = MISSING
+    """The six suites of data_dir (``path`` and ``hub`` unset), or a user's prompt set read with
+    ``datasets`` (eval/prompt_sources.py; docs/datasets.md). None of it enters the config hash: rows
+    are keyed by suite name, item id and turn, and carry the hash of their item's turns."""
+
+    name: str = MISSING  # label of the prompt set in logs ("all" runs every suite)
+    suites: List[str] = MISSING  # built-in suite names; a user set's one suite, or the suite_field values to keep
+    path: Optional[str] = None  # a local .jsonl / .parquet / .arrow file, or a save_to_disk or hub-layout folder
+    hub: Optional[str] = None  # a hub dataset name (load_dataset); with path: where to download the copy from
+    hub_config: Optional[str] = None  # the dataset's config name (SPEED-Bench: qualitative)
+    split: Optional[str] = None  # the split to read (None: the only one)
+    turns_field: str = "turns"  # a list of user messages, or one string (one turn)
+    id_field: Optional[str] = "question_id"  # None, or ids not all integers: the record's position in its suite
+    category_field: Optional[str] = "category"  # stored in the rows' category column
+    suite_field: Optional[str] = None  # split the records into suites by this field's value
+    suite_prefix: str = ""  # prepended to suite_field values
 
 
 _SPEC_DEFAULTS = SpecConfig()  # the method defaults live in one place: rheo.config.SpecConfig
@@ -122,10 +135,7 @@ def validate(cfg: DictConfig) -> SpecConfig | None:
     check_config(cfg)
     _choice("model.name", cfg.model.name, MODELS)
     _choice("method.name", cfg.method.name, methods())
-    if not cfg.dataset.suites:
-        raise ValueError("dataset.suites is empty; choose from " + str(list(SUITES)))
-    for suite in cfg.dataset.suites:
-        _choice("dataset suite", suite, SUITES)
+    _check_dataset(cfg)
     if cfg.dtype is not None:
         _choice("dtype", cfg.dtype, DTYPES)
     if cfg.max_new_tokens < 1:
@@ -136,6 +146,19 @@ def validate(cfg: DictConfig) -> SpecConfig | None:
     if not math.isfinite(t) or t < 0:
         raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
     return spec_config(cfg)
+
+
+def _check_dataset(cfg: DictConfig) -> None:
+    from eval.prompt_sources import check_dataset, is_builtin
+
+    if not is_builtin(cfg.dataset):
+        from eval.runner import resolve_path
+
+        return check_dataset(cfg.dataset, lambda p: resolve_path(p, must_exist=True))
+    if not cfg.dataset.suites:
+        raise ValueError("dataset.suites is empty; choose from " + str(list(SUITES)))
+    for suite in cfg.dataset.suites:
+        _choice("dataset suite", suite, SUITES)
 
 
 def spec_config(cfg: DictConfig) -> SpecConfig | None:

@@ -19,7 +19,7 @@ from eval.stats import permutation_test, sign_test
 
 MAIN_T = 1.0
 ABLATION_MS = (0, 1, 2, 3)
-TEMPERATURE_MS = (0, 1, 2)
+TEMPERATURE_MS = (0, 1, 2, 3)
 
 
 def _md(header: list[str], rows: list[list[str]]) -> str:
@@ -72,15 +72,16 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
                   "speedup Top-K", "speedup Rheo", "Δ speedup %"]
         if all(r[-3] == "-" for r in body):  # a tau experiment (no AR rows): no speed columns
             header, body = header[:-3], [r[:-3] for r in body]
-        blocks.append(f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n"
-                      f"seeds: {rows['seed'].nunique()}\n\n" + _md(header, body))
+        blocks.append((-n, f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n"
+                           f"seeds: {rows['seed'].nunique()}\n\n" + _md(header, body)))
     if not blocks:
         return None
+    blocks = [text for _, text in sorted(blocks, key=lambda b: b[0])]  # most paired keys first (stable)
     return ("## Main table: Top-K vs Rheo (m=1), T=1\n\nτ = new tokens / target calls (bonus included), "
             "mean ± 95% CI over items × turns × seeds; Δτ = paired Rheo − Top-K on the same "
             "(item, turn, seed), with two-sided paired p-values (sign test; sign-flip permutation test of "
             "the mean, eval/stats.py); speedup = tokens/s over AR of the same target, T and seed "
-            "(ratio of sums).\n\n" + "\n\n".join(blocks) + "\n")
+            "(ratio of sums). Settings with the most paired keys first.\n\n" + "\n\n".join(blocks) + "\n")
 
 
 def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
@@ -109,7 +110,8 @@ def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
 
 
 def temperature_table(df: pd.DataFrame) -> Optional[str]:
-    """Pooled tau vs temperature for Top-K and Rheo m=0, 1, 2 (needs >= 2 temperatures)."""
+    """Pooled tau vs temperature for Top-K and Rheo m=0..3 (needs >= 2 temperatures); "-" where a
+    variant was not run at that temperature."""
     blocks = []
     for setting, rows in settings(df):
         study = temperature_cells(rows, ["topk"] + [f"rheo m={m}" for m in TEMPERATURE_MS])

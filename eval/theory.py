@@ -196,10 +196,11 @@ def theory_markdown(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> str:
 
 def theory_figure(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000):
     """Closed form vs Monte-Carlo scatter, and the Lemma-1 first-token distributions."""
+    from eval.analysis import display_name
     from eval.plots import plt
 
     frames = load_or_compute(out_dir, n_cycles)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     lemma = frames["lemma1_monte_carlo"]
     names = ["P(A)", "P(B)", "P(C)"]
     width = 0.27
@@ -207,24 +208,22 @@ def theory_figure(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000):
     for j, (_, r) in enumerate(lemma.iterrows()):
         axes[0].bar([i + j * width for i in range(3)], [r[k] for k in names], width,
                     label=f"decoder, proxy {r['proxy']}")
-    axes[0].set_xticks(range(3), names)
+    axes[0].set_xticks(range(3), ["A", "B", "C"])
+    axes[0].set(xlabel="first token of the cycle", ylabel="probability")
     axes[0].set_title("Lemma 1: first token of a cycle", fontsize=9)
-    axes[0].legend(fontsize=7)
-    node = frames["node_acceptance"]
-    for method, marker in (("topk", "s"), ("rheo", "o")):
-        part = node[node["method"] == method]
-        axes[1].errorbar(part["closed_form"], part["monte_carlo"], yerr=part["band95"], fmt=marker,
-                         capsize=2, label=method)
+    axes[0].legend(fontsize=7, loc="upper left")  # the bars are low on the left (P(A), P(B) <= 0.3)
+    node = frames["node_acceptance"].assign(
+        rule=lambda d: [display_name(m if m == "topk" else f"{m} m={int(k)}") for m, k in zip(d["method"], d["m"].fillna(0))])
     rules = frames["method_acceptance"]
     static = rules[rules["method"].isin(["static", "chain"])]
-    for (rule, part), marker in zip(static.groupby("rule", sort=False), "^vD<>"):
+    both = pd.concat([node, static])
+    for (rule, part), marker in zip(both.groupby("rule", sort=False), "sopP^vD<>"):
         axes[1].errorbar(part["closed_form"], part["monte_carlo"], yerr=part["band95"], fmt=marker,
                          capsize=2, label=rule)
-    both = pd.concat([node, static])
     lo, hi = both[["closed_form", "monte_carlo"]].min().min(), both[["closed_form", "monte_carlo"]].max().max()
-    axes[1].plot([lo, hi], [lo, hi], "k--", lw=0.8)
-    axes[1].set(xlabel="closed form", ylabel="Monte-Carlo (bars: 95% band)")
-    axes[1].legend(fontsize=7)
-    axes[1].set_title("single-node acceptance", fontsize=9)
+    axes[1].plot([lo, hi], [lo, hi], "k--", lw=0.8, label="closed form = Monte-Carlo")
+    axes[1].set(xlabel="P(a child is accepted), closed form", ylabel="P(accepted), Monte-Carlo\n(bars: 95% band)")
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+    axes[1].set_title("single-node acceptance (T = 1 and 0.5)", fontsize=9)
     fig.tight_layout()
     return fig

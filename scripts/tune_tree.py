@@ -70,7 +70,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results/tune"))
     ap.add_argument("--config-dir", type=Path, default=Path("configs/experiment"))
     ap.add_argument("--costs-only", action="store_true", help="measure and print the costs per dtype; no tau runs")
+    ap.add_argument("--replot", action="store_true", help="only redraw <out>/speedup_vs_tree.png from <out>/tune.json")
     args = ap.parse_args(argv)
+    if args.replot:
+        figure(json.loads((args.out / "tune.json").read_text()), args.out / "speedup_vs_tree.png")
+        return 0
     torch.set_num_threads(args.threads)
     from rheo.models import load_model_pair
 
@@ -219,6 +223,9 @@ def figure(report: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from eval.analysis import display_name
+
     temps = report["temperatures"]
     fig, axes = plt.subplots(1, len(temps), figsize=(5.5 * len(temps), 4), squeeze=False)
     for ax, t in zip(axes[0], temps):
@@ -227,17 +234,17 @@ def figure(report: dict, path: Path) -> None:
                 pts = sorted((e["shape"][2], e["expected_speedup"]) for e in report["expected"]
                              if e["method"] == method and e["temperature"] == t and e["dtype"] == dtype)
                 if pts:
-                    ax.plot(*zip(*pts), style, color=color, marker=".", label=f"{method} expected {dtype}")
+                    ax.plot(*zip(*pts), style, color=color, marker=".", label=f"{display_name(method)} expected, {dtype}")
             pts = sorted((r["shape"][2], r["measured_speedup"]) for r in report["runs"]
                          if r["method"] == method and r["temperature"] == t)
             if pts:
                 ax.plot(*zip(*pts), "o", color=color, mfc="none", ms=8,
-                        label=f"{method} measured {report['tau_dtype']}")
+                        label=f"{display_name(method)} measured, {report['tau_dtype']}")
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xlabel("tree size R (drafted nodes kept)")
-        ax.set_ylabel("speedup over AR (same dtype)")
+        ax.set_ylabel("speedup over AR, same dtype (×)")
         ax.set_title(f"T={t:g}")
-        ax.legend(fontsize=7)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
     fig.suptitle(f"Speedup vs tree size: {report['machine']}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 from nbclient import NotebookClient
@@ -46,6 +47,33 @@ def test_speedup_pairs_each_row_with_its_own_ar_row(synthetic):
     assert r["speedup"] == pytest.approx(r["tokens_per_s"] / ar["tokens_per_s"].iloc[0])
 
 
+def test_loaded_rows_are_tidy_with_speedup_as_a_column(synthetic, tmp_path):
+    df = analysis.load(synthetic)
+    assert len(df) == len(storage.load_results(synthetic))  # every ok row, AR rows included
+    for col in analysis.INT_COLUMNS:
+        assert str(df[col].dtype) == "Int64", col
+    ar, spec = df[df["method"] == "ar"], df[df["method"] != "ar"]
+    assert ar["m"].isna().all() and ar["speedup"].isna().all() and ar["ar_partner"].isna().all()
+    assert (spec["ar_partner"] == "shared").all() and spec["speedup"].notna().all()
+    r = spec.iloc[0]
+    assert r["speedup"] == pytest.approx(r["tokens_per_s"] / (r["ar_new_tokens"] / r["ar_wall_s"]))
+    tau_only = tmp_path / "tau"  # no AR rows (baseline=false): speedup NaN, tau usable
+    write_synthetic_results(tau_only, suites=("gsm8k",), n_items=2, seeds=(0,), temperatures=(1.0,), ms=(1,))
+    for shard in storage.iter_shards(tau_only):
+        if storage.read_row(shard)["method"] == "ar":
+            shard.unlink()
+    df = analysis.load(tau_only)
+    assert len(df) == 4 and df["speedup"].isna().all() and df["tau"].notna().all()
+
+
+def test_every_row_column_is_documented():
+    doc = (ROOT / "docs" / "results-columns.md").read_text()
+    documented = {c.strip("`") for line in doc.splitlines() if line.startswith("| `")
+                  for c in line.split("|")[1].replace(" ", "").split(",")}
+    missing = (set(storage.COLUMNS) | set(analysis.DERIVED_COLUMNS)) - documented
+    assert not missing, f"columns without a row in docs/results-columns.md: {sorted(missing)}"
+
+
 def test_tables_and_figures_from_parquet(synthetic, tmp_path, capsys):
     written = make_tables(synthetic, tmp_path / "tables", theory=False)
     assert set(written) == {"main", "m_ablation", "temperature", "speed", "agreement", "runs"}  # no phase columns: no phases.md
@@ -57,6 +85,44 @@ def test_tables_and_figures_from_parquet(synthetic, tmp_path, capsys):
     assert "| 0 |" in temps and "| 0.5 |" in temps and "| 1 |" in temps
     figures = make_figures(synthetic, tmp_path / "figures", theory=False)
     assert len(figures) == 3 and all(p.stat().st_size > 1000 and p.suffix == ".png" for p in figures)
+
+
+def _outside(fig) -> bool:
+    """Every legend of ``fig`` lies outside the data area of every axes (rendered extents)."""
+    fig.canvas.draw()
+    boxes = [ax.get_window_extent() for ax in fig.axes]
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    return bool(legends) and all(not leg.get_window_extent().overlaps(b) for leg in legends for b in boxes)
+
+
+def test_figures_draw_only_panels_with_data_legends_outside_registry_names(tmp_path):
+    from eval import plots
+
+    runs = tmp_path / "runs"  # Top-K, m=0, m=1 at three temperatures; m=2, m=3 at T=1 only; no AR rows
+    write_synthetic_results(runs, suites=("gsm8k",), n_items=3, seeds=(0,), temperatures=(0.0, 0.5, 1.0), ms=(0, 1))
+    write_synthetic_results(runs, suites=("gsm8k",), n_items=3, seeds=(0,), temperatures=(1.0,), ms=(2, 3))
+    for shard in storage.iter_shards(runs):
+        if storage.read_row(shard)["method"] == "ar":
+            shard.unlink()
+    df = analysis.load(runs)
+    allowed = {analysis.display_name(v) for v in df["variant"].unique()} | {analysis.display_name("rheo")}
+    [(_, bars)] = plots.suite_bar_figures(df)
+    assert len(bars.axes) == 1 and "τ" in bars.axes[0].get_ylabel()  # no speedup panel without AR rows
+    [(_, temp)] = plots.temperature_figures(df)
+    points = {c.get_label(): len(c.lines[0].get_xdata()) for c in temp.axes[0].containers}  # errorbar lines
+    assert points == {"Top-K": 3, "Rheo m=0": 3, "Rheo m=1": 3, "Rheo m=2 (T=1 only)": 1, "Rheo m=3 (T=1 only)": 1}
+    [(_, abl)] = plots.m_ablation_figures(df)
+    for fig in (bars, temp, abl):
+        assert _outside(fig)
+        labels = {t.get_text().removesuffix(" (T=1 only)").removesuffix(" 95% CI").removesuffix(" (95% CI)")
+                  for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()}
+        assert labels <= allowed, labels
+        assert all(ax.get_xlabel() and "(" in ax.get_ylabel() for ax in fig.axes)  # labelled, with units
+    paired = analysis.load(write_synthetic_results(tmp_path / "speed", suites=("gsm8k",), n_items=2, seeds=(0,),
+                                                   temperatures=(1.0,), ms=(1,)))
+    [(_, both)] = plots.suite_bar_figures(paired)
+    assert len(both.axes) == 2 and "speedup" in both.axes[1].get_ylabel() and _outside(both)
+    assert all(np.isfinite(p.get_height()) for p in both.axes[1].patches)
 
 
 def test_missing_runs_are_skipped_with_a_message(tmp_path, capsys):
@@ -96,25 +162,47 @@ def test_theory_table_and_figure(tmp_path):
     sigma = (node["closed_form"] * (1 - node["closed_form"]) / node["n_cycles"]) ** 0.5
     assert ((node["monte_carlo"] - node["closed_form"]).abs() <= 4 * sigma + 1e-9).all(), node
     fig = theory.theory_figure(tmp_path / "theory", n_cycles=300)
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 2 and all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+    names = {t.get_text() for t in fig.axes[1].get_legend().get_texts()}
+    assert {"Top-K", "Rheo m=0", "Rheo m=1", "Rheo m=2", "RSD (3)", "SpecInfer (3)", "Chain d=1"} <= names
+    assert not names & {"topk", "rheo"}
 
 
-def test_notebook_executes_headless(synthetic):
-    nb = nbformat.read(ROOT / "notebooks" / "analysis.ipynb", as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT / "notebooks")}})
-    import os
+NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"
 
-    os.environ["RHEO_RESULTS"] = str(synthetic)
-    try:
-        client.execute()
-    finally:
-        del os.environ["RHEO_RESULTS"]
-    outputs = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/markdown", ""))
-                      for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "ok rows under" in outputs and "Main table" in outputs
-    assert sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code"
-               for o in c.get("outputs", [])) >= 3
+
+def _outputs(nb) -> tuple[str, int]:
+    """(the text and Markdown of every code cell's outputs, the number of PNG outputs)."""
+    outs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/markdown", "")) for o in outs)
+    return text, sum("image/png" in o.get("data", {}) for o in outs)
+
+
+def _check_ran(nb) -> None:
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(c.get("execution_count") and c.get("outputs") for c in code), "a code cell did not run"
+    assert not [o for c in code for o in c["outputs"] if o.get("output_type") == "error"]
+    text, images = _outputs(nb)
+    # it names the archives it reads, says why the tau archive has no speedup, shows tables and figures
+    assert "from results/runs.parquet" in text and "from results/speed.parquet" in text
+    assert "no AR rows" in text and "Main table" in text and "Speed next to AR" in text
+    assert text.index("max_new_tokens=128") < text.index("max_new_tokens=32")  # the 168-key table first
+    assert images >= 5  # the 4 figures of the tau archive and the theory figure
+
+
+def test_committed_notebook_shows_its_outputs():
+    _check_ran(nbformat.read(NOTEBOOK, as_version=4))
+
+
+def test_notebook_executes_headless_from_the_committed_archives(monkeypatch):
+    monkeypatch.delenv("RHEO_RESULTS", raising=False)
+    monkeypatch.delenv("RHEO_SPEED_RESULTS", raising=False)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    for cell in nb.cells:  # what this run produces, not what was committed
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    _check_ran(nb)
 
 
 # ------------------------------------------------------------------ bad input (issue 9)
