@@ -16,11 +16,10 @@ import torch
 
 from rheo.candidates import SAMPLE
 from rheo.config import SpecConfig
+from rheo.methods import get_method
 from rheo.models.base import DraftModel, TargetModel
 from rheo.random import RandomSource, TorchRandom
 from rheo.timing import NULL_TIMER
-from rheo.tree import build_tree
-from rheo.verify import verify_tree
 
 __all__ = ["SpecConfig", "GenerationOutput", "speculative_generate", "generate_with_source"]
 
@@ -124,6 +123,7 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     if config.max_children > drafter.vocab_size:
         raise ValueError(f"{config.max_children} children per node (k, or max(branching) of a static tree) "
                          f"exceed the draft vocabulary size {drafter.vocab_size}")
+    method = get_method(config.method)  # looked up once: its plug-ins drive every cycle
     stop = eos_set(eos_token_id)
     out = GenerationOutput(tokens=[], accept_lengths=[])
     if max_new_tokens == 0:
@@ -137,11 +137,11 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     draft_fn = tm.wrap("draft", d_sess.draft)
     while True:
         with tm.phase("tree"):
-            built = build_tree(draft_fn, root, config, rng, d2t, device=_device_of(drafter))
+            built = method.build_tree(draft_fn, root, config, rng, d2t, device=_device_of(drafter))
         with tm.phase("score"):
             scored = t_sess.score_tree(built.tree)
         with tm.phase("verify"):
-            result = verify_tree(built, scored.logits, config, rng)
+            result = method.verify_tree(built, scored.logits, config, rng)
         room = max_new_tokens - len(out.tokens)
         emitted = result.tokens[:room]
         hit = next((i for i, t in enumerate(emitted) if t in stop), None)

@@ -4,13 +4,13 @@ Each mirrors an optimised function and consumes randomness the same way where
 the tests compare them under one generator:
 
 * :func:`reference_select` – per-node, per-slot candidate selection
-  (== :func:`rheo.tree.select_candidates`).
+  (== :func:`rheo.methods.select_candidates`).
 * :func:`reference_build_tree` – the dynamic tree with Python lists
-  (== :func:`rheo.tree.build_tree`).
+  (== :func:`rheo.methods.build_tree`).
 * :func:`reference_verify` – verification exactly as the method states it: the
   deterministic children one by one in rank order, each accepted with the
   renormalised residual probability and zeroed on rejection
-  (same output *distribution* as :func:`rheo.verify.verify_tree`, which draws the
+  (same output *distribution* as :func:`rheo.methods.verify_tree`, which draws the
   outcome in one step; the tests compare the exact distributions).
 """
 

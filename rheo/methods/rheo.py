@@ -3,14 +3,18 @@ stochastic-first verification (rheo.candidates, rheo.verify)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rheo.candidates import Candidates, select_rheo
-from rheo.config import SpecConfig
 from rheo.methods.registry import Method, register
 from rheo.methods.topk import DYNAMIC_FIELDS, check_sparse_top
 from rheo.probs import DraftDist
 from rheo.random import RandomSource
 from rheo.tree import build_dynamic_tree
 from rheo.verify import verify_dynamic
+
+if TYPE_CHECKING:  # the configuration validates itself against the registry
+    from rheo.config import SpecConfig
 
 
 def rheo_candidates(dist: DraftDist, cfg: SpecConfig, rng: RandomSource, layer: int) -> Candidates:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rheo.candidates import Candidates, select_topk
-from rheo.config import SpecConfig
 from rheo.methods.registry import Method, register
 from rheo.probs import DraftDist
 from rheo.random import RandomSource
 from rheo.tree import build_dynamic_tree
 from rheo.verify import verify_dynamic
+
+if TYPE_CHECKING:  # the configuration validates itself against the registry
+    from rheo.config import SpecConfig
 
 DYNAMIC_FIELDS = ("k", "depth", "tree_size", "sparse_top")
 
