@@ -104,6 +104,17 @@ def cycle_distribution(target: TargetModel, drafter: DraftModel, context: Sequen
     return dict(out)
 
 
+def verifier_path_probs(verify: Callable, built, target_logits: torch.Tensor, config: SpecConfig) -> list[float]:
+    """Exact probability that ``verify`` (a registered verifier) puts each kept node of ``built`` on
+    its accepted path, by enumerating the verifier's random choices on this one tree. Their sum is
+    the expected number of emitted tokens (accepted drafted tokens + the bonus)."""
+    reach = [0.0] * built.tree.num_nodes
+    for path, w in enumerate_runs(lambda rng: tuple(verify(built, target_logits, config, rng).path)):
+        for node in path:
+            reach[node] += w
+    return reach
+
+
 def decoder_distribution(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
                          n_tokens: int, config: SpecConfig) -> dict[tuple[int, ...], float]:
     """Exact distribution of the decoder's first ``n_tokens`` tokens after ``prompt``."""

@@ -113,9 +113,9 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_mechanisms_import_neither_the_registry_nor_the_config():
     graph = import_graph()
-    for mechanism in ("rheo.tree", "rheo.verify", "rheo.candidates", "rheo.probs"):
+    for mechanism in ("rheo.tree", "rheo.verify", "rheo.candidates", "rheo.probs", "rheo.expected"):
         assert not {"rheo.config", "rheo.methods", "rheo.methods.registry"} & graph[mechanism], mechanism
-    code = "import rheo.tree, rheo.verify, sys; print([m for m in sys.modules if m.startswith('rheo.')])"
+    code = "import rheo.tree, rheo.verify, rheo.expected, sys; print([m for m in sys.modules if m.startswith('rheo.')])"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=ROOT).stdout
     assert "rheo.methods" not in loaded and "rheo.config" not in loaded and "rheo.tree" in loaded

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rheo.candidates import Candidates, select_rheo
+from rheo.expected import dynamic_path_probs
 from rheo.methods.registry import Method, register
 from rheo.methods.topk import DYNAMIC_FIELDS, check_sparse_top
 from rheo.probs import DraftDist
@@ -47,4 +48,4 @@ def _acceptance(target_probs, draft_logits, cfg: SpecConfig) -> float:
 RHEO = register(Method(
     name="rheo", display="Rheo", kind="dynamic", candidates=rheo_candidates, build=build_dynamic_tree,
     verify=verify_dynamic, fields=DYNAMIC_FIELDS + ("m", "verify_order", "proxy"), validate=_validate,
-    label=rheo_label, acceptance=_acceptance))
+    label=rheo_label, acceptance=_acceptance, path_probs=dynamic_path_probs))

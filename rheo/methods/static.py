@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 import torch
 
 from rheo.candidates import LEAD, SAMPLE, Candidates
+from rheo.expected import static_path_probs
 from rheo.methods.registry import Method, register
 from rheo.methods.topk import check_sparse_top
 from rheo.models.base import DraftTree, TreeView
@@ -339,9 +340,10 @@ STATIC = register(Method(
     name="static", display="Static", kind="static", candidates=STATIC_SHAPE.candidates, build=STATIC_SHAPE.build,
     verify=verify_static, fields=("branching", "replacement", "sparse_top"), validate=_validate_static,
     max_children=lambda cfg: max(cfg.branching), label=_static_label, pretty=_static_pretty,
-    acceptance=_acceptance(STATIC_SHAPE.shape)))
+    acceptance=_acceptance(STATIC_SHAPE.shape), path_probs=static_path_probs))
 
 CHAIN = register(Method(
     name="chain", display="Chain", kind="static", candidates=CHAIN_SHAPE.candidates, build=CHAIN_SHAPE.build,
     verify=verify_static, fields=("depth", "sparse_top"), max_children=lambda cfg: 1,
-    label=lambda row: f"chain d={int(row.depth)}", acceptance=_acceptance(CHAIN_SHAPE.shape)))
+    label=lambda row: f"chain d={int(row.depth)}", acceptance=_acceptance(CHAIN_SHAPE.shape),
+    path_probs=static_path_probs))
