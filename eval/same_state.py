@@ -58,6 +58,7 @@ ROW_SCHEMA = pa.schema(_KEY_COLUMNS + [
     ("expected_emitted", pa.float64()), ("kept_nodes", pa.int64()), ("depth_accept", pa.list_(pa.float64())),
     ("sampled_share", pa.float64()), ("probe_drawn", pa.list_(pa.int64())), ("probe_kept", pa.list_(pa.int64())),
     ("calib_n", pa.list_(pa.int64())), ("calib_q", pa.list_(pa.float64())), ("calib_p", pa.list_(pa.float64())),
+    ("root_acceptance", pa.float64()), ("root_ot_bound", pa.float64()),
     ("driver_emitted", pa.int64()), ("driver_expected", pa.float64()),
     ("git_sha", pa.string()), ("finished_at", pa.string()),
 ])
@@ -151,7 +152,8 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list
     with torch.inference_mode():
         got = same_state_generate(pair.target, pair.drafter, prompt, int(cfg.max_new_tokens), driver,
                                   [c.spec for c in todo], generator, key=f"{item.suite}/{item.item_id}/{turn}/{cfg.seed}",
-                                  eos_token_id=list(pair.eos_token_ids) or None, calibration=bool(cfg.calibration))
+                                  eos_token_id=list(pair.eos_token_ids) or None, calibration=bool(cfg.calibration),
+                                  ot_bound=bool(cfg.ot_bound))
     out = got.output
     base = {"model": cfg.model.name, "dataset": item.suite, "item_id": item.item_id, "turn": turn,
             "category": item.category, "turns_sha": item.turns_sha, "seed": int(cfg.seed),

@@ -113,6 +113,7 @@ class SameStateConf(RunConf):
 
     compare: List[MethodConf] = field(default_factory=list)
     calibration: bool = True  # the draft-calibration columns
+    ot_bound: bool = True  # the root's closed-form acceptance and optimal-transport bound (scipy)
 
 
 def register_configs() -> None:

@@ -105,3 +105,22 @@ def _token_path(tokens: list[int], parents: list[int], node: int) -> tuple[int, 
         path.append(tokens[node])
         node = parents[node]
     return tuple(path[::-1])
+
+
+def root_columns(method, cfg: "SpecConfig", recorder: DraftRecorder, root: int, target_logits: torch.Tensor,
+                 draft_to_target: Optional[torch.Tensor]) -> dict:
+    """At the root: the method's own single-node acceptance in closed form (``Method.acceptance``,
+    every child surviving) and the optimal-transport bound of its candidate-set distribution
+    (:mod:`rheo.ot`); None where the method has no such function (or too many sets)."""
+    from rheo.ot import coupling_bound
+
+    row = recorder.rows[(root,)].cpu()  # [Vd] draft logits at the root
+    p = tempered(target_logits[0].cpu().double(), cfg.temperature)  # [V]
+    full = torch.full(p.shape, -torch.inf, dtype=torch.float64)
+    full[draft_to_target.cpu() if draft_to_target is not None else torch.arange(row.shape[0])] = row.double()
+    own = None if method.acceptance is None else float(method.acceptance(p, full, cfg))
+    sets = None
+    if method.candidate_sets is not None:
+        dist = draft_distribution(row[None], cfg.sparse_top, None if draft_to_target is None else draft_to_target.cpu())
+        sets = method.candidate_sets(dist, cfg)
+    return {"root_acceptance": own, "root_ot_bound": None if sets is None else coupling_bound(sets, p)}

@@ -25,7 +25,7 @@ import torch
 
 from rheo.config import SpecConfig
 from rheo.decode import CycleState, EosSpec, GenerationOutput, generate_with_source
-from rheo.mechanism import DraftRecorder, calibration_columns, tree_columns
+from rheo.mechanism import DraftRecorder, calibration_columns, root_columns, tree_columns
 from rheo.methods import get_method
 from rheo.models.base import DraftModel, TargetModel
 from rheo.random import TorchRandom
@@ -62,12 +62,14 @@ def layers(config: SpecConfig) -> int:
 def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequence[int], max_new_tokens: int,
                         driver: SpecConfig, compared: Sequence[SpecConfig],
                         generator: Optional[torch.Generator] = None, key: str = "0",
-                        eos_token_id: EosSpec = None, calibration: bool = True) -> SameStateOutput:
+                        eos_token_id: EosSpec = None, calibration: bool = True,
+                        ot_bound: bool = True) -> SameStateOutput:
     """Decode with ``driver``; at each state, score every tree of ``compared`` (module docstring).
 
     ``key`` names the generation (e.g. suite/item/turn/seed) for the compared streams;
     ``calibration``: also fill the calibration columns (reads the target rows of every
-    expanded node, which the expectation reads anyway).
+    expanded node, which the expectation reads anyway); ``ot_bound``: the root's closed-form
+    acceptance and optimal-transport bound (``root_acceptance``, ``root_ot_bound``; needs scipy).
     """
     methods = [get_method(c.method) for c in compared]
     for cfg, method in zip(compared, methods):
@@ -94,6 +96,8 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
                 columns = tree_columns(built, reach, layers(cfg))
                 if calibration:
                     columns.update(calibration_columns(built, logits, recorder, cfg, state.draft_to_target))
+                if ot_bound:
+                    columns.update(root_columns(method, cfg, recorder, state.root, logits, state.draft_to_target))
             finally:
                 session.discard()
             result.trees.append(ComparedTree(state=state.index, method=i, columns=columns))

@@ -103,6 +103,8 @@ class Method:
                  children all survive accepts a child; None if there is no closed form
     path_probs:  the verifier's path probabilities (module docstring); None if it has none
                  (then ``record_expected`` is refused for this method)
+    candidate_sets: (dist [1, S] of the root, cfg) -> [(token set, probability)], the
+                 distribution of the root's candidate set (rheo.ot); None if unknown
     """
 
     name: str
@@ -118,6 +120,7 @@ class Method:
     pretty: Optional[Callable[[str], str]] = None
     acceptance: Optional[Callable[[torch.Tensor, torch.Tensor, "SpecConfig"], float]] = None
     path_probs: Optional[PathProbs] = None
+    candidate_sets: Optional[Callable[["DraftDist", "SpecConfig"], Optional[list]]] = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name == "ar":

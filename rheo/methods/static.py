@@ -39,6 +39,7 @@ from rheo.expected import static_path_probs
 from rheo.methods.registry import Method, register
 from rheo.methods.topk import check_sparse_top
 from rheo.models.base import DraftTree, TreeView
+from rheo.ot import static_sets
 from rheo.probs import DraftDist, draft_distribution, target_probs, tempered
 from rheo.random import RandomSource
 from rheo.tree import BuiltTree, CandidateFn, DraftFn, ancestor_mask
@@ -340,10 +341,11 @@ STATIC = register(Method(
     name="static", display="Static", kind="static", candidates=STATIC_SHAPE.candidates, build=STATIC_SHAPE.build,
     verify=verify_static, fields=("branching", "replacement", "sparse_top"), validate=_validate_static,
     max_children=lambda cfg: max(cfg.branching), label=_static_label, pretty=_static_pretty,
-    acceptance=_acceptance(STATIC_SHAPE.shape), path_probs=static_path_probs))
+    acceptance=_acceptance(STATIC_SHAPE.shape), path_probs=static_path_probs,
+    candidate_sets=lambda dist, cfg: static_sets(cfg.branching[0])(dist, cfg)))
 
 CHAIN = register(Method(
     name="chain", display="Chain", kind="static", candidates=CHAIN_SHAPE.candidates, build=CHAIN_SHAPE.build,
     verify=verify_static, fields=("depth", "sparse_top"), max_children=lambda cfg: 1,
     label=lambda row: f"chain d={int(row.depth)}", acceptance=_acceptance(CHAIN_SHAPE.shape),
-    path_probs=static_path_probs))
+    path_probs=static_path_probs, candidate_sets=static_sets(1)))
