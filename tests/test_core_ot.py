@@ -56,3 +56,13 @@ def test_closed_forms():
     bound = coupling_bound(rheo.candidate_sets(dist, cfg), p)
     assert abs(bound - ot_bound(p, q_tilde, leads)) < 1e-9
     assert abs(rheo.acceptance(p, q_logits, cfg) - bound) < 1e-9  # Theorem 3: Rheo without fills is optimal
+
+
+def test_the_theory_table_of_gaps():
+    from eval.theory import ot_gap_table
+
+    table = ot_gap_table(nodes=6).set_index(["rule", "children", "temperature"])
+    assert (table["mean_gap"] >= 0).all() and (table["max_gap"] >= table["mean_gap"]).all()
+    for rule, children in (("Top-K", 4), ("Chain d=1", 1), ("Rheo m=2", 3)):  # fixed set, one sample, no fills
+        assert (table.xs((rule, children), level=["rule", "children"])["reaches_bound"] == 1.0).all()
+    assert (table.xs("RSD (2)", level="rule")["mean_gap"] > 0).all()
