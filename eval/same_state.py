@@ -149,9 +149,10 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list
     prompt = pair.format_chat(chat_messages(item, turn, answers[:turn]))
     seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
     generator = torch.Generator(device="cuda" if str(cfg.device).startswith("cuda") else "cpu").manual_seed(seed)
+    key = f"{item.suite}/{item.item_id}/{turn}/{cfg.seed}"  # the compared methods' streams
     with torch.inference_mode():
         got = same_state_generate(pair.target, pair.drafter, prompt, int(cfg.max_new_tokens), driver,
-                                  [c.spec for c in todo], generator, key=f"{item.suite}/{item.item_id}/{turn}/{cfg.seed}",
+                                  [c.spec for c in todo], generator, key=key,
                                   eos_token_id=list(pair.eos_token_ids) or None, calibration=bool(cfg.calibration),
                                   ot_bound=bool(cfg.ot_bound))
     out = got.output
@@ -162,10 +163,10 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list
             "driver_hash": ddir.name, "git_sha": git_sha(),
             "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     for i, c in enumerate(todo):
-        rows = [{**base, "state": t.state, "method": c.spec.method, "variant": get_method(c.spec.method).variant(c.spec),
-                 "config_hash": c.chash, **{f: c.key.get(f) for f in _METHOD_FIELDS}, **t.columns,
-                 "driver_emitted": out.accept_lengths[t.state], "driver_expected": out.expected_accept_lengths[t.state]}
-                for t in got.trees if t.method == i]
+        own = {**base, "method": c.spec.method, "variant": get_method(c.spec.method).variant(c.spec),
+               "config_hash": c.chash, **{f: c.key.get(f) for f in _METHOD_FIELDS}}
+        rows = [{**own, "state": t.state, **t.columns, "driver_emitted": out.accept_lengths[t.state],
+                 "driver_expected": out.expected_accept_lengths[t.state]} for t in got.trees if t.method == i]
         _write(storage.shard_path(c.cdir, item.suite, item.item_id, turn), rows, ROW_SCHEMA)
         summary.rows += len(rows)
     answer = pair.tokenizer.decode(out.tokens, skip_special_tokens=True)

@@ -61,7 +61,8 @@ def paired_markdown(rows: pd.DataFrame, baseline: str = BASELINE) -> str:
     for group, frame in table.groupby(GROUP):
         lines += [f"### {', '.join(f'{k}={v}' for k, v in zip(GROUP, group))}", "",
                   f"Mean expected emitted tokens per driver state; paired difference vs {baseline} "
-                  "with a 95% CI over keys.", "", "| suite | method | keys | mean | diff vs Top-K |", "|---|---|---|---|---|"]
+                  "with a 95% CI over keys.", "", f"| suite | method | keys | mean | diff vs {baseline} |",
+                  "|---|---|---|---|---|"]
         for r in frame.itertuples():
             diff = "" if pd.isna(getattr(r, "diff", np.nan)) else f"{r.diff:+.3f} +- {r.half_width:.3f}"
             lines.append(f"| {r.suite} | {r.variant} | {r.keys} | {r.mean:.3f} | {diff} |")

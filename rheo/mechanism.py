@@ -111,16 +111,19 @@ def root_columns(method, cfg: "SpecConfig", recorder: DraftRecorder, root: int, 
                  draft_to_target: Optional[torch.Tensor]) -> dict:
     """At the root: the method's own single-node acceptance in closed form (``Method.acceptance``,
     every child surviving) and the optimal-transport bound of its candidate-set distribution
-    (:mod:`rheo.ot`); None where the method has no such function (or too many sets)."""
+    (:mod:`rheo.ot`). Both None where the method has no candidate sets or too many to list (a
+    static root with many draws, whose exact closed form costs as much)."""
     from rheo.ot import coupling_bound
 
+    if method.candidate_sets is None:
+        return {"root_acceptance": None, "root_ot_bound": None}
     row = recorder.rows[(root,)].cpu()  # [Vd] draft logits at the root
+    d2t = None if draft_to_target is None else draft_to_target.cpu()
+    sets = method.candidate_sets(draft_distribution(row[None], cfg.sparse_top, d2t), cfg)
+    if sets is None:
+        return {"root_acceptance": None, "root_ot_bound": None}
     p = tempered(target_logits[0].cpu().double(), cfg.temperature)  # [V]
-    full = torch.full(p.shape, -torch.inf, dtype=torch.float64)
-    full[draft_to_target.cpu() if draft_to_target is not None else torch.arange(row.shape[0])] = row.double()
+    full = torch.full(p.shape, -torch.inf, dtype=torch.float64)  # draft logits on the target vocabulary
+    full[d2t if d2t is not None else torch.arange(row.shape[0])] = row.double()
     own = None if method.acceptance is None else float(method.acceptance(p, full, cfg))
-    sets = None
-    if method.candidate_sets is not None:
-        dist = draft_distribution(row[None], cfg.sparse_top, None if draft_to_target is None else draft_to_target.cpu())
-        sets = method.candidate_sets(dist, cfg)
-    return {"root_acceptance": own, "root_ot_bound": None if sets is None else coupling_bound(sets, p)}
+    return {"root_acceptance": own, "root_ot_bound": coupling_bound(sets, p)}
