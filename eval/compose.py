@@ -13,8 +13,9 @@ from eval.schema import register_configs
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
-def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
-    """The config ``python -m eval.run <overrides>`` would run with (same schema checks)."""
+def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
+    """The config ``python -m eval.run <overrides>`` would run with (same schema checks);
+    ``config_name="same_state"``: that of ``python -m eval.same_state``."""
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+        return compose(config_name, overrides=list(overrides))

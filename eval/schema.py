@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -119,10 +119,22 @@ class RunConf:
     # experiments, e.g. the Top-K rows of the main table and the m ablation, so it is not a row column)
 
 
+@dataclass
+class SameStateConf(RunConf):
+    """``python -m eval.same_state``: ``method`` is the driver; every ``compare`` entry builds its
+    own tree at each of the driver's states (eval/same_state.py)."""
+
+    compare: List[MethodConf] = field(default_factory=list)
+    calibration: bool = True  # the draft-calibration columns
+    ot_bound: bool = True  # the root's closed-form acceptance and optimal-transport bound (scipy)
+
+
 def register_configs() -> None:
-    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra."""
+    """Make ``base_config`` (the schema of configs/config.yaml) and ``base_same_state`` (that of
+    configs/same_state.yaml) known to Hydra."""
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RunConf)
+    cs.store(name="base_same_state", node=SameStateConf)
 
 
 def validate(cfg: DictConfig) -> SpecConfig | None:

@@ -75,8 +75,9 @@ class CorruptShardError(RuntimeError):
     """A shard that exists but is not one valid row for its path."""
 
 
-def prepare_output_dir(root: Path) -> None:
-    """Create/check ``root``: writable, and either empty or carrying our manifest."""
+def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
+    """Create/check ``root``: writable, and either empty or carrying our manifest (``fingerprint``:
+    what the directory holds; same-state rows have their own, eval.same_state)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -89,9 +90,9 @@ def prepare_output_dir(root: Path) -> None:
             found = json.loads(manifest.read_text())
         except (OSError, ValueError) as e:
             raise OutputDirError(f"{manifest} is unreadable ({e}); not a rheo results directory?") from e
-        if found != FINGERPRINT:
+        if found != fingerprint:
             raise OutputDirError(f"output_dir {root} belongs to something else: {manifest} says {found}, "
-                                 f"expected {FINGERPRINT}. Choose another output_dir.")
+                                 f"expected {fingerprint}. Choose another output_dir.")
     elif any(p.name != MANIFEST and not p.name.startswith(TMP_PREFIX) for p in root.iterdir()):
         # (temporary files may be a parallel sweep job creating the manifest right now)
         raise OutputDirError(f"output_dir {root} is not empty and has no {MANIFEST}: refusing to write "
@@ -103,7 +104,7 @@ def prepare_output_dir(root: Path) -> None:
     except OSError as e:
         raise OutputDirError(f"output_dir {root} is not writable: {e}") from e
     if not manifest.exists():
-        atomic_write_bytes(manifest, json.dumps(FINGERPRINT, indent=1).encode())
+        atomic_write_bytes(manifest, json.dumps(fingerprint, indent=1).encode())
 
 
 def is_archive(root: Path | str) -> bool:

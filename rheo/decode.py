@@ -10,21 +10,34 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence, Union
+from typing import Callable, Iterable, Optional, Sequence, Union
 
 import torch
 
 from rheo.candidates import SAMPLE
 from rheo.config import SpecConfig
+from rheo.methods import get_method
 from rheo.models.base import DraftModel, TargetModel
 from rheo.random import RandomSource, TorchRandom
 from rheo.timing import NULL_TIMER
-from rheo.tree import build_tree
-from rheo.verify import verify_tree
 
 __all__ = ["SpecConfig", "GenerationOutput", "speculative_generate", "generate_with_source"]
 
 EosSpec = Union[None, int, Iterable[int]]
+
+
+@dataclass(frozen=True)
+class CycleState:
+    """Where a cycle starts: ``index`` cycles done, ``root`` the last committed token, the
+    target session (nothing scored), the drafter's ``draft`` callable on its committed state,
+    its id map [Vd] (or None) and the device trees live on."""
+
+    index: int
+    root: int
+    target_session: object
+    draft_fn: Callable
+    draft_to_target: Optional[torch.Tensor]
+    device: torch.device
 
 
 @dataclass
@@ -37,6 +50,9 @@ class GenerationOutput:
     kept_nodes: list[int] = field(default_factory=list)  # after pruning, root excluded
     sample_kept: list[int] = field(default_factory=list)  # sampled nodes kept in the tree
     sample_accepted: list[int] = field(default_factory=list)  # sampled nodes on the accepted path
+    #: with record_expected: the expected tokens each cycle emits over the verifier's randomness
+    #: (its tree and target logits given; truncation by max_new_tokens / EOS ignored)
+    expected_accept_lengths: list[float] = field(default_factory=list)
 
     @property
     def target_calls(self) -> int:
@@ -101,7 +117,7 @@ def _token_ids(prompt) -> list[int]:
 def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
                          max_new_tokens: int, config: SpecConfig = SpecConfig(),
                          generator: Optional[torch.Generator] = None,
-                         eos_token_id: EosSpec = None, timer=None) -> GenerationOutput:
+                         eos_token_id: EosSpec = None, timer=None, record_expected: bool = False) -> GenerationOutput:
     """Generate up to ``max_new_tokens`` tokens after ``prompt`` (token ids).
 
     The output has exactly the distribution of sampling ``target`` at
@@ -109,21 +125,31 @@ def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Seque
     setting. ``generator`` drives every random choice (same seed, same tokens);
     with ``eos_token_id`` generation stops after the first EOS, which is returned.
     ``timer``: a :class:`rheo.timing.PhaseTimer` recording time per phase (None = off).
+    ``record_expected``: fill ``expected_accept_lengths`` (:mod:`rheo.expected`); it draws no
+    random numbers, so the tokens are the same, and costs nothing when off.
     """
     return generate_with_source(target, drafter, prompt, max_new_tokens, config,
-                                TorchRandom(generator), eos_token_id, timer)
+                                TorchRandom(generator), eos_token_id, timer, record_expected)
 
 
 def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
                          max_new_tokens: int, config: SpecConfig, rng: RandomSource,
-                         eos_token_id: EosSpec = None, timer=None) -> GenerationOutput:
-    """speculative_generate with an explicit :class:`RandomSource` (tests enumerate it)."""
+                         eos_token_id: EosSpec = None, timer=None, record_expected: bool = False,
+                         on_state: Optional[Callable[[CycleState], None]] = None) -> GenerationOutput:
+    """speculative_generate with an explicit :class:`RandomSource` (tests enumerate it).
+
+    ``on_state``: called at every cycle start, before the tree is drafted, with the
+    :class:`CycleState` (same-state evaluation drafts other trees there; it must leave
+    both sessions as it found them)."""
     if not isinstance(config, SpecConfig):
         raise TypeError(f"config must be a rheo.config.SpecConfig, got {type(config).__name__}")
     ids = check_prompt(prompt, max_new_tokens, target.vocab_size, getattr(target, "context_length", None))
     if config.max_children > drafter.vocab_size:
         raise ValueError(f"{config.max_children} children per node (k, or max(branching) of a static tree) "
                          f"exceed the draft vocabulary size {drafter.vocab_size}")
+    method = get_method(config.method)  # looked up once: its plug-ins drive every cycle
+    if record_expected and method.path_probs is None:
+        raise ValueError(f"record_expected needs the method's path_probs; {config.method!r} registers none")
     stop = eos_set(eos_token_id)
     out = GenerationOutput(tokens=[], accept_lengths=[])
     if max_new_tokens == 0:
@@ -136,12 +162,16 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     d2t = drafter.draft_to_target
     draft_fn = tm.wrap("draft", d_sess.draft)
     while True:
+        if on_state is not None:
+            on_state(CycleState(len(out.accept_lengths), root, t_sess, draft_fn, d2t, _device_of(drafter)))
         with tm.phase("tree"):
-            built = build_tree(draft_fn, root, config, rng, d2t, device=_device_of(drafter))
+            built = method.build_tree(draft_fn, root, config, rng, d2t, device=_device_of(drafter))
         with tm.phase("score"):
             scored = t_sess.score_tree(built.tree)
+        if record_expected:  # before verifying: the rows of the expanded nodes in one batch
+            out.expected_accept_lengths.append(method.expected_emitted(built, scored.logits, config))
         with tm.phase("verify"):
-            result = verify_tree(built, scored.logits, config, rng)
+            result = method.verify_tree(built, scored.logits, config, rng)
         room = max_new_tokens - len(out.tokens)
         emitted = result.tokens[:room]
         hit = next((i for i, t in enumerate(emitted) if t in stop), None)

@@ -16,10 +16,9 @@ from typing import Callable, Hashable, Optional, Sequence
 import torch
 
 from rheo.config import SpecConfig
+from rheo.methods import get_method
 from rheo.models.base import DraftModel, TargetModel
 from rheo.probs import target_probs
-from rheo.tree import build_tree
-from rheo.verify import verify_tree
 
 
 class _Branch(Exception):
@@ -90,18 +89,30 @@ def cycle_distribution(target: TargetModel, drafter: DraftModel, context: Sequen
     each tree, every outcome of verification on it.
     """
     ids = list(context)
+    method = get_method(config.method)
     t_sess, d_sess = target.new_session(), drafter.new_session()
     d_sess.prefill(ids, t_sess.prefill(ids[:-1]))
 
     def draft(rng: ScriptedRandom):
-        return build_tree(d_sess.draft, ids[-1], config, rng, drafter.draft_to_target)
+        return method.build_tree(d_sess.draft, ids[-1], config, rng, drafter.draft_to_target)
 
     out: dict = defaultdict(float)
     for built, w_tree in enumerate_runs(draft):
         logits = t_sess.score_tree(built.tree).logits
-        for emitted, w in enumerate_runs(lambda rng: tuple(verify_tree(built, logits, config, rng).tokens)):
+        for emitted, w in enumerate_runs(lambda rng: tuple(method.verify_tree(built, logits, config, rng).tokens)):
             out[emitted] += w_tree * w
     return dict(out)
+
+
+def verifier_path_probs(verify: Callable, built, target_logits: torch.Tensor, config: SpecConfig) -> list[float]:
+    """Exact probability that ``verify`` (a registered verifier) puts each kept node of ``built`` on
+    its accepted path, by enumerating the verifier's random choices on this one tree. Their sum is
+    the expected number of emitted tokens (accepted drafted tokens + the bonus)."""
+    reach = [0.0] * built.tree.num_nodes
+    for path, w in enumerate_runs(lambda rng: tuple(verify(built, target_logits, config, rng).path)):
+        for node in path:
+            reach[node] += w
+    return reach
 
 
 def decoder_distribution(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],

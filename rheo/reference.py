@@ -4,13 +4,13 @@ Each mirrors an optimised function and consumes randomness the same way where
 the tests compare them under one generator:
 
 * :func:`reference_select` – per-node, per-slot candidate selection
-  (== :func:`rheo.tree.select_candidates`).
+  (== :func:`rheo.methods.select_candidates`).
 * :func:`reference_build_tree` – the dynamic tree with Python lists
-  (== :func:`rheo.tree.build_tree`).
+  (== :func:`rheo.methods.build_tree`).
 * :func:`reference_verify` – verification exactly as the method states it: the
   deterministic children one by one in rank order, each accepted with the
   renormalised residual probability and zeroed on rejection
-  (same output *distribution* as :func:`rheo.verify.verify_tree`, which draws the
+  (same output *distribution* as :func:`rheo.methods.verify_tree`, which draws the
   outcome in one step; the tests compare the exact distributions).
 """
 
@@ -144,3 +144,81 @@ def reference_verify(built, target_logits: torch.Tensor, cfg: SpecConfig, rng: R
         n_samples += kinds[accepted] == SAMPLE
         path.append(accepted)
         out.append(tokens[accepted])
+
+
+# ------------------------------------------------------------------ expected acceptance (rheo.expected)
+def reference_path_probs(built, target_logits: torch.Tensor, cfg: SpecConfig, static: bool) -> list[float]:
+    """Probability that the accepted path holds each kept node, by recursion from the root, the
+    children of a node tried one by one as the child-by-child verifiers state it
+    (:func:`reference_verify`; ``static``: ``rheo.methods.static.reference_verify_static``)."""
+    parents, tokens = built.tree.parents.tolist(), built.tree.tokens.tolist()
+    reach = [0.0] * len(parents)
+
+    def visit(node: int, prob: float) -> None:
+        reach[node] = prob
+        kids = [c for c in range(len(parents)) if parents[c] == node]
+        if not kids:
+            return
+        row = target_logits[node].to(torch.float64).tolist()
+        if cfg.greedy:
+            best = max(range(len(row)), key=lambda i: (row[i], -i))
+            accept = [(c, 1.0 if c == next((k for k in kids if tokens[k] == best), None) else 0.0) for c in kids]
+        else:
+            r = target_probs(target_logits[node].to(torch.float64), cfg.temperature).tolist()
+            accept = (_static_accept if static else _dynamic_accept)(built, node, kids, r, cfg)
+        for child, w in accept:
+            visit(child, prob * w)
+
+    visit(0, 1.0)
+    return reach
+
+
+def _draft_row(built, node: int, vocab: int) -> list[float]:
+    """q~ (static trees: q_T) of ``node``'s expansion on the target vocabulary."""
+    q = [0.0] * vocab
+    row = int(built.exp_row[node])
+    for tok, w in zip(built.resid_ids[row].tolist(), built.resid_probs[row].tolist()):
+        q[tok] = w
+    return q
+
+
+def _residual(r: list[float], q: list[float]) -> list[float]:
+    left = [max(a - b, 0.0) for a, b in zip(r, q)]
+    return [x / sum(left) for x in left] if sum(left) > 0 else r
+
+
+def _dynamic_accept(built, node: int, kids: list[int], r: list[float], cfg: SpecConfig) -> list[tuple[int, float]]:
+    """(child, P(accepted | node reached)) in the order the child-by-child verifier tries them."""
+    kinds, tokens = built.kind.tolist(), built.tree.tokens.tolist()
+    det = [("det", c) for c in kids if kinds[c] != SAMPLE]
+    sample = [("sample", c) for c in kids if kinds[c] == SAMPLE]
+    order = det + sample if cfg.verify_order == "deterministic_first" else sample + det
+    out, rejected = [], 1.0  # rejected: probability that every child tried so far was rejected
+    for how, c in order:
+        tok = tokens[c]
+        a = min(1.0, r[tok] / float(built.sample_prob[c])) if how == "sample" else min(1.0, r[tok])
+        out.append((c, rejected * a))
+        rejected *= 1.0 - a
+        if how == "sample":
+            r = _residual(r, _draft_row(built, node, len(r)))
+        else:
+            r = [0.0 if i == tok else x for i, x in enumerate(r)]
+            r = [x / sum(r) for x in r] if sum(r) > 0 else r
+    return out
+
+
+def _static_accept(built, node: int, kids: list[int], r: list[float], cfg: SpecConfig) -> list[tuple[int, float]]:
+    """Recursive rejection sampling: siblings in draw order, each against the residual."""
+    tokens = built.tree.tokens.tolist()
+    q = _draft_row(built, node, len(r))
+    out, rejected = [], 1.0
+    for c in kids:
+        x = tokens[c]
+        q_i = q if cfg.replacement else [v / sum(q) for v in q]
+        a = min(1.0, r[x] / q_i[x])
+        out.append((c, rejected * a))
+        rejected *= 1.0 - a
+        r = _residual(r, q_i)
+        if not cfg.replacement:
+            q = [0.0 if i == x else v for i, v in enumerate(q)]
+    return out

@@ -9,26 +9,29 @@ slot order (leads, sample, fills) - this is what keeps the sample's rank
 independent of its identity (Lemma 1) and the kept set closed under ancestors.
 Temperature never enters here except through the sample's draw.
 
-:func:`build_tree` drafts the tree of any registered method (:mod:`rheo.methods`):
-Top-K and Rheo use :func:`build_dynamic_tree` below with their candidate rules;
-static trees have their own builder (:mod:`rheo.methods.static`).
+A mechanism: :func:`build_dynamic_tree` is the tree builder of Top-K and Rheo
+(:mod:`rheo.methods`), handed the method's candidate rule by its caller; static
+trees have their own builder (:mod:`rheo.methods.static`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 
 from rheo.candidates import LEAD, SAMPLE, Candidates
-from rheo.config import SpecConfig
-from rheo.methods.registry import get_method
 from rheo.models.base import DraftTree, TreeView
-from rheo.probs import draft_distribution
+from rheo.probs import DraftDist, draft_distribution
 from rheo.random import RandomSource
 
+if TYPE_CHECKING:
+    from rheo.config import SpecConfig
+
 DraftFn = Callable[[TreeView, torch.Tensor], torch.Tensor]  # (view, frontier [f]) -> logits [f, Vd]
+#: (dist [f, S], cfg, rng, layer) -> Candidates [f, slots]: a method's candidate rule
+CandidateFn = Callable[[DraftDist, "SpecConfig", RandomSource, int], Candidates]
 
 
 @dataclass(frozen=True)
@@ -54,24 +57,10 @@ class BuiltTree:
     drafted: int
 
 
-def select_candidates(draft_logits: torch.Tensor, cfg: SpecConfig, rng: RandomSource,
-                      draft_to_target: Optional[torch.Tensor], layer: int = 0) -> tuple[Candidates, torch.Tensor]:
-    """draft_logits: [f, Vd] -> (Candidates of cfg.method's candidate rule, support ids [f, S])."""
-    dist = draft_distribution(draft_logits, cfg.sparse_top, draft_to_target)
-    return get_method(cfg.method).candidates(dist, cfg, rng, layer), dist.ids
-
-
-def build_tree(draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomSource,
-               draft_to_target: Optional[torch.Tensor] = None,
-               device: torch.device | str = "cpu") -> BuiltTree:
-    """The draft tree of ``cfg.method``, built by its registered tree builder."""
-    return get_method(cfg.method).build(draft_fn, root_token, cfg, rng, draft_to_target, device)
-
-
-def build_dynamic_tree(draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomSource,
-                       draft_to_target: Optional[torch.Tensor] = None,
+def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: int, cfg: "SpecConfig",
+                       rng: RandomSource, draft_to_target: Optional[torch.Tensor] = None,
                        device: torch.device | str = "cpu") -> BuiltTree:
-    """The EAGLE-2/3 tree (module docstring) with ``cfg.method``'s candidate rule at every node."""
+    """The EAGLE-2/3 tree (module docstring) with the candidate rule ``candidates`` at every node."""
     long = dict(dtype=torch.long, device=device)
     tokens = torch.tensor([root_token], **long)  # [N]
     parents = torch.tensor([-1], **long)  # [N]
@@ -83,7 +72,8 @@ def build_dynamic_tree(draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng:
     frontier = torch.zeros(1, **long)  # [f]
     for layer in range(cfg.depth):
         logits = draft_fn(TreeView(tokens, parents, depths), frontier)  # [f, Vd]
-        cand, support_ids = select_candidates(logits, cfg, rng, draft_to_target, layer)
+        dist = draft_distribution(logits, cfg.sparse_top, draft_to_target)
+        cand, support_ids = candidates(dist, cfg, rng, layer), dist.ids
         if scores is None:
             scores = torch.zeros(1, dtype=cand.log_score.dtype, device=device)
             sample_p = torch.zeros(1, dtype=cand.log_score.dtype, device=device)
@@ -114,7 +104,7 @@ def build_dynamic_tree(draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng:
 
 
 def _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids, exp_probs,
-           cfg: SpecConfig) -> BuiltTree:
+           cfg: "SpecConfig") -> BuiltTree:
     """Keep the root and the best ``tree_size`` drafted nodes (stable: ancestors first)."""
     n_all = tokens.shape[0]
     device = tokens.device

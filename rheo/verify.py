@@ -1,7 +1,7 @@
 """Tree verification: Top-K point masses, RheoVerification (stochastic-first), greedy.
 
-:func:`verify_tree` runs the verifier registered for ``cfg.method``
-(:mod:`rheo.methods`); this module holds the dynamic-tree verifier of Top-K and Rheo.
+A mechanism: this module holds the dynamic-tree verifier of Top-K and Rheo
+(registered in :mod:`rheo.methods`) and the pieces the static verifier shares.
 
 One pass walks the accepted path from the root. At each node on it, with ``p`` the
 target distribution at temperature ``T``:
@@ -28,15 +28,17 @@ Host syncs: the walk reads one scalar per visited node (at most ``depth + 1``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from rheo.candidates import SAMPLE
-from rheo.config import SpecConfig
-from rheo.methods.registry import get_method
 from rheo.probs import NonFiniteLogitsError, target_probs
 from rheo.random import RandomSource
 from rheo.tree import BuiltTree
+
+if TYPE_CHECKING:
+    from rheo.config import SpecConfig
 
 
 @dataclass(frozen=True)
@@ -82,15 +84,7 @@ def subtract_draft(r: torch.Tensor, q_tilde: torch.Tensor) -> torch.Tensor:
     return left / beta if beta > 0 else r
 
 
-def verify_tree(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
-                rng: RandomSource) -> VerifyResult:
-    """target_logits: [n, V] (untempered) for the n kept nodes of ``built``; ``cfg.method``'s verifier."""
-    if target_logits.shape[0] != built.tree.num_nodes:
-        raise ValueError(f"target logits have {target_logits.shape[0]} rows for {built.tree.num_nodes} nodes")
-    return get_method(cfg.method).verify(built, target_logits, cfg, rng)
-
-
-def verify_dynamic(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
+def verify_dynamic(built: BuiltTree, target_logits: torch.Tensor, cfg: "SpecConfig",
                    rng: RandomSource) -> VerifyResult:
     """Top-K / Rheo verification (module docstring). target_logits: [n, V] untempered."""
     index = TreeIndex(built)

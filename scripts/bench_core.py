@@ -17,9 +17,8 @@ import time
 import torch
 
 from rheo.config import SpecConfig
+from rheo.methods import get_method
 from rheo.random import TorchRandom
-from rheo.tree import build_tree
-from rheo.verify import verify_tree
 
 
 class BankDrafter:
@@ -46,14 +45,15 @@ def target_logits_for(built, drafter: BankDrafter, d2t: torch.Tensor, vocab: int
 def run(cfg: SpecConfig, cycles: int, drafter, d2t, vocab, seed: int) -> dict:
     rng = TorchRandom(torch.Generator().manual_seed(seed))
     g = torch.Generator().manual_seed(seed + 1)
+    method = get_method(cfg.method)
     build_ms, verify_ms, accepted = [], [], []
     for cycle in range(cycles + 3):
         t0 = time.perf_counter()
-        built = build_tree(drafter.draft, 0, cfg, rng, d2t)
+        built = method.build_tree(drafter.draft, 0, cfg, rng, d2t)
         t1 = time.perf_counter()
         logits = target_logits_for(built, drafter, d2t, vocab, g)  # the "target call": not timed
         t2 = time.perf_counter()
-        result = verify_tree(built, logits, cfg, rng)
+        result = method.verify_tree(built, logits, cfg, rng)
         t3 = time.perf_counter()
         if cycle >= 3:  # warm-up
             build_ms.append((t1 - t0) * 1e3)

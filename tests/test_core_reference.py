@@ -6,7 +6,7 @@ import torch
 from rheo.decode import SpecConfig
 from rheo.random import TorchRandom
 from rheo.reference import reference_build_tree, reference_select, reference_verify
-from rheo.tree import build_tree, select_candidates
+from rheo.methods import build_tree, select_candidates
 from toys import assert_verify_matches_reference, toy_pair
 from toys import draft_fn as _draft_fn
 

@@ -11,7 +11,8 @@ from rheo.exact import ScriptedRandom
 from rheo.models.toy import PrefixLM
 from rheo.probs import draft_distribution
 from rheo.random import TorchRandom
-from rheo.tree import ancestor_mask, build_tree, root_to_leaf_paths
+from rheo.methods import build_tree
+from rheo.tree import ancestor_mask, root_to_leaf_paths
 from toys import toy_pair
 
 BIG = 50.0

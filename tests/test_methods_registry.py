@@ -147,6 +147,23 @@ def test_readme_example_method_is_lossless_and_reaches_the_harness(readme_method
     assert display_name(name) == "Top-P"
 
 
+def test_readme_example_method_records_its_expected_acceptance(readme_method):
+    from rheo.exact import verifier_path_probs
+    from rheo.methods import build_tree
+
+    cfg = SpecConfig(method=readme_method.name, k=3, depth=2, tree_size=4, temperature=1.0, sparse_top=None)
+    target, drafter, _ = toy_pair(4)
+    out = speculative_generate(target, drafter, [1, 2], 8, cfg, torch.Generator().manual_seed(0), record_expected=True)
+    assert len(out.expected_accept_lengths) == out.target_calls
+    d_sess, t_sess = drafter.new_session(), target.new_session()
+    d_sess.prefill([1, 2], None)
+    t_sess.prefill([1])
+    built = build_tree(d_sess.draft, 2, cfg, None)  # Top-P draws nothing while drafting
+    logits = t_sess.score_tree(built.tree).logits
+    exact = sum(verifier_path_probs(readme_method.verify, built, logits, cfg))
+    assert abs(out.expected_accept_lengths[0] - exact) < 1e-9
+
+
 # ------------------------------------------------------------------ harness
 TINY = ["model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=5", "method.depth=2", "num_threads=1",
         "progress=false", "warmup=false"]

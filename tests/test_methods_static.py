@@ -24,7 +24,7 @@ from rheo.methods.static import (CHAIN_SHAPE, PRESETS, STATIC_SHAPE, node_accept
 from rheo.models.toy import PrefixLM
 from rheo.probs import tempered
 from rheo.random import TorchRandom
-from rheo.tree import build_tree
+from rheo.methods import build_tree
 from test_core_greedy import VOCAB, drafters, greedy_reference
 from toys import assert_verify_matches_reference, chi_square_pvalue, constant_pair, random_logits_fn, toy_pair
 from toys import draft_fn as _draft_fn

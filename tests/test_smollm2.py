@@ -134,3 +134,28 @@ def test_cache_still_corrupt_after_rebuild_names_the_folder_to_delete(monkeypatc
     monkeypatch.setattr(smollm2, "_build_cache", broken_build)
     with pytest.raises(CorruptWeightsError, match=f"delete the folder {dest}"):
         smollm2.ensure_cache(dest)
+
+
+@pytest.mark.slow
+def test_same_state_leaves_the_eagle3_driver_unchanged(model_and_tokenizer):
+    """The EAGLE-3 session and the KV cache after compared trees were drafted, scored and
+    discarded: the driver decodes the same tokens as alone (same seed)."""
+    from rheo.config import SpecConfig
+    from rheo.decode import speculative_generate
+    from rheo.models.eagle3 import load_eagle3_drafter
+    from rheo.models.hf_target import HFTarget
+    from rheo.same_state import same_state_generate
+
+    if not (HEAD_DIR / "model.safetensors").exists():
+        pytest.skip("no trained head committed")
+    model, tok = model_and_tokenizer
+    drafter, target = load_eagle3_drafter(HEAD_DIR, model), HFTarget(model)
+    ids = tok.apply_chat_template([{"role": "user", "content": "Name three colours."}],
+                                  add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"][0]
+    driver = SpecConfig(method="rheo", m=1, temperature=1.0)
+    compared = [SpecConfig(method="topk", temperature=1.0), driver,
+                SpecConfig(method="static", branching=(4, 2, 1, 1, 1, 1, 1, 1), temperature=1.0)]
+    with torch.inference_mode():
+        got = same_state_generate(target, drafter, ids.tolist(), 24, driver, compared, torch.Generator().manual_seed(1))
+        alone = speculative_generate(target, drafter, ids.tolist(), 24, driver, torch.Generator().manual_seed(1))
+    assert got.output.tokens == alone.tokens and len(got.trees) == 3 * alone.target_calls

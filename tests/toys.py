@@ -93,8 +93,7 @@ def assert_verify_matches_reference(cfg, reference_verify, vocab: int, trees: in
     """On up to ``trees`` enumerated random trees of ``cfg`` over a toy pair, verify_tree and
     ``reference_verify`` give the same output distribution to float64 precision."""
     from rheo.exact import enumerate_outcomes, enumerate_runs
-    from rheo.tree import build_tree
-    from rheo.verify import verify_tree
+    from rheo.methods import build_tree, verify_tree
 
     target, drafter, _ = toy_pair(vocab, salt=8)
     t_sess = target.new_session()

@@ -2,9 +2,17 @@
 
 Built in: ``topk`` (EAGLE-2/3), ``rheo`` (RheoSampling), ``static`` (static stochastic
 trees: RSD without replacement, SpecInfer with replacement) and ``chain`` (chain
-speculative sampling). Every module of this package is imported on the first lookup.
+speculative sampling). Each module registers its methods when imported; the imports
+below, in this order, are the list of built-in methods (tables list methods in
+registration order).
 """
 
-from rheo.methods.registry import Method, get_method, method_names, method_of_variant, register, unregister
+from rheo.methods.registry import (Method, build_tree, get_method, method_names, method_of_variant, register,
+                                   select_candidates, unregister, verify_tree)
 
-__all__ = ["Method", "get_method", "method_names", "method_of_variant", "register", "unregister"]
+from rheo.methods import topk  # noqa: E402,F401  (registers topk)
+from rheo.methods import rheo  # noqa: E402,F401  (registers rheo)
+from rheo.methods import static  # noqa: E402,F401  (registers static, chain)
+
+__all__ = ["Method", "build_tree", "get_method", "method_names", "method_of_variant", "register",
+           "select_candidates", "unregister", "verify_tree"]

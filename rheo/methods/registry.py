@@ -6,34 +6,42 @@ about it:
 * a **candidate rule** ``(dist, cfg, rng, layer) -> Candidates``: the children of
   the expanded nodes of one layer, from their truncated draft distribution
   (``dist``: :class:`rheo.probs.DraftDist`, ``[f, S]``);
-* a **tree builder** ``(draft_fn, root_token, cfg, rng, draft_to_target, device)
-  -> BuiltTree``: which nodes get expanded and which are kept (the dynamic
-  EAGLE tree of :mod:`rheo.tree`, or a static product shape); it asks the
-  candidate rule for every layer;
+* a **tree builder** ``(candidates, draft_fn, root_token, cfg, rng, draft_to_target,
+  device) -> BuiltTree``: which nodes get expanded and which are kept (the dynamic
+  EAGLE tree of :mod:`rheo.tree`, or a static product shape); it calls the
+  candidate rule it is handed for every layer;
 * a **verifier** ``(built, target_logits [n, V], cfg, rng) -> VerifyResult``: the
   accepted path and the bonus token (vLLM keeps one rejection sampler per
   module behind one signature in the same way);
+* optionally its **path probabilities** ``(built, target_logits, cfg) -> [n]``: the
+  probability, over the verifier's randomness, that each kept node lies on the
+  accepted path (:mod:`rheo.expected`); their sum is the cycle's expected number of
+  emitted tokens;
 * the :class:`rheo.config.SpecConfig` **fields** it reads (validated, hashed into
   the harness's config hash, stored as row columns; the others are ignored),
   its **display name**, its row **label** and, optionally, its single-node
   acceptance in closed form (``rheo.theory``-style, used by the theory table).
 
-Modules of the :mod:`rheo.methods` package register their methods when imported;
-every module of the package is imported on the first lookup, so adding a method
-is adding one module (see the README, "Adding a verification method"). A method
-module must not import :mod:`rheo.decode` (the decode loop looks methods up).
+A method module registers its methods when imported; the package
+(``rheo/methods/__init__.py``) imports the built-in ones by name, and a new
+method is one module plus one line there (see the README, "Adding a verification
+method"). The decode loop looks a method up once per generation and hands its
+plug-ins to the mechanisms (:mod:`rheo.tree`, :mod:`rheo.verify`,
+:mod:`rheo.expected`), which know nothing of the registry. A method module must
+import neither :mod:`rheo.decode` nor :mod:`rheo.config` (the configuration
+validates itself against this registry) other than for annotations.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 import torch
 
-if TYPE_CHECKING:  # only for annotations: these modules look methods up themselves
+from rheo.probs import draft_distribution
+
+if TYPE_CHECKING:  # only for annotations: the registry imports no mechanism
     from rheo.candidates import Candidates
     from rheo.config import SpecConfig
     from rheo.probs import DraftDist
@@ -51,15 +59,23 @@ class CandidateRule(Protocol):
 
 
 class TreeBuilder(Protocol):
-    def __call__(self, draft_fn: "DraftFn", root_token: int, cfg: "SpecConfig", rng: "RandomSource",
-                 draft_to_target: Optional[torch.Tensor], device: torch.device | str) -> "BuiltTree":
-        """Draft one tree below ``root_token``; draft_to_target: [Vd] target ids or None."""
+    def __call__(self, candidates: CandidateRule, draft_fn: "DraftFn", root_token: int, cfg: "SpecConfig",
+                 rng: "RandomSource", draft_to_target: Optional[torch.Tensor],
+                 device: torch.device | str) -> "BuiltTree":
+        """Draft one tree below ``root_token`` with the candidate rule ``candidates``;
+        draft_to_target: [Vd] target ids or None."""
 
 
 class Verifier(Protocol):
     def __call__(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig",
                  rng: "RandomSource") -> "VerifyResult":
         """target_logits: [n, V] untempered, one row per kept node of ``built``."""
+
+
+class PathProbs(Protocol):
+    def __call__(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig") -> torch.Tensor:
+        """target_logits: [n, V] untempered (reads the rows of nodes with children only) ->
+        [n] float64, the probability that the verifier's accepted path holds each node (root: 1)."""
 
 
 def _no_checks(cfg: "SpecConfig") -> None:
@@ -85,6 +101,10 @@ class Method:
     pretty:      variant label -> display text
     acceptance:  (target_probs [V], draft_logits [V], cfg) -> probability that one node whose
                  children all survive accepts a child; None if there is no closed form
+    path_probs:  the verifier's path probabilities (module docstring); None if it has none
+                 (then ``record_expected`` is refused for this method)
+    candidate_sets: (dist [1, S] of the root, cfg) -> [(token set, probability)], the
+                 distribution of the root's candidate set (rheo.ot); None if unknown
     """
 
     name: str
@@ -99,12 +119,43 @@ class Method:
     label: Optional[Callable[[Any], str]] = None
     pretty: Optional[Callable[[str], str]] = None
     acceptance: Optional[Callable[[torch.Tensor, torch.Tensor, "SpecConfig"], float]] = None
+    path_probs: Optional[PathProbs] = None
+    candidate_sets: Optional[Callable[["DraftDist", "SpecConfig"], Optional[list]]] = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name == "ar":
             raise ValueError(f"method name must be an identifier other than 'ar', got {self.name!r}")
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {list(KINDS)}, got {self.kind!r}")
+
+    def build_tree(self, draft_fn: "DraftFn", root_token: int, cfg: "SpecConfig", rng: "RandomSource",
+                   draft_to_target: Optional[torch.Tensor] = None, device: torch.device | str = "cpu") -> "BuiltTree":
+        """Draft one tree: the method's builder with the method's candidate rule."""
+        return self.build(self.candidates, draft_fn, root_token, cfg, rng, draft_to_target, device)
+
+    def verify_tree(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig",
+                    rng: "RandomSource") -> "VerifyResult":
+        """target_logits: [n, V] (untempered) for the n kept nodes of ``built``."""
+        _check_rows(built, target_logits)
+        return self.verify(built, target_logits, cfg, rng)
+
+    def expected_emitted(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig") -> float:
+        """Expected tokens the verifier emits on ``built`` (accepted drafted tokens + the bonus),
+        over its own randomness: the sum of the path probabilities."""
+        return float(self.node_path_probs(built, target_logits, cfg).sum())
+
+    def node_path_probs(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig") -> torch.Tensor:
+        """[n] float64, the probability that the accepted path holds each kept node."""
+        if self.path_probs is None:
+            raise ValueError(f"method {self.name!r} registers no path_probs: its expected acceptance is unknown")
+        _check_rows(built, target_logits)
+        return self.path_probs(built, target_logits, cfg)
+
+    def select(self, draft_logits: torch.Tensor, cfg: "SpecConfig", rng: "RandomSource",
+               draft_to_target: Optional[torch.Tensor] = None, layer: int = 0) -> tuple["Candidates", torch.Tensor]:
+        """draft_logits: [f, Vd] -> (Candidates of the candidate rule, support ids [f, S])."""
+        dist = draft_distribution(draft_logits, cfg.sparse_top, draft_to_target)
+        return self.candidates(dist, cfg, rng, layer), dist.ids
 
     def variant(self, row: Any) -> str:
         """The variant label of a row or SpecConfig of this method (tables group by it)."""
@@ -117,8 +168,12 @@ class Method:
         return self.display + variant[len(self.name):]
 
 
+def _check_rows(built: "BuiltTree", target_logits: torch.Tensor) -> None:
+    if target_logits.shape[0] != built.tree.num_nodes:
+        raise ValueError(f"target logits have {target_logits.shape[0]} rows for {built.tree.num_nodes} nodes")
+
+
 _REGISTRY: dict[str, Method] = {}
-_DISCOVERED = False
 
 
 def register(method: Method, replace: bool = False) -> Method:
@@ -134,20 +189,8 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-def _discover() -> None:
-    """Import every module of the rheo.methods package once (each registers its methods)."""
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    package = importlib.import_module("rheo.methods")
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"rheo.methods.{info.name}")
-
-
 def get_method(name: str) -> Method:
     """The registered method ``name``; ValueError listing the choices otherwise."""
-    _discover()
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
@@ -157,17 +200,34 @@ def get_method(name: str) -> Method:
 
 def method_names(kind: Optional[str] = None) -> list[str]:
     """Registered method names (sorted), optionally of one kind."""
-    _discover()
     return sorted(n for n, m in _REGISTRY.items() if kind is None or m.kind == kind)
 
 
 def registration_rank(name: str) -> int:
     """Position of a method in registration order (tables list methods in this order)."""
-    _discover()
     return list(_REGISTRY).index(name)
 
 
 def method_of_variant(variant: str) -> Optional[Method]:
     """The method a variant label belongs to (labels start with the method name), or None."""
-    _discover()
     return _REGISTRY.get(variant.split(" ", 1)[0])
+
+
+# ------------------------------------------------------------------ one-off lookups (tests, scripts)
+def build_tree(draft_fn: "DraftFn", root_token: int, cfg: "SpecConfig", rng: "RandomSource",
+               draft_to_target: Optional[torch.Tensor] = None, device: torch.device | str = "cpu") -> "BuiltTree":
+    """The draft tree of ``cfg.method`` (a loop looks the method up once instead)."""
+    return get_method(cfg.method).build_tree(draft_fn, root_token, cfg, rng, draft_to_target, device)
+
+
+def verify_tree(built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig",
+                rng: "RandomSource") -> "VerifyResult":
+    """``cfg.method``'s verifier on ``built``; target_logits: [n, V] untempered."""
+    return get_method(cfg.method).verify_tree(built, target_logits, cfg, rng)
+
+
+def select_candidates(draft_logits: torch.Tensor, cfg: "SpecConfig", rng: "RandomSource",
+                      draft_to_target: Optional[torch.Tensor] = None,
+                      layer: int = 0) -> tuple["Candidates", torch.Tensor]:
+    """draft_logits: [f, Vd] -> (Candidates of ``cfg.method``'s rule, support ids [f, S])."""
+    return get_method(cfg.method).select(draft_logits, cfg, rng, draft_to_target, layer)

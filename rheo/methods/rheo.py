@@ -3,14 +3,20 @@ stochastic-first verification (rheo.candidates, rheo.verify)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rheo.candidates import Candidates, select_rheo
-from rheo.config import SpecConfig
+from rheo.expected import dynamic_path_probs
 from rheo.methods.registry import Method, register
 from rheo.methods.topk import DYNAMIC_FIELDS, check_sparse_top
+from rheo.ot import rheo_sets
 from rheo.probs import DraftDist
 from rheo.random import RandomSource
 from rheo.tree import build_dynamic_tree
 from rheo.verify import verify_dynamic
+
+if TYPE_CHECKING:  # the configuration validates itself against the registry
+    from rheo.config import SpecConfig
 
 
 def rheo_candidates(dist: DraftDist, cfg: SpecConfig, rng: RandomSource, layer: int) -> Candidates:
@@ -43,4 +49,4 @@ def _acceptance(target_probs, draft_logits, cfg: SpecConfig) -> float:
 RHEO = register(Method(
     name="rheo", display="Rheo", kind="dynamic", candidates=rheo_candidates, build=build_dynamic_tree,
     verify=verify_dynamic, fields=DYNAMIC_FIELDS + ("m", "verify_order", "proxy"), validate=_validate,
-    label=rheo_label, acceptance=_acceptance))
+    label=rheo_label, acceptance=_acceptance, path_probs=dynamic_path_probs, candidate_sets=rheo_sets))

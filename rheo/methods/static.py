@@ -30,19 +30,23 @@ per verified child.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 
 from rheo.candidates import LEAD, SAMPLE, Candidates
-from rheo.config import SpecConfig
-from rheo.methods.registry import Method, get_method, register
+from rheo.expected import static_path_probs
+from rheo.methods.registry import Method, register
 from rheo.methods.topk import check_sparse_top
 from rheo.models.base import DraftTree, TreeView
+from rheo.ot import static_sets
 from rheo.probs import DraftDist, draft_distribution, target_probs, tempered
 from rheo.random import RandomSource
-from rheo.tree import BuiltTree, DraftFn, ancestor_mask
+from rheo.tree import BuiltTree, CandidateFn, DraftFn, ancestor_mask
 from rheo.verify import TreeIndex, VerifyResult, residual_draft, subtract_draft, walk_greedy
+
+if TYPE_CHECKING:  # the configuration validates itself against the registry
+    from rheo.config import SpecConfig
 
 #: ~60-node shapes for the paper's budget (Top-K / Rheo: R = 60 drafted nodes)
 PRESETS = {
@@ -105,10 +109,10 @@ class StaticShape:
     def candidates(self, dist: DraftDist, cfg: SpecConfig, rng: RandomSource, layer: int) -> Candidates:
         return draw_children(dist, self.shape(cfg)[layer], cfg.temperature, cfg.replacement, rng)
 
-    def build(self, draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomSource,
+    def build(self, rule: CandidateFn, draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomSource,
               draft_to_target: Optional[torch.Tensor] = None, device: torch.device | str = "cpu") -> BuiltTree:
-        """Every node of a layer is expanded (one drafter call per layer); nothing is pruned."""
-        rule = get_method(cfg.method).candidates
+        """Every node of a layer is expanded (one drafter call per layer), each with the candidate
+        rule ``rule``; nothing is pruned."""
         long = dict(dtype=torch.long, device=device)
         tokens, parents = torch.tensor([root_token], **long), torch.tensor([-1], **long)  # [N]
         depths, kinds = torch.zeros(1, **long), torch.full((1,), LEAD, **long)  # [N]
@@ -337,9 +341,11 @@ STATIC = register(Method(
     name="static", display="Static", kind="static", candidates=STATIC_SHAPE.candidates, build=STATIC_SHAPE.build,
     verify=verify_static, fields=("branching", "replacement", "sparse_top"), validate=_validate_static,
     max_children=lambda cfg: max(cfg.branching), label=_static_label, pretty=_static_pretty,
-    acceptance=_acceptance(STATIC_SHAPE.shape)))
+    acceptance=_acceptance(STATIC_SHAPE.shape), path_probs=static_path_probs,
+    candidate_sets=lambda dist, cfg: static_sets(cfg.branching[0])(dist, cfg)))
 
 CHAIN = register(Method(
     name="chain", display="Chain", kind="static", candidates=CHAIN_SHAPE.candidates, build=CHAIN_SHAPE.build,
     verify=verify_static, fields=("depth", "sparse_top"), max_children=lambda cfg: 1,
-    label=lambda row: f"chain d={int(row.depth)}", acceptance=_acceptance(CHAIN_SHAPE.shape)))
+    label=lambda row: f"chain d={int(row.depth)}", acceptance=_acceptance(CHAIN_SHAPE.shape),
+    path_probs=static_path_probs, candidate_sets=static_sets(1)))

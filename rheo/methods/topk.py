@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rheo.candidates import Candidates, select_topk
-from rheo.config import SpecConfig
+from rheo.expected import dynamic_path_probs
 from rheo.methods.registry import Method, register
+from rheo.ot import topk_sets
 from rheo.probs import DraftDist
 from rheo.random import RandomSource
 from rheo.tree import build_dynamic_tree
 from rheo.verify import verify_dynamic
+
+if TYPE_CHECKING:  # the configuration validates itself against the registry
+    from rheo.config import SpecConfig
 
 DYNAMIC_FIELDS = ("k", "depth", "tree_size", "sparse_top")
 
@@ -36,4 +42,5 @@ def _acceptance(target_probs, draft_logits, cfg: SpecConfig) -> float:
 
 TOPK = register(Method(
     name="topk", display="Top-K", kind="dynamic", candidates=topk_candidates, build=build_dynamic_tree,
-    verify=verify_dynamic, fields=DYNAMIC_FIELDS, validate=_validate, acceptance=_acceptance))
+    verify=verify_dynamic, fields=DYNAMIC_FIELDS, validate=_validate, acceptance=_acceptance,
+    path_probs=dynamic_path_probs, candidate_sets=topk_sets))

@@ -165,6 +165,9 @@ class TargetSession(Protocol):
     def commit(self, path: torch.Tensor) -> None:
         """path: [a+1] long node indices (root first). Keep exactly these in the cache."""
 
+    # optional, for same-state evaluation (rheo.same_state):
+    # def discard(self) -> None: drop the scored tree, keep the committed past unchanged
+
 
 @runtime_checkable
 class TargetModel(Protocol):

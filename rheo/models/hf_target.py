@@ -189,6 +189,19 @@ class HFTargetSession:
         self._pending = None
         self._check_cache_len()
 
+    @torch.no_grad()
+    def discard(self) -> None:
+        """Drop the scored tree's KV without committing any of it: the cache holds exactly the
+        committed past again (same-state evaluation scores trees it does not verify)."""
+        if self._pending is None:
+            raise RuntimeError("discard without a scored tree")
+        past = self.past_len
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[..., :past, :]
+            layer.values = layer.values[..., :past, :]
+        self._pending = None
+        self._check_cache_len()
+
     # ------------------------------------------------------------------ helpers
     @contextmanager
     def _capture(self) -> Iterator[dict[int, torch.Tensor]]:

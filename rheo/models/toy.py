@@ -75,6 +75,9 @@ class PrefixSession:
         else:  # drafter role: accepted tokens then the bonus
             self.seq += tokens_or_path.tolist()
 
+    def discard(self) -> None:
+        """Target role: forget a scored tree without committing it (nothing is cached)."""
+
     def draft(self, tree: TreeView, frontier: torch.Tensor) -> torch.Tensor:
         paths = _node_paths(tree.tokens.tolist(), tree.parents.tolist(), frontier.tolist())
         return self.model.logits_batch([self.seq[:-1] + p for p in paths])

@@ -1,0 +1,107 @@
+"""Same-state paired evaluation: every compared method drafts a tree at each state the driver visits.
+
+A *driver* decodes as usual (:func:`rheo.decode.generate_with_source`). At each of its
+cycle starts - a *state*: the same prefix, the same committed target cache and drafter
+state - every compared method builds its own tree, the target scores it, and the exact
+expected number of tokens its verifier would emit (:mod:`rheo.expected`) is recorded
+with the mechanism columns of :mod:`rheo.mechanism`. The compared tree is then
+discarded (``TargetSession.discard``); only the driver's tree is verified and
+committed, so the driver's output is token for token what it is without the compared
+methods (same generator).
+
+Randomness: the driver draws from its own generator; compared method ``c`` at state
+``s`` of key ``key`` draws from a generator seeded by :func:`stream_seed` of
+``(key, s, repr(c))`` - its own stream, independent of the driver's and of which
+other methods are compared (so a resumed run recomputes identical rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import torch
+
+from rheo.config import SpecConfig
+from rheo.decode import CycleState, EosSpec, GenerationOutput, generate_with_source
+from rheo.mechanism import DraftRecorder, calibration_columns, root_columns, tree_columns
+from rheo.methods import get_method
+from rheo.models.base import DraftModel, TargetModel
+from rheo.random import TorchRandom
+
+
+@dataclass(frozen=True)
+class ComparedTree:
+    """One compared method's tree at one state: ``method`` indexes the compared configs."""
+
+    state: int
+    method: int
+    columns: dict  # rheo.mechanism columns (expected_emitted, depth_accept, ...)
+
+
+@dataclass
+class SameStateOutput:
+    """The driver's own output (its ``expected_accept_lengths`` filled) and the compared trees."""
+
+    output: GenerationOutput
+    trees: list[ComparedTree] = field(default_factory=list)
+
+
+def stream_seed(key: str, state: int, config: SpecConfig) -> int:
+    """Seed of compared method ``config``'s generator at ``state`` of ``key`` (63 bits)."""
+    blob = f"{key}/{state}/{config!r}".encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little") >> 1
+
+
+def layers(config: SpecConfig) -> int:
+    """Drafted layers of a method's trees: len(branching) for a static shape, else depth."""
+    return len(config.branching) if config.method == "static" else config.depth
+
+
+def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequence[int], max_new_tokens: int,
+                        driver: SpecConfig, compared: Sequence[SpecConfig],
+                        generator: Optional[torch.Generator] = None, key: str = "0",
+                        eos_token_id: EosSpec = None, calibration: bool = True,
+                        ot_bound: bool = True) -> SameStateOutput:
+    """Decode with ``driver``; at each state, score every tree of ``compared`` (module docstring).
+
+    ``key`` names the generation (e.g. suite/item/turn/seed) for the compared streams;
+    ``calibration``: also fill the calibration columns (reads the target rows of every
+    expanded node, which the expectation reads anyway); ``ot_bound``: the root's closed-form
+    acceptance and optimal-transport bound (``root_acceptance``, ``root_ot_bound``; needs scipy).
+    """
+    methods = [get_method(c.method) for c in compared]
+    for cfg, method in zip(compared, methods):
+        if method.path_probs is None:
+            raise ValueError(f"compared method {cfg.method!r} registers no path_probs (no expected acceptance)")
+        if cfg.max_children > drafter.vocab_size:
+            raise ValueError(f"compared method {cfg.method!r}: {cfg.max_children} children per node exceed the "
+                             f"draft vocabulary size {drafter.vocab_size}")
+    gen_device = generator.device if generator is not None else torch.device("cpu")
+    result = SameStateOutput(output=GenerationOutput(tokens=[], accept_lengths=[]))
+
+    def on_state(state: CycleState) -> None:
+        session = state.target_session
+        if not hasattr(session, "discard"):
+            raise ValueError(f"{type(session).__name__} has no discard(): same-state evaluation needs a target "
+                             "session that can drop a scored tree")
+        for i, (cfg, method) in enumerate(zip(compared, methods)):
+            rng = TorchRandom(torch.Generator(device=gen_device).manual_seed(stream_seed(key, state.index, cfg)))
+            recorder = DraftRecorder(state.draft_fn)
+            built = method.build_tree(recorder, state.root, cfg, rng, state.draft_to_target, state.device)
+            logits = session.score_tree(built.tree).logits
+            try:
+                reach = method.node_path_probs(built, logits, cfg)
+                columns = tree_columns(built, reach, layers(cfg))
+                if calibration:
+                    columns.update(calibration_columns(built, logits, recorder, cfg, state.draft_to_target))
+                if ot_bound:
+                    columns.update(root_columns(method, cfg, recorder, state.root, logits, state.draft_to_target))
+            finally:
+                session.discard()
+            result.trees.append(ComparedTree(state=state.index, method=i, columns=columns))
+
+    result.output = generate_with_source(target, drafter, prompt, max_new_tokens, driver, TorchRandom(generator),
+                                         eos_token_id, record_expected=True, on_state=on_state)
+    return result

@@ -1,0 +1,106 @@
+"""eval.same_state: rows of the tiny random Llama, the driver's tokens equal to its eval.run row,
+resuming per compared method, bad compare entries named, and the over-keys paired table."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import eval.runner as runner
+import eval.same_state as same_state
+from eval import storage
+from eval.compose import compose_config
+from eval.same_state_tables import key_means, mechanism_table, paired_differences
+
+ROOT = Path(__file__).resolve().parent.parent
+TREE = "k:4,depth:3,tree_size:8,sparse_top:32"
+TINY = ["model=tiny_random", "dataset=mt_bench", "limit=1", "max_new_tokens=10", "num_threads=1", "progress=false",
+        "method=rheo", "method.k=4", "method.depth=3", "method.tree_size=8", "method.sparse_top=32"]
+COMPARE = f"compare=[{{name:topk,{TREE}}},{{name:rheo,m:1,{TREE}}},{{name:static,branching:[3,1]}}]"
+
+
+def _cfg(tmp_path, *extra):
+    return compose_config(TINY + [f"output_dir={tmp_path / 'ss'}", *extra], "same_state")
+
+
+def test_rows_driver_tokens_and_resume(tmp_path, monkeypatch):
+    summary = same_state.run(_cfg(tmp_path, COMPARE))
+    assert summary.computed == 2 and summary.skipped == 0  # one MT-bench item, two turns
+    rows, drivers = same_state.load_rows(tmp_path / "ss"), same_state.load_rows(tmp_path / "ss", driver=True)
+    assert len(drivers) == 2 and set(rows["variant"]) == {"topk", "rheo m=1", "static rsd (3,1)"}
+    for d in drivers.itertuples():
+        states = rows[(rows["turn"] == d.turn)]
+        assert len(states) == 3 * len(d.accept_lengths) and set(states["state"]) == set(range(len(d.accept_lengths)))
+        mine = states[states["variant"] == "rheo m=1"].sort_values("state")
+        assert mine["driver_emitted"].tolist() == list(d.accept_lengths)
+    assert (rows["expected_emitted"] >= 1).all() and rows["depth_accept"].map(len).isin([2, 3]).all()
+    assert rows["driver"].unique().tolist() == ["rheo m=1"] and rows["head_sha"].isna().all()  # tiny: no head
+    # the driver's tokens are those of its eval.run row (same generation seed)
+    run_cfg = compose_config(TINY + [f"output_dir={tmp_path / 'runs'}", "baseline=false", "warmup=false"])
+    runner.run(run_cfg)
+    plain = storage.load_results(tmp_path / "runs").sort_values("turn")
+    assert [list(t) for t in plain["output_tokens"]] == [list(t) for t in drivers.sort_values("turn")["output_tokens"]]
+    # resume: nothing left; a new compared method computes only its own rows
+    before = {p: p.read_bytes() for p in (tmp_path / "ss").rglob("*.parquet")}
+    assert same_state.run(_cfg(tmp_path, COMPARE)).computed == 0
+    more = COMPARE[:-1] + ",{name:rheo,m:0," + TREE + "}]"
+    assert same_state.run(_cfg(tmp_path, more)).rows == len(rows) // 3
+    after = same_state.load_rows(tmp_path / "ss")
+    assert set(after["variant"]) == {"topk", "rheo m=0", "rheo m=1", "static rsd (3,1)"}
+    assert all(p.read_bytes() == b for p, b in before.items() if "driver" not in p.parts)
+
+
+@pytest.mark.parametrize("extra,needle", [
+    ("compare=[]", "compare is empty"),
+    ("compare=[{name:ar}]", r"compare\[0\].name must be a registered method"),
+    ("compare=[{name:topk},{name:rheo,m:12}]", r"compare\[1\]: m must be in"),
+    ("compare=[{name:static}]", r"compare\[0\]: branching is required"),
+])
+def test_bad_compare_entries_are_named(tmp_path, monkeypatch, extra, needle):
+    monkeypatch.setattr(same_state, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    with pytest.raises(ValueError, match=needle):
+        same_state.run(_cfg(tmp_path, extra))
+
+
+def test_cli_bad_input_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "eval.same_state", *TINY, f"output_dir={tmp_path}",
+                           "compare=[{name:rheo,m:12}]"], cwd=ROOT, capture_output=True, text=True)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "compare[0]: m must be in" in said and "Traceback" not in said
+    proc = subprocess.run([sys.executable, "-m", "eval.same_state_tables", str(tmp_path / "none")], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "not a same-state results directory" in proc.stderr
+
+
+def _synthetic(diffs_by_key: dict, states: int = 3) -> pd.DataFrame:
+    """Rows with a constant Top-K value 2.0 and the given other-method value per key (all states)."""
+    rows = []
+    for (suite, item), diff in diffs_by_key.items():
+        for state in range(states):
+            for variant, value in (("topk", 2.0), ("rheo m=1", 2.0 + diff + (0.5 if state == 0 else -0.25))):
+                rows.append(dict(model="m", driver="topk", temperature=1.0, dataset=suite, item_id=item, turn=0,
+                                 seed=0, state=state, variant=variant, expected_emitted=value,
+                                 depth_accept=[0.5, 0.25], sampled_share=0.1, probe_drawn=[2, 1], probe_kept=[1, 0],
+                                 calib_n=[1, 0], calib_q=[0.04, 0.0], calib_p=[0.02, 0.0]))
+    return pd.DataFrame(rows)
+
+
+def test_paired_ci_is_over_keys_not_states():
+    diffs = {("gsm8k", 0): 0.1, ("gsm8k", 1): 0.3, ("alpaca", 0): -0.1, ("alpaca", 1): 0.5}
+    rows = _synthetic(diffs)
+    assert len(key_means(rows)) == 2 * len(diffs)  # one value per method and key
+    table = paired_differences(rows).set_index(["suite", "variant"])
+    pooled = table.loc[("pooled", "rheo m=1")]
+    values = pd.Series(list(diffs.values()))
+    assert pooled["keys"] == 4 and pooled["diff"] == pytest.approx(values.mean())
+    assert pooled["half_width"] == pytest.approx(1.96 * values.std(ddof=1) / math.sqrt(4))
+    assert table.loc[("gsm8k", "rheo m=1"), "diff"] == pytest.approx(0.2)
+    assert table.loc[("pooled", "topk"), "mean"] == pytest.approx(2.0)
+    mech = mechanism_table(rows).set_index("variant").loc["rheo m=1"]
+    assert mech["probe_survival"] == pytest.approx([0.5, 0.0]) and mech["calib_target"][0] == pytest.approx(0.02)
+    assert math.isnan(mech["calib_target"][1])
