@@ -186,6 +186,12 @@ def load_rows(root: Path | str, driver: bool = False):
     import pandas as pd
 
     root = Path(root)
+    if root.suffix == ".parquet":  # an archive written by export_rows
+        path = archive_paths(root)[1 if driver else 0]
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist (export it with "
+                                    f"`python -m eval.same_state_tables DIR --archive {root}`)")
+        return pq.read_table(path, schema=DRIVER_SCHEMA if driver else ROW_SCHEMA).to_pandas()
     if not (root / storage.MANIFEST).exists():
         raise FileNotFoundError(f"{root} is not a same-state results directory (no {storage.MANIFEST})")
     pattern = "*/*/driver/*/*.parquet" if driver else "*/*/*/*/*.parquet"
@@ -194,6 +200,27 @@ def load_rows(root: Path | str, driver: bool = False):
     if not paths:
         return pd.DataFrame(columns=schema.names)
     return pa.concat_tables([pq.read_table(p, schema=schema) for p in paths]).to_pandas()
+
+
+def archive_paths(archive: Path | str) -> tuple:
+    """(rows, driver rows) files of a same-state archive ``X.parquet``: X.parquet, X.driver.parquet."""
+    archive = Path(archive)
+    return archive, archive.with_name(archive.stem + ".driver.parquet")
+
+
+def export_rows(root: Path | str, archive: Path | str) -> int:
+    """Every row (and driver row) of the results directory ``root`` into one archive pair, for git.
+    Returns the number of rows."""
+    from rheo.io import atomic_write
+
+    rows, drivers = load_rows(root), load_rows(root, driver=True)
+    if rows.empty:
+        raise ValueError(f"{root} holds no same-state rows: nothing to export")
+    for frame, path, schema in ((rows, archive_paths(archive)[0], ROW_SCHEMA),
+                                (drivers, archive_paths(archive)[1], DRIVER_SCHEMA)):
+        table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
+        atomic_write(path, lambda f, t=table: pq.write_table(t, f))
+    return len(rows)
 
 
 register_configs()

@@ -106,15 +106,20 @@ def mechanism_markdown(rows: pd.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    from eval.same_state import load_rows
+    from eval.same_state import export_rows, load_rows
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", help="a same-state output_dir (python -m eval.same_state output_dir=...)")
     ap.add_argument("--out", help="write the markdown here instead of printing it")
+    ap.add_argument("--archive", help="also write every row into this parquet file (and X.driver.parquet), for git")
     args = ap.parse_args(argv)
     try:
         rows = load_rows(args.results)
-    except FileNotFoundError as e:
+        if args.archive:
+            if Path(args.archive).resolve() == Path(args.results).resolve():
+                raise ValueError(f"--archive {args.archive} is the input itself: give another file")
+            print(f"{export_rows(args.results, args.archive)} rows -> {args.archive}", file=sys.stderr)
+    except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     text = paired_markdown(rows) + "\n" + mechanism_markdown(rows)

@@ -15,6 +15,7 @@ import eval.runner as runner
 import eval.same_state as same_state
 from eval import storage
 from eval.compose import compose_config
+import eval.same_state_tables as same_state_tables
 from eval.same_state_tables import key_means, mechanism_table, paired_differences
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +54,19 @@ def test_rows_driver_tokens_and_resume(tmp_path, monkeypatch):
     after = same_state.load_rows(tmp_path / "ss")
     assert set(after["variant"]) == {"topk", "rheo m=0", "rheo m=1", "static rsd (3,1)"}
     assert all(p.read_bytes() == b for p, b in before.items() if "driver" not in p.parts)
+
+
+def test_archive_holds_every_row_and_reads_like_the_directory(tmp_path):
+    same_state.run(_cfg(tmp_path, COMPARE))
+    archive = tmp_path / "same_state.parquet"
+    assert same_state_tables.main([str(tmp_path / "ss"), "--archive", str(archive), "--out", str(tmp_path / "a.md")]) == 0
+    for driver in (False, True):
+        a, d = same_state.load_rows(archive, driver=driver), same_state.load_rows(tmp_path / "ss", driver=driver)
+        key = ["turn", "variant", "state"] if not driver else ["turn"]
+        pd.testing.assert_frame_equal(a.sort_values(key).reset_index(drop=True), d.sort_values(key).reset_index(drop=True))
+    assert same_state_tables.main([str(archive), "--out", str(tmp_path / "b.md")]) == 0
+    assert (tmp_path / "a.md").read_text() == (tmp_path / "b.md").read_text()
+    assert same_state_tables.main([str(tmp_path / "ss"), "--archive", str(tmp_path / "ss")]) == 2
 
 
 @pytest.mark.parametrize("extra,needle", [
