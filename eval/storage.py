@@ -70,9 +70,13 @@ LATER_COLUMNS = ("branching", "replacement")
 class OutputDirError(RuntimeError):
     """The output directory cannot be used (unwritable, or not ours)."""
 
+    user_error = True  # rheo.cli: one line, no traceback
+
 
 class CorruptShardError(RuntimeError):
     """A shard that exists but is not one valid row for its path."""
+
+    user_error = True  # rheo.cli: one line, no traceback
 
 
 def prepare_output_dir(root: Path) -> None:

@@ -22,10 +22,11 @@ from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.corpus import shard_files
 from rheo.training.features import forward_features, length_batches
+from rheo.cli import ArgumentParser, run_main
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", default=".cache/draft_corpus/shards")
     ap.add_argument("--max-tokens", type=int, default=8192)
     ap.add_argument("--threads", type=int, default=1)
@@ -46,4 +47,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -20,6 +20,7 @@ from rheo.config import SpecConfig
 from rheo.random import TorchRandom
 from rheo.tree import build_tree
 from rheo.verify import verify_tree
+from rheo.cli import ArgumentParser, run_main
 
 
 class BankDrafter:
@@ -65,7 +66,7 @@ def run(cfg: SpecConfig, cycles: int, drafter, d2t, vocab, seed: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cycles", type=int, default=60)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--draft-vocab", type=int, default=32_000)
@@ -102,4 +103,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

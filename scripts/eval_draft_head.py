@@ -29,6 +29,7 @@ from rheo.models.hf_target import HFTarget
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.corpus import DEFAULT_DIR, load_corpus
 from rheo.training.prompts import KINDS
+from rheo.cli import ArgumentParser, run_main
 
 
 def held_out_prompts(n: int, corpus: str) -> list[tuple[str, list[int]]]:
@@ -64,7 +65,7 @@ def suite_prompts(tok, items: int) -> list[tuple[str, list[int]]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--head", default="rheo/assets/eagle3_smollm2_135m")
     ap.add_argument("--corpus", default=str(DEFAULT_DIR))
     ap.add_argument("--n", type=int, default=16)
@@ -184,4 +185,4 @@ def markdown(s) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

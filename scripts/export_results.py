@@ -16,10 +16,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eval.storage import OutputDirError, export_results, require_results_dir  # noqa: E402
+from rheo.cli import ArgumentParser, run_main  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, required=True, help="a results directory")
     ap.add_argument("--out", type=Path, required=True, help="the archive to write (.parquet)")
     args = ap.parse_args(argv)
@@ -37,4 +38,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -35,6 +35,7 @@ from rheo.io import atomic_write, atomic_write_text
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
+from rheo.cli import ArgumentParser, run_main
 
 SETTINGS = (0.0, 0.0, 0.7, 1.0)  # chosen by prompt hash in pass a
 
@@ -200,7 +201,7 @@ def run_pass(name: str, convs: List[Dict], model, tok, args, shard_dir: Path) ->
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=".cache/draft_corpus/shards")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=int, default=64)
@@ -245,4 +246,4 @@ def batches_by_setting(convs: List[Dict], batch: int) -> List[List[Dict]]:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -41,13 +41,14 @@ from eval import devcheck as dc  # noqa: E402
 from eval import storage  # noqa: E402
 from rheo.timing import device_name  # noqa: E402
 from rheo.placement import DTYPES as PLACEMENT_DTYPES  # noqa: E402
+from rheo.cli import ArgumentParser, run_main  # noqa: E402
 
 DTYPES = {k: v for k, v in PLACEMENT_DTYPES.items() if k != "float16"}
 REFERENCE = ROOT / "results" / "gpu" / "cpu_reference.json"
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--model", default="smollm2_135m")
@@ -307,4 +308,4 @@ def tuned_trees() -> list[tuple[str, dict]]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -24,6 +24,7 @@ from eval import methods_study, plots  # noqa: E402
 from eval.analysis import load  # noqa: E402
 from eval.storage import OutputDirError, require_results_dir  # noqa: E402
 from rheo.io import atomic_write, remove_stale_outputs  # noqa: E402
+from rheo.cli import ArgumentParser, run_main  # noqa: E402
 
 RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png")
 
@@ -58,7 +59,7 @@ def _save(fig, path: Path) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results/runs"))
     ap.add_argument("--out", type=Path, default=Path("results/figures"))
     ap.add_argument("--no-theory", action="store_true", help="skip the (Monte-Carlo) theory figure")
@@ -73,4 +74,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

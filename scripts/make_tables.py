@@ -27,6 +27,7 @@ from eval import methods_study, speed, tables  # noqa: E402
 from eval.analysis import add_variant, load  # noqa: E402
 from eval.storage import OutputDirError, load_results, require_results_dir  # noqa: E402
 from rheo.io import atomic_write_text, remove_stale_outputs  # noqa: E402
+from rheo.cli import ArgumentParser, run_main  # noqa: E402
 
 # (methods.md is left alone: `make methods` writes it from its own results directory into the same folder)
 RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "speed.md", "phases.md", "agreement.md", "runs.md")
@@ -73,7 +74,7 @@ def _write(path: Path, text: str) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results/runs"))
     ap.add_argument("--out", type=Path, default=Path("results/tables"))
     ap.add_argument("--no-theory", action="store_true", help="skip the (Monte-Carlo) theory table")
@@ -88,4 +89,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -20,10 +20,11 @@ import torch
 
 from rheo.training.corpus import pack_samples, save_corpus, shard_files
 from rheo.training.prompts import FOLLOWUPS
+from rheo.cli import ArgumentParser, run_main
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", default=".cache/draft_corpus/shards")
     ap.add_argument("--out", default="data/draft_corpus")
     ap.add_argument("--passes", default="a,f,b", help="generation passes to pack (a: first turns, f: follow-ups, b: resampled)")
@@ -74,4 +75,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

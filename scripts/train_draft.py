@@ -41,6 +41,7 @@ from rheo.models.weights import CorruptWeightsError
 from rheo.training.corpus import DEFAULT_DIR, load_corpus, sha256
 from rheo.training.eagle3_train import batch_from_sequences, ttt_forward
 from rheo.training.features import FeatureCache, build_features, import_shard_features, length_batches
+from rheo.cli import ArgumentParser, run_main
 
 
 def draft_vocab(corpus, train_ids: np.ndarray, size: int) -> torch.Tensor:
@@ -141,7 +142,7 @@ def save_state(path: Path, **state) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(DEFAULT_DIR))
     ap.add_argument("--features", default=".cache/draft_features")
     ap.add_argument("--run-dir", default=".cache/train_head")
@@ -318,4 +319,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

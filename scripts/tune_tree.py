@@ -31,6 +31,7 @@ import torch  # noqa: E402
 from eval import tuning  # noqa: E402
 from rheo.timing import device_name  # noqa: E402
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
+from rheo.cli import ArgumentParser, run_main
 
 DTYPES = PLACEMENT_DTYPES
 METHODS = ("topk", "rheo m=1")
@@ -53,7 +54,7 @@ def ints(text: str) -> list[int]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2_135m")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtypes", default="float32,bfloat16")
@@ -245,4 +246,4 @@ def figure(report: dict, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)
