@@ -11,7 +11,6 @@ teacher-forced bf16 forward per group of sequences. Resumable: a shard is done o
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
 import torch
@@ -20,7 +19,7 @@ from tqdm import tqdm
 from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
-from rheo.training.corpus import shard_files
+from rheo.training.corpus import read_shard, shard_files
 from rheo.training.features import forward_features, length_batches
 from rheo.cli import ArgumentParser, run_main
 
@@ -36,7 +35,7 @@ def main() -> None:
     layers = eagle3_feature_layers(model.config.num_hidden_layers)
     todo = [f for f in shard_files(args.shards) if not f.with_name(f"{f.stem}.feats.npz").exists()]
     for f in tqdm(todo, desc="backfill shards"):
-        seqs = [np.array(s["prompt"] + s["response"]) for s in json.loads(f.read_text())["samples"]]
+        seqs = [np.array(s["prompt"] + s["response"]) for s in read_shard(f)["samples"]]
         lengths = np.array([len(q) for q in seqs])
         rows = [None] * len(seqs)
         for batch in length_batches(lengths, list(np.argsort(-lengths)), args.max_tokens):

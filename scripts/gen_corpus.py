@@ -34,6 +34,7 @@ from transformers import LogitsProcessorList
 from rheo.io import atomic_write, atomic_write_text
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
+from rheo.training.corpus import read_shard
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
 from rheo.cli import ArgumentParser, run_main
 
@@ -57,8 +58,8 @@ def response_tokens(shard_dir: Path) -> int:
     total = 0
     for f in shard_dir.glob("*.json"):
         try:
-            total += sum(len(s["response"]) for s in json.loads(f.read_text())["samples"])
-        except (json.JSONDecodeError, KeyError):
+            total += sum(len(s["response"]) for s in read_shard(f)["samples"])
+        except (ValueError, KeyError):
             continue  # a shard being written by another worker
     return total
 
@@ -159,7 +160,7 @@ def pass_f(shard_dir: Path, tok, seed: int) -> List[Dict]:
     """Second turns on every second pass-a answer (ordered by shard name, so deterministic)."""
     firsts = []
     for f in sorted(shard_dir.glob("a_*.json")):
-        firsts += json.loads(f.read_text())["samples"]
+        firsts += read_shard(f)["samples"]
     firsts = [s for s in firsts if s["response"] and s["response"][-1] == tok.eos_token_id][::2]
     follow = followup_turns(seed, len(firsts))
     convs = []
