@@ -76,6 +76,10 @@ def run_main(main: Callable[[], Optional[int]], prog: Optional[str] = None,
             code = main()
     except KeyboardInterrupt:
         fail("interrupted (Ctrl-C)", prog, 130)
+    except SystemExit as stop:  # raise SystemExit("message"): the scripts' own refusals
+        if isinstance(stop.code, str):
+            fail(stop.code, prog)
+        raise
     raise SystemExit(code or 0)
 
 
