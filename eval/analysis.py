@@ -19,6 +19,7 @@ is stored twice. Terms:
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Iterable, Optional, Sequence
 
@@ -26,6 +27,8 @@ import pandas as pd
 
 from eval.storage import load_results
 from rheo.methods import get_method, method_of_variant
+
+log = logging.getLogger(__name__)
 
 PAIR_KEY = ["model", "target_path", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
             "max_new_tokens"]
@@ -86,7 +89,22 @@ def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
     for col in ("ar_new_tokens", "ar_wall_s"):
         out[col] = out[col].fillna(fallback[col])
     out["speedup"] = out["tokens_per_s"] / (out["ar_new_tokens"] / out["ar_wall_s"])
+    _drop_unusable_speedups(out)
     return out
+
+
+def _drop_unusable_speedups(out: pd.DataFrame) -> None:
+    """A row with an AR partner but no finite, positive speedup (a wall time of 0 or none, its own
+    or its AR row's) gets NaN, and is reported: it is left out of every speedup, not read as 0 or inf."""
+    sp = pd.to_numeric(out["speedup"], errors="coerce")
+    bad = out["ar_wall_s"].notna() & ~(sp.apply(math.isfinite) & (sp > 0) & (out["ar_wall_s"] > 0))
+    if bad.any():
+        out.loc[bad, "speedup"] = math.nan
+        first = out[bad].iloc[0]
+        log.warning("%d row(s) have no usable tokens/s (wall time 0 or missing, theirs or their AR row's) and are "
+                    "left out of the speedups (tau still counts), e.g. config %s %s item %s turn %s; rerun them "
+                    "after deleting their shards", int(bad.sum()), first["config_hash"], first["dataset"],
+                    first["item_id"], first["turn"])
 
 
 def mean_ci(values: Iterable[float]) -> tuple[float, float, int]:

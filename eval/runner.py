@@ -301,6 +301,7 @@ def _run_metadata(cfg: DictConfig, pair) -> dict:
         "dtype": str(model_dtype).replace("torch.", "") if model_dtype is not None else str(cfg.dtype),
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
         "rheo_version": _rheo_version(), "git_sha": git_sha(), "device_name": device_name(cfg.device),
+        "num_threads": torch.get_num_threads(),
     }
 
 

@@ -58,6 +58,7 @@ ROW_SCHEMA = pa.schema([
     ("phase_verify_ms", pa.float64()), ("phase_commit_ms", pa.float64()), ("phase_other_ms", pa.float64()),
     ("phase_prefill_ms", pa.float64()),  # per-cycle means (ms), prefill: total (rheo.timing)
     ("branching", pa.list_(pa.int64())), ("replacement", pa.bool_()),  # static trees (rheo.methods)
+    ("num_threads", pa.int64()),  # torch intra-op threads the row was generated with
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
