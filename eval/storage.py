@@ -123,9 +123,13 @@ def require_results_dir(root: Path) -> None:
         if not root.is_file():
             raise FileNotFoundError(f"results archive {root} does not exist (RESULTS / --results)")
         return
+    if root.is_file():
+        raise OutputDirError(f"{root} is a file, not a results directory or a .parquet results archive "
+                             f"(RESULTS / --results): give a folder written by eval.run or a .parquet archive")
     if not root.is_dir():
         raise FileNotFoundError(f"results directory {root} does not exist (RESULTS / --results); run "
-                                f"`make reproduce` or `python -m eval.run output_dir={root}` first, or fix the path")
+                                f"`make reproduce` or `python -m eval.run output_dir={root}` first, give the "
+                                f"committed archive (RESULTS=results/runs.parquet), or fix the path")
     if not (root / MANIFEST).is_file():
         raise OutputDirError(f"{root} has no {MANIFEST}: not a rheo results directory (RESULTS / --results)")
 
