@@ -21,14 +21,14 @@ from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.corpus import read_shard, shard_files
 from rheo.training.features import forward_features, length_batches
-from rheo.cli import ArgumentParser, run_main
+from rheo.cli import ArgumentParser, positive_int, run_main
 
 
 def main() -> None:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", default=".cache/draft_corpus/shards")
-    ap.add_argument("--max-tokens", type=int, default=8192)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-tokens", type=positive_int, default=8192)
+    ap.add_argument("--threads", type=positive_int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, _ = load_smollm2(dtype=torch.bfloat16)

@@ -20,7 +20,7 @@ from rheo.config import SpecConfig
 from rheo.random import TorchRandom
 from rheo.tree import build_tree
 from rheo.verify import verify_tree
-from rheo.cli import ArgumentParser, run_main
+from rheo.cli import ArgumentParser, positive_int, run_main
 
 
 class BankDrafter:
@@ -67,10 +67,10 @@ def run(cfg: SpecConfig, cycles: int, drafter, d2t, vocab, seed: int) -> dict:
 
 def main() -> None:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cycles", type=int, default=60)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--draft-vocab", type=int, default=32_000)
-    ap.add_argument("--target-vocab", type=int, default=128_256)
+    ap.add_argument("--cycles", type=positive_int, default=60)
+    ap.add_argument("--threads", type=positive_int, default=2)
+    ap.add_argument("--draft-vocab", type=positive_int, default=32_000)
+    ap.add_argument("--target-vocab", type=positive_int, default=128_256)
     ap.add_argument("--temperature", type=float, default=1.0)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

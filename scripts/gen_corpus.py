@@ -36,7 +36,7 @@ from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.corpus import read_shard
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
-from rheo.cli import ArgumentParser, run_main
+from rheo.cli import ArgumentParser, positive_int, run_main
 
 SETTINGS = (0.0, 0.0, 0.7, 1.0)  # chosen by prompt hash in pass a
 
@@ -205,12 +205,12 @@ def main() -> None:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=".cache/draft_corpus/shards")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--max-new-tokens", type=int, default=256)
-    ap.add_argument("--target-tokens", type=int, default=1_050_000)
+    ap.add_argument("--batch", type=positive_int, default=64)
+    ap.add_argument("--max-new-tokens", type=positive_int, default=256)
+    ap.add_argument("--target-tokens", type=positive_int, default=1_050_000)
     ap.add_argument("--worker", type=int, default=0)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--workers", type=positive_int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     ap.add_argument("--device", default="cpu", help="cpu or cuda[:i] (a GPU generates the corpus in minutes)")
     ap.add_argument("--passes", default="a,f,b")
