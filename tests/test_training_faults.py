@@ -194,3 +194,15 @@ def test_feature_files_are_reserved_whole(tmp_path):
     cache.save_done()
     again = FeatureCache(tmp_path, corpus, 8, dict(test=True), create=True)  # reopening keeps the data
     assert np.all(np.asarray(again.feats) == 1.5)
+
+
+def test_no_file_a_user_can_supply_is_unpickled():
+    """The loaders of user files: torch.load with weights_only=True only, no pickle, no allow_pickle."""
+    import re
+
+    sources = [p for d in ("rheo", "eval", "scripts", "baselines") for p in (ROOT / d).rglob("*.py")]
+    for path in sources:
+        text = path.read_text()
+        assert not re.search(r"weights_only\s*=\s*False|pickle\.loads?\(|allow_pickle\s*=\s*True", text), path
+        for call in re.findall(r"torch\.load\([^)]*\)", text):
+            assert "weights_only=True" in call, (path, call)
