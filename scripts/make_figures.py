@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eval import methods_study, plots  # noqa: E402
 from eval.analysis import load  # noqa: E402
-from eval.storage import require_results_dir  # noqa: E402
-from eval.committed import Outputs  # noqa: E402
+from eval.storage import OutputDirError, require_results_dir  # noqa: E402
+from eval.committed import CommittedOutputsError, Outputs  # noqa: E402
 from rheo.io import child_path  # noqa: E402
-from rheo.cli import ArgumentParser, path_arg, run_main  # noqa: E402
+from rheo.cli import ArgumentParser, one_line, path_arg, run_main  # noqa: E402
 
 RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png")
 
@@ -69,7 +69,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-theory", action="store_true", help="skip the (Monte-Carlo) theory figure")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    make_figures(args.results, args.out, theory=not args.no_theory, update_committed=args.update_committed)  # errors: rheo.cli
+    try:
+        make_figures(args.results, args.out, theory=not args.no_theory, update_committed=args.update_committed)
+    except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
+        print(f"make_figures.py: error: {one_line(e)}", file=sys.stderr)
+        return 2
     return 0
 
 

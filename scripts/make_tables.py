@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eval import methods_study, speed, tables  # noqa: E402
 from eval.analysis import add_variant, load  # noqa: E402
-from eval.storage import load_results, require_results_dir  # noqa: E402
-from eval.committed import Outputs  # noqa: E402
-from rheo.cli import ArgumentParser, path_arg, run_main  # noqa: E402
+from eval.storage import OutputDirError, load_results, require_results_dir  # noqa: E402
+from eval.committed import CommittedOutputsError, Outputs  # noqa: E402
+from rheo.cli import ArgumentParser, one_line, path_arg, run_main  # noqa: E402
 
 # (methods.md is left alone: `make methods` writes it from its own results directory into the same folder)
 RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "speed.md", "phases.md", "agreement.md", "runs.md")
@@ -76,7 +76,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-theory", action="store_true", help="skip the (Monte-Carlo) theory table")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    make_tables(args.results, args.out, theory=not args.no_theory, update_committed=args.update_committed)  # errors: rheo.cli
+    try:
+        make_tables(args.results, args.out, theory=not args.no_theory, update_committed=args.update_committed)
+    except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
+        print(f"make_tables.py: error: {one_line(e)}", file=sys.stderr)
+        return 2
     return 0
 
 
