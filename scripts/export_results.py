@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eval.storage import (OutputDirError, export_results, is_archive, load_results,  # noqa: E402
                           require_results_dir)
-from rheo.cli import ArgumentParser, path_arg, run_main  # noqa: E402
+from rheo.cli import ArgumentParser, one_line, path_arg, run_main  # noqa: E402
 
 ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]
 
@@ -41,6 +41,17 @@ def check_paths(results: Path, out: Path) -> None:
                              f"(e.g. --out {results}.parquet)")
 
 
+def check_export(results: Path, out: Path, replace: bool) -> None:
+    """Everything :func:`main` refuses, before the archive is touched."""
+    check_paths(results, out)
+    if not any(results.glob("*/*/*/*.parquet")):
+        raise OutputDirError(f"--results {results} holds no rows: nothing to export ({out} left as it is)")
+    lost = lost_rows(results, out)
+    if lost and not replace:
+        raise OutputDirError(f"--out {out} holds {lost} row(s) that are not under {results}: exporting would "
+                             f"lose them; choose another --out, or pass --replace to overwrite it")
+
+
 def lost_rows(results: Path, out: Path) -> int:
     """Rows of the archive ``out`` (if any) that are not under ``results``."""
     if not out.is_file():
@@ -57,14 +68,12 @@ def main(argv=None) -> int:
     ap.add_argument("--replace", action="store_true", help="replace an archive even if some of its rows are not "
                                                            "under --results (they are lost)")
     args = ap.parse_args(argv)
-    check_paths(args.results, args.out)
-    if not any(args.results.glob("*/*/*/*.parquet")):
-        raise OutputDirError(f"--results {args.results} holds no rows: nothing to export ({args.out} left as it is)")
-    lost = lost_rows(args.results, args.out)
-    if lost and not args.replace:
-        raise OutputDirError(f"--out {args.out} holds {lost} row(s) that are not under {args.results}: exporting would "
-                             f"lose them; choose another --out, or pass --replace to overwrite it")
-    n = export_results(args.results, args.out)
+    try:
+        check_export(args.results, args.out, args.replace)
+        n = export_results(args.results, args.out)
+    except (FileNotFoundError, OutputDirError) as e:
+        print(f"export_results.py: error: {one_line(e)}", file=sys.stderr)
+        return 2
     print(f"wrote {args.out}: {n} rows, {args.out.stat().st_size / 1e3:.0f} kB")
     return 0
 
