@@ -13,7 +13,6 @@ are not all in the new one is kept unless --replace. The archive is written atom
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 

@@ -9,11 +9,12 @@ per method, experiment=methods), and the theory figure
 Figures whose runs are absent are skipped, and the script says so; figures left
 in <out> by an earlier run and not drawn now are removed. A results directory
 that does not exist (or is not one) is an error (exit status 2).
+A file committed to git is rewritten only with the same bytes and never removed (then
+nothing is written, exit status 2), unless --update-committed (make reproduce).
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import logging
 import sys

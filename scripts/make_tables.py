@@ -12,11 +12,12 @@ in <out>/theory/). A table whose runs are absent is skipped, and the script
 says so; a copy of it left in <out> by an earlier run is removed, so that every
 table there is drawn from the given results. A results directory that does not
 exist (or is not one) is an error (exit status 2).
+A file committed to git is rewritten only with the same bytes and never removed (then
+nothing is written, exit status 2), unless --update-committed (make reproduce).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
