@@ -84,20 +84,28 @@ SPEED_TABLES ?= results/tables/speed
 SPEED := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEED_RESULTS)" seed=$(SEEDS) \
 	limit=$(SPEED_ITEMS) max_new_tokens=$(SPEED_MAX_NEW) num_threads=$(THREADS)
 
-.PHONY: reproduce reproduce-tau reproduce-speed reproduce-full tune tables figures smoke
+.PHONY: reproduce reproduce-tau reproduce-speed reproduce-full tune tables figures smoke check-vars
 
-reproduce: $(VENV_STAMP) ## CPU protocol: tau on the paper tree (2 parallel jobs), then speed alone; tables+figures; archives for git
+# (the commands below regenerate the committed results on purpose: --update-committed, --replace)
+UPDATE := --update-committed
+reproduce: $(VENV_STAMP) check-vars ## CPU protocol: tau on the paper tree (2 parallel jobs), then speed alone; tables+figures; archives for git
 	$(MAKE) reproduce-tau reproduce-speed
-	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
-	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS=--no-theory
-	$(PY) scripts/export_results.py --results "$(RESULTS)" --out "$(RESULTS).parquet"
-	$(PY) scripts/export_results.py --results "$(SPEED_RESULTS)" --out "$(SPEED_RESULTS).parquet"
+	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)" TABLE_ARGS=$(UPDATE) FIGURE_ARGS=$(UPDATE)
+	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS="--no-theory $(UPDATE)"
+	$(PY) scripts/export_results.py --results "$(RESULTS)" --out "$(RESULTS).parquet" --replace
+	$(PY) scripts/export_results.py --results "$(SPEED_RESULTS)" --out "$(SPEED_RESULTS).parquet" --replace
+
+# every size of `make reproduce` is checked before its first job (MAIN_ITEMS=0 refuses everything)
+REPRODUCE_VARS = MAIN_ITEMS ITEMS MAX_NEW STUDY_MAX_NEW TAU_JOBS SPEED_ITEMS SPEED_MAX_NEW THREADS
+check-vars:
+	@for v in $(foreach v,$(REPRODUCE_VARS),'$(v)=$($(v))'); do case "$${v#*=}" in ''|*[!0-9]*|0*) \
+	  echo "make: $$v must be an integer >= 1 (e.g. $${v%%=*}=2): nothing was started" >&2; exit 2;; esac; done
 
 # (each command gets its own Hydra log folder: two jobs started in the same second would share one)
 LOGS = hydra.sweep.dir=multirun/reproduce-$(STAMP)
 STAMP := $(shell date +%Y%m%d-%H%M%S)
 
-reproduce-tau: ## the tau experiments only (main table, m ablation, temperature study): 13 one-thread jobs, longest first, TAU_JOBS at a time
+reproduce-tau: check-vars ## the tau experiments only (main table, m ablation, temperature study): 13 one-thread jobs, longest first, TAU_JOBS at a time
 	@printf '%s\n' \
 	  '$(TAU) experiment=main_table method=topk limit=$(MAIN_ITEMS) max_new_tokens=$(MAX_NEW) $(LOGS)-main-topk' \
 	  '$(TAU) experiment=main_table method=rheo method.m=1 limit=$(MAIN_ITEMS) max_new_tokens=$(MAX_NEW) $(LOGS)-main-m1' \
@@ -107,9 +115,10 @@ reproduce-tau: ## the tau experiments only (main table, m ablation, temperature 
 	  $(foreach m,0 1,'$(TAU) experiment=temperature method=rheo method.m=$(m) temperature=$(t) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-t$(t)-m$(m)')) \
 	  > $(TAU_JOBFILE)
 	@echo "$$(wc -l < $(TAU_JOBFILE)) tau jobs, $(TAU_JOBS) at a time (longest first; list: $(TAU_JOBFILE))"
-	tr '\n' '\0' < $(TAU_JOBFILE) | xargs -0 -P $(TAU_JOBS) -I{} sh -c '{}'
+	awk -v n="$$(wc -l < $(TAU_JOBFILE))" '{print "RHEO_JOB=" NR "/" n " " $$0}' $(TAU_JOBFILE) | \
+	  tr '\n' '\0' | xargs -0 -P $(TAU_JOBS) -I{} sh -c '{}'
 
-reproduce-speed: ## the speed experiment only, alone: paper tree (+ tuned trees if present), AR paired, generate reference
+reproduce-speed: check-vars ## the speed experiment only, alone: paper tree (+ tuned trees if present), AR paired, generate reference
 	$(SPEED) experiment=speed dtype=$(SPEED_DTYPE)
 	@for t in tuned_topk tuned_rheo; do \
 	  if [ -f configs/experiment/$$t.yaml ]; then echo "$(SPEED) experiment=$$t"; $(SPEED) experiment=$$t || exit 1; \
@@ -123,17 +132,21 @@ reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m=0..3, T sweep
 	$(RUN) dtype=$(DTYPE) experiment=m_ablation seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW)
 	$(RUN) dtype=$(DTYPE) experiment=temperature seed=$(FULL_SEEDS) limit=null max_new_tokens=$(FULL_MAX_NEW) temperature=$(FULL_TEMPS)
 	$(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEED_RESULTS)" dtype=$(DTYPE) experiment=speed seed=0 limit=10 max_new_tokens=$(FULL_MAX_NEW)
-	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)"
-	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS=--no-theory
+	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)" TABLE_ARGS=$(UPDATE) FIGURE_ARGS=$(UPDATE)
+	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS="--no-theory $(UPDATE)"
 
-smoke: $(VENV_STAMP) ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree)
-	$(PY) -m eval.run -m experiment=cpu_smoke output_dir="$(RESULTS)" num_threads=$(THREADS)
+# the smoke run has its own folder (git-ignored): its rows never mix with the committed runs
+SMOKE_DIR ?= results/smoke
+smoke: $(VENV_STAMP) ## a few-minute CPU check of the pipeline (1 item per suite, 16 tokens, one seed, CPU tree) -> SMOKE_DIR/{runs,tables,figures}
+	$(PY) -m eval.run -m experiment=cpu_smoke output_dir="$(SMOKE_DIR)/runs" num_threads=$(THREADS) $(SMOKE_ARGS)
+	$(PY) scripts/make_tables.py --results "$(SMOKE_DIR)/runs" --out "$(SMOKE_DIR)/tables" --no-theory
+	$(PY) scripts/make_figures.py --results "$(SMOKE_DIR)/runs" --out "$(SMOKE_DIR)/figures" --no-theory
 
-tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/tables/)
+tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/tables/; committed files change only with TABLE_ARGS=--update-committed)
 	$(PY) scripts/make_tables.py --results "$(RESULTS)" --out "$(TABLES)" $(TABLE_ARGS)
 
-figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/figures/)
-	$(PY) scripts/make_figures.py --results "$(RESULTS)" --out "$(FIGURES)"
+figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/figures/; committed files change only with FIGURE_ARGS=--update-committed)
+	$(PY) scripts/make_figures.py --results "$(RESULTS)" --out "$(FIGURES)" $(FIGURE_ARGS)
 
 .PHONY: notebook
 notebook: ## re-execute notebooks/analysis.ipynb on the committed archives (results/runs.parquet, results/speed.parquet), outputs stored in it
@@ -260,4 +273,4 @@ gpu-train-head: ## on a lent GPU, after gpu-corpus: features + EAGLE-3 training 
 .PHONY: methods
 methods: ## every method at the paper's node budget (Top-K, Rheo m=1, RSD, SpecInfer, chain; T=0 and 1), ITEMS/SEEDS/MAX_NEW as above; then tables+figures
 	$(RUN) experiment=methods seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) num_threads=$(THREADS)
-	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES)
+	$(MAKE) tables figures RESULTS=$(RESULTS) TABLES=$(TABLES) FIGURES=$(FIGURES) TABLE_ARGS=$(UPDATE) FIGURE_ARGS=$(UPDATE)

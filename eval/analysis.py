@@ -24,6 +24,7 @@ and how it is computed: docs/results-columns.md.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Iterable, Optional, Sequence
 
@@ -32,6 +33,8 @@ import pyarrow as pa
 
 from eval.storage import ROW_SCHEMA, load_results
 from rheo.methods import get_method, method_of_variant
+
+log = logging.getLogger(__name__)
 
 PAIR_KEY = ["model", "target_path", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
             "max_new_tokens"]
@@ -112,6 +115,7 @@ def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
         df[col] = math.nan
         df.loc[is_spec, col] = own[col].astype(float).fillna(fallback[col].astype(float)).to_numpy()
     df["speedup"] = df["tokens_per_s"].astype(float) / (df["ar_new_tokens"] / df["ar_wall_s"])
+    _drop_unusable_speedups(df)
     return df
 
 
@@ -119,6 +123,20 @@ def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
     """The non-AR rows of :func:`add_speedup` (of ``df`` as it is when it has a speedup column)."""
     full = df if "speedup" in df.columns else add_speedup(df)
     return full[full["method"] != "ar"].reset_index(drop=True)
+
+
+def _drop_unusable_speedups(out: pd.DataFrame) -> None:
+    """A row with an AR partner but no finite, positive speedup (a wall time of 0 or none, its own
+    or its AR row's) gets NaN, and is reported: it is left out of every speedup, not read as 0 or inf."""
+    sp = pd.to_numeric(out["speedup"], errors="coerce")
+    bad = out["ar_wall_s"].notna() & ~(sp.apply(math.isfinite) & (sp > 0) & (out["ar_wall_s"] > 0))
+    if bad.any():
+        out.loc[bad, "speedup"] = math.nan
+        first = out[bad].iloc[0]
+        log.warning("%d row(s) have no usable tokens/s (wall time 0 or missing, theirs or their AR row's) and are "
+                    "left out of the speedups (tau still counts), e.g. config %s %s item %s turn %s; rerun them "
+                    "after deleting their shards", int(bad.sum()), first["config_hash"], first["dataset"],
+                    first["item_id"], first["turn"])
 
 
 def mean_ci(values: Iterable[float]) -> tuple[float, float, int]:

@@ -14,17 +14,23 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from eval.runner import RunInterrupted, RunSummary, run
 from eval.schema import register_configs
 from eval.sweep import FAILURE_MARKER
+from rheo.cli import errors_as_one_line, run_main
 
 register_configs()
+#: Hydra's errors (a bad override, a missing config) are user errors too
+HYDRA_ERRORS = (HydraException, OmegaConfBaseException)
 log = logging.getLogger("eval.run")
 
 
@@ -33,7 +39,8 @@ def main(cfg: DictConfig) -> None:
     """Exit status: 0 when every row is stored ok; 1 when a row failed (a sweep: once all its jobs
     ran, see eval.sweep); 130 on Ctrl-C, with what was stored and how to resume."""
     try:
-        summary = run(cfg)
+        with errors_as_one_line("eval.run", HYDRA_ERRORS):  # (raised inside the job: Hydra would print more)
+            summary = run(cfg)
     except RunInterrupted as stop:
         done = stop.summary
         log.error("interrupted: %d row(s) stored by this run (%d ok, %d failed) and %d found already stored; "
@@ -64,4 +71,5 @@ def _report_failures(summary: RunSummary) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises; run_main ends a user error with one line
+    run_main(main, "eval.run", HYDRA_ERRORS)

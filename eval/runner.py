@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import os
 import subprocess
 import time
 import traceback
@@ -153,15 +154,28 @@ def _reusable(row: Optional[dict], item: Item, path: Path) -> bool:
     return True
 
 
+#: "i/N": this run is job i of N of a longer command (`make reproduce` sets it); shown in the progress line
+JOB_ENV = "RHEO_JOB"
+
+
+def progress_bar(cfg: DictConfig, rows: int) -> tqdm:
+    """One compact line: "job 3/13 rheo m=1 T=1: 12/56 rows [01:10<05:20, tau=2.1]" (rows = turns)."""
+    method = cfg.method.name + (f" m={cfg.method.m}" if cfg.method.name == "rheo" else "")
+    job = os.environ.get(JOB_ENV, "").strip()
+    desc = f"{'job ' + job + ' ' if job else ''}{method} T={float(cfg.temperature):g} {cfg.dataset.name}"
+    return tqdm(total=rows, desc=desc, unit="row", disable=not cfg.progress, mininterval=10 if job else 0.1,
+                bar_format="{desc}: {n_fmt}/{total_fmt} rows [{elapsed}<{remaining}{postfix}]")
+
+
 def _run_pending(cfg: DictConfig, pair, meta: dict, pending: list, summary: RunSummary) -> None:
     taus: list[float] = []
-    bar = tqdm(pending, desc=f"{cfg.model.name}/{cfg.dataset.name}/{cfg.method.name}", unit="item",
-               disable=not cfg.progress, dynamic_ncols=True)
+    bar = progress_bar(cfg, sum(len(item.turns) for _, item in pending))
     consecutive_failures = 0
-    for job, item in bar:
+    for job, item in pending:
         answers: list[str] = []
         for turn in range(len(item.turns)):
             row = _one_turn(cfg, pair, meta, job, item, turn, answers)
+            bar.update(1)
             if row["status"] == "ok":
                 consecutive_failures = 0
                 if job.method != "ar":
@@ -180,10 +194,11 @@ def _run_pending(cfg: DictConfig, pair, meta: dict, pending: list, summary: RunS
             if row["status"] == "ok":  # a later turn after a failed one is recorded as failed
                 answers.append(pair.tokenizer.decode(row["output_tokens"], skip_special_tokens=True))
         if taus:
-            bar.set_postfix(tau=f"{sum(taus) / len(taus):.2f}")
+            bar.set_postfix_str(f"tau={sum(taus) / len(taus):.2f}", refresh=False)
         if consecutive_failures >= cfg.max_consecutive_failures and summary.computed == 0:
             raise RuntimeError(f"the first {consecutive_failures} generations all failed (see the failed rows "
                                f"under {job.cdir}); last error: {row['error']}")
+    bar.close()
 
 
 def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[str]) -> dict:
@@ -300,6 +315,7 @@ def _run_metadata(cfg: DictConfig, pair) -> dict:
         "dtype": str(model_dtype).replace("torch.", "") if model_dtype is not None else str(cfg.dtype),
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
         "rheo_version": _rheo_version(), "git_sha": git_sha(), "device_name": device_name(cfg.device),
+        "num_threads": torch.get_num_threads(),
     }
 
 

@@ -112,7 +112,7 @@ class RunConf:
     paired_baseline: bool = False
     warmup: bool = True  # one untimed generation before the first timed one
     progress: bool = True
-    num_threads: Optional[int] = None  # torch intra-op threads (None = torch's default)
+    num_threads: Optional[int] = 1  # torch intra-op threads (None = torch's default); not in the config hash
     max_consecutive_failures: int = 3  # abort (loudly) if the first N generations all fail
     profile_phases: bool = True  # per-phase ms per cycle in every row (rheo.timing); false: no clock reads
     experiment: Optional[str] = None  # name of the experiment preset (for logs; rows are shared across

@@ -57,8 +57,11 @@ def _title(key: dict) -> str:
 
 
 def _devices(rows: pd.DataFrame) -> str:
+    """'hardware: <CPU/GPU>; threads: <torch intra-op threads>' of the rows (older rows did not record threads)."""
     names = sorted(n for n in rows.get("device_name", pd.Series(dtype=str)).dropna().unique())
-    return f"hardware: {'; '.join(names)}\n\n" if names else ""
+    threads = sorted({int(t) for t in rows.get("num_threads", pd.Series(dtype=float)).dropna()})
+    told = f"threads: {', '.join(map(str, threads))}" if threads else "threads: not recorded (rows older than the column)"
+    return (f"hardware: {'; '.join(names)}; " if names else "") + told + "\n\n"
 
 
 def phase_table(df: pd.DataFrame) -> Optional[str]:

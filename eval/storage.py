@@ -58,6 +58,7 @@ ROW_SCHEMA = pa.schema([
     ("phase_verify_ms", pa.float64()), ("phase_commit_ms", pa.float64()), ("phase_other_ms", pa.float64()),
     ("phase_prefill_ms", pa.float64()),  # per-cycle means (ms), prefill: total (rheo.timing)
     ("branching", pa.list_(pa.int64())), ("replacement", pa.bool_()),  # static trees (rheo.methods)
+    ("num_threads", pa.int64()),  # torch intra-op threads the row was generated with
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
@@ -70,9 +71,13 @@ LATER_COLUMNS = ("branching", "replacement")
 class OutputDirError(RuntimeError):
     """The output directory cannot be used (unwritable, or not ours)."""
 
+    user_error = True  # rheo.cli: one line, no traceback
+
 
 class CorruptShardError(RuntimeError):
     """A shard that exists but is not one valid row for its path."""
+
+    user_error = True  # rheo.cli: one line, no traceback
 
 
 def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
@@ -119,9 +124,13 @@ def require_results_dir(root: Path) -> None:
         if not root.is_file():
             raise FileNotFoundError(f"results archive {root} does not exist (RESULTS / --results)")
         return
+    if root.is_file():
+        raise OutputDirError(f"{root} is a file, not a results directory or a .parquet results archive "
+                             f"(RESULTS / --results): give a folder written by eval.run or a .parquet archive")
     if not root.is_dir():
         raise FileNotFoundError(f"results directory {root} does not exist (RESULTS / --results); run "
-                                f"`make reproduce` or `python -m eval.run output_dir={root}` first, or fix the path")
+                                f"`make reproduce` or `python -m eval.run output_dir={root}` first, give the "
+                                f"committed archive (RESULTS=results/runs.parquet), or fix the path")
     if not (root / MANIFEST).is_file():
         raise OutputDirError(f"{root} has no {MANIFEST}: not a rheo results directory (RESULTS / --results)")
 

@@ -23,6 +23,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
+from rheo.cli import fail
+
 FAILURE_MARKER = "FAILED_ROWS.json"
 log = logging.getLogger("eval.run")
 
@@ -60,8 +62,7 @@ class SweepChecks(Callback):
         try:  # (Hydra turns an exception raised by a callback into a warning and goes on)
             n = validate_sweep(config)
         except ValueError as e:
-            log.error("%s", e)
-            raise SystemExit(2) from None
+            fail(e, "eval.run")
         log.info("sweep: %d job configuration(s) validated", n)
         for old in Path(config.hydra.sweep.dir).glob(f"**/{FAILURE_MARKER}"):
             old.unlink()

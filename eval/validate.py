@@ -3,7 +3,7 @@
 * :func:`check_config`, before anything is loaded or created: keys that are not
   fields of the typed schema (Hydra's ``+key=value`` adds them to a structured
   config without a word), and values that type-check but cannot be used or
-  stored (a seed beyond int64, ``num_threads < 1``, a device this torch build
+  stored (a seed beyond int64, ``num_threads`` < 1 or above the cores, a device this torch build
   does not have).
 * :func:`check_against_pair`, once the model pair is loaded and before the
   first generation: what only the models know (``method.k`` against the draft
@@ -15,6 +15,7 @@ Every error names the config key and what is wanted.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
@@ -53,6 +54,10 @@ def check_config(cfg: DictConfig) -> None:
                          f"as int64), got {seed}")
     if cfg.num_threads is not None and cfg.num_threads < 1:
         raise ValueError(f"num_threads must be null (torch's default) or an int >= 1, got {cfg.num_threads}")
+    cores = os.cpu_count() or 1
+    if cfg.num_threads is not None and cfg.num_threads > cores:
+        raise ValueError(f"num_threads={cfg.num_threads} exceeds the {cores} cores of this machine (more threads "
+                         f"than cores only wait on each other): choose num_threads <= {cores}")
     if cfg.max_consecutive_failures < 1:
         raise ValueError(f"max_consecutive_failures must be >= 1, got {cfg.max_consecutive_failures}")
     as_device(cfg.device, "device")
@@ -63,9 +68,10 @@ def check_against_pair(cfg: DictConfig, spec, pair, prompts: Sequence[Sequence[i
     vs the target's context length (``prompts``: the first-turn prompts of the pending rows)."""
     if spec is not None:
         vocab = int(pair.drafter.vocab_size)
-        if spec.k > vocab:
-            raise ValueError(f"method.k={spec.k} exceeds the draft vocabulary of model {cfg.model.name!r} "
-                             f"({vocab} tokens): choose method.k <= {vocab}")
+        if spec.max_children > vocab:
+            key = f"method.k={spec.k}" if spec.branching is None else f"max(method.branching)={spec.max_children}"
+            raise ValueError(f"{key} exceeds the draft vocabulary of model {cfg.model.name!r} "
+                             f"({vocab} tokens): choose {key.split('=')[0]} <= {vocab}")
     context = context_length(pair)
     if context is None:
         return

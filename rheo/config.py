@@ -74,6 +74,8 @@ class SpecConfig:
             raise ValueError(f"proxy_eps must be a number in (0, 0.01), got {_show(self.proxy_eps)}")
         if self.branching is not None:
             b = self.branching
+            if isinstance(b, (tuple, list)):  # integral numbers (np.int64) as plain ints, as for k
+                b = [int(x) if isinstance(x, numbers.Integral) and not isinstance(x, bool) else x for x in b]
             if (not isinstance(b, (tuple, list)) or not b
                     or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in b)):
                 raise ValueError(f"branching must be None or a non-empty sequence of ints >= 1, got {b!r}")

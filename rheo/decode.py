@@ -64,11 +64,31 @@ class GenerationOutput:
 
 
 def eos_set(eos_token_id: EosSpec) -> frozenset[int]:
+    """The stop ids: None, one integer id, or integer ids (numpy / 0-d and 1-D integer tensors too);
+    text, bools and floats are refused with TypeError (``"01"`` would be read as the ids 0 and 1)."""
     if eos_token_id is None:
         return frozenset()
-    if isinstance(eos_token_id, int):
-        return frozenset([eos_token_id])
-    return frozenset(int(t) for t in eos_token_id)
+    if isinstance(eos_token_id, torch.Tensor) and not (eos_token_id.dtype.is_floating_point
+                                                       or eos_token_id.dtype == torch.bool):
+        eos_token_id = eos_token_id.tolist()
+    if _is_token_id(eos_token_id):
+        return frozenset([int(eos_token_id)])
+    items = None if isinstance(eos_token_id, (str, bytes, torch.Tensor)) else _as_list(eos_token_id)
+    if items is None or not all(_is_token_id(t) for t in items):
+        raise TypeError(f"eos_token_id must be None, an integer token id or integer ids, got "
+                        f"{type(eos_token_id).__name__} {eos_token_id!r}")
+    return frozenset(int(t) for t in items)
+
+
+def _is_token_id(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _as_list(x) -> Optional[list]:
+    try:
+        return list(x)
+    except TypeError:
+        return None
 
 
 def check_prompt(prompt: Sequence[int], max_new_tokens: int, vocab_size: int,
@@ -122,7 +142,8 @@ def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Seque
 
     The output has exactly the distribution of sampling ``target`` at
     ``config.temperature`` (greedy decoding of ``target`` at 0) for every lossless
-    setting. ``generator`` drives every random choice (same seed, same tokens);
+    setting. ``generator`` drives every random choice (same seed, same tokens); without
+    one, torch's default generator does (``torch.manual_seed`` seeds it, as in ``transformers``);
     with ``eos_token_id`` generation stops after the first EOS, which is returned.
     ``timer``: a :class:`rheo.timing.PhaseTimer` recording time per phase (None = off).
     ``record_expected``: fill ``expected_accept_lengths`` (:mod:`rheo.expected`); it draws no
@@ -150,6 +171,10 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     method = get_method(config.method)  # looked up once: its plug-ins drive every cycle
     if record_expected and method.path_probs is None:
         raise ValueError(f"record_expected needs the method's path_probs; {config.method!r} registers none")
+    if drafter.draft_to_target is None and drafter.vocab_size > target.vocab_size:
+        raise ValueError(f"the drafter's vocabulary ({drafter.vocab_size} tokens) is larger than the target's "
+                         f"({target.vocab_size}) and it has no draft_to_target map: give the drafter a map "
+                         f"[draft_vocab] -> target ids, or pair models that share a vocabulary")
     stop = eos_set(eos_token_id)
     out = GenerationOutput(tokens=[], accept_lengths=[])
     if max_new_tokens == 0:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import re
 import shutil
 import socket
 import uuid
@@ -136,3 +137,23 @@ def remove_stale_outputs(out_dir: PathLike, patterns: tuple[str, ...], written: 
                 path.unlink()
                 removed.append(path)
     return removed
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+,-]+")
+
+
+def safe_file_name(name: str) -> str:
+    """``name`` as one plain file name: separators and other unsafe characters become "_", runs of
+    dots one dot, and no leading dot (so "..", "a/../b" and "/abs" cannot leave a folder)."""
+    cleaned = re.sub(r"\.{2,}", ".", _UNSAFE.sub("_", str(name))).lstrip("._")
+    return cleaned or "unnamed"
+
+
+def child_path(folder: PathLike, name: str) -> Path:
+    """``folder / safe_file_name(name)``, checked to lie directly in ``folder`` (for file names
+    built from data, e.g. a row's model or device)."""
+    folder = Path(folder)
+    path = folder / safe_file_name(name)
+    if path.resolve().parent != folder.resolve():
+        raise ValueError(f"file name {name!r} would leave the output folder {folder}")
+    return path

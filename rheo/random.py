@@ -23,10 +23,13 @@ class RandomSource(Protocol):
 
 
 class TorchRandom:
-    """Inverse-CDF sampling from uniforms drawn on ``generator``'s device."""
+    """Inverse-CDF sampling from uniforms drawn on ``generator``'s device.
+
+    Without a generator it draws from torch's default CPU generator, so ``torch.manual_seed``
+    seeds it (as in ``transformers``); a ``torch.Generator()`` of its own would repeat one seed."""
 
     def __init__(self, generator: Optional[torch.Generator] = None) -> None:
-        self.generator = generator if generator is not None else torch.Generator()
+        self.generator = generator if generator is not None else torch.default_generator
 
     def _uniform(self, n: int, device: torch.device) -> torch.Tensor:
         u = torch.rand(n, generator=self.generator, dtype=torch.float64, device=self.generator.device)

@@ -11,7 +11,6 @@ teacher-forced bf16 forward per group of sequences. Resumable: a shard is done o
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
 import torch
@@ -20,22 +19,23 @@ from tqdm import tqdm
 from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
-from rheo.training.corpus import shard_files
+from rheo.training.corpus import read_shard, shard_files
 from rheo.training.features import forward_features, length_batches
+from rheo.cli import ArgumentParser, positive_int, run_main
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", default=".cache/draft_corpus/shards")
-    ap.add_argument("--max-tokens", type=int, default=8192)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-tokens", type=positive_int, default=8192)
+    ap.add_argument("--threads", type=positive_int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, _ = load_smollm2(dtype=torch.bfloat16)
     layers = eagle3_feature_layers(model.config.num_hidden_layers)
     todo = [f for f in shard_files(args.shards) if not f.with_name(f"{f.stem}.feats.npz").exists()]
     for f in tqdm(todo, desc="backfill shards"):
-        seqs = [np.array(s["prompt"] + s["response"]) for s in json.loads(f.read_text())["samples"]]
+        seqs = [np.array(s["prompt"] + s["response"]) for s in read_shard(f)["samples"]]
         lengths = np.array([len(q) for q in seqs])
         rows = [None] * len(seqs)
         for batch in length_batches(lengths, list(np.argsort(-lengths)), args.max_tokens):
@@ -46,4 +46,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -19,6 +19,7 @@ import torch
 from rheo.config import SpecConfig
 from rheo.methods import get_method
 from rheo.random import TorchRandom
+from rheo.cli import ArgumentParser, positive_int, run_main
 
 
 class BankDrafter:
@@ -65,11 +66,11 @@ def run(cfg: SpecConfig, cycles: int, drafter, d2t, vocab, seed: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cycles", type=int, default=60)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--draft-vocab", type=int, default=32_000)
-    ap.add_argument("--target-vocab", type=int, default=128_256)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cycles", type=positive_int, default=60)
+    ap.add_argument("--threads", type=positive_int, default=2)
+    ap.add_argument("--draft-vocab", type=positive_int, default=32_000)
+    ap.add_argument("--target-vocab", type=positive_int, default=128_256)
     ap.add_argument("--temperature", type=float, default=1.0)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -102,4 +103,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

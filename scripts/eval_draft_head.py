@@ -29,6 +29,7 @@ from rheo.models.hf_target import HFTarget
 from rheo.models.smollm2 import load_smollm2
 from rheo.training.corpus import DEFAULT_DIR, load_corpus
 from rheo.training.prompts import KINDS
+from rheo.cli import ArgumentParser, non_negative_int, positive_int, run_main
 
 
 def held_out_prompts(n: int, corpus: str) -> list[tuple[str, list[int]]]:
@@ -63,19 +64,33 @@ def suite_prompts(tok, items: int) -> list[tuple[str, list[int]]]:
     return out
 
 
+def check_inputs(args) -> None:
+    """Before the model loads: the head's files, the corpus, the tree and the seeds."""
+    head = Path(args.head)
+    if not ((head / "config.json").is_file() and (head / "model.safetensors").is_file()):
+        raise SystemExit(f"--head {args.head} (HEAD=): no EAGLE-3 head there (config.json and model.safetensors): "
+                         f"give a head folder, e.g. rheo/assets/eagle3_smollm2_135m")
+    if not (Path(args.corpus) / "corpus.npz").is_file():
+        raise SystemExit(f"--corpus {args.corpus}: no corpus.npz there (the committed one is {DEFAULT_DIR})")
+    SpecConfig(method="rheo", k=args.k, m=1, depth=args.depth, tree_size=args.tree_size)  # ValueError naming the field
+    bad = [s for s in args.seeds.split(",") if s and not s.strip().lstrip("-").isdigit()]
+    if bad:
+        raise SystemExit(f"--seeds {args.seeds!r}: {bad} are not integers; give e.g. --seeds 0,1,2 ('' for none)")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--head", default="rheo/assets/eagle3_smollm2_135m")
     ap.add_argument("--corpus", default=str(DEFAULT_DIR))
-    ap.add_argument("--n", type=int, default=16)
-    ap.add_argument("--suite-items", type=int, default=0)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--n", type=positive_int, default=16)
+    ap.add_argument("--suite-items", type=non_negative_int, default=0)
+    ap.add_argument("--max-new-tokens", type=positive_int, default=128)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--tree-size", type=int, default=60)
     ap.add_argument("--seeds", default="0,1,2", help="seeds of the T=1 runs ('' = none)")
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--check-greedy", action="store_true", help="compare T=0 tokens with model.generate (fp32)")
     ap.add_argument("--out", default="")
     ap.add_argument("--no-t0", action="store_true", help="skip the T=0 Top-K run (e.g. T=1 runs in another process)")
@@ -100,6 +115,7 @@ def main() -> None:
         write_outputs(rows, summary, Path(args.out))
         print(markdown(summary))
         return
+    check_inputs(args)
     torch.set_num_threads(args.threads)
     model, tok = load_smollm2(dtype=getattr(torch, args.dtype))
     target, drafter = HFTarget(model), load_eagle3_drafter(args.head, model)
@@ -184,4 +200,4 @@ def markdown(s) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

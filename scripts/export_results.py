@@ -4,37 +4,78 @@
 
 The archive holds every row (failed ones too) with the row schema of eval/storage.py;
 `make tables RESULTS=results/runs.parquet` (and figures, the notebook) read it like the
-directory. `make reproduce` writes both archives at its end.
+directory. `make reproduce` writes both archives at its end (with --replace).
+
+Nothing is lost by mistake: --results must be a results directory (not an archive), --out
+must not lie inside it, an export of no rows writes nothing, and an existing archive whose rows
+are not all in the new one is kept unless --replace. The archive is written atomically.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eval.storage import OutputDirError, export_results, require_results_dir  # noqa: E402
+from eval.storage import (OutputDirError, export_results, is_archive, load_results,  # noqa: E402
+                          require_results_dir)
+from rheo.cli import ArgumentParser, one_line, path_arg, run_main  # noqa: E402
+
+ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]
+
+
+def check_paths(results: Path, out: Path) -> None:
+    """Refuse an archive as --results and an --out that is, or lies inside, --results."""
+    if out.suffix != ".parquet":
+        raise OutputDirError(f"--out {out} must end in .parquet")
+    if is_archive(results) or results.is_file():
+        raise OutputDirError(f"--results {results} is an archive (a file), not a results directory: export reads "
+                             f"the shards of a folder written by eval.run (e.g. --results results/runs)")
+    if not results.is_dir():
+        raise FileNotFoundError(f"--results {results}: no such results directory (a folder written by eval.run)")
+    require_results_dir(results)
+    if out.resolve() == results.resolve() or results.resolve() in out.resolve().parents:
+        raise OutputDirError(f"--out {out} lies inside --results {results}: write the archive beside it "
+                             f"(e.g. --out {results}.parquet)")
+
+
+def check_export(results: Path, out: Path, replace: bool) -> None:
+    """Everything :func:`main` refuses, before the archive is touched."""
+    check_paths(results, out)
+    if not any(results.glob("*/*/*/*.parquet")):
+        raise OutputDirError(f"--results {results} holds no rows: nothing to export ({out} left as it is)")
+    lost = lost_rows(results, out)
+    if lost and not replace:
+        raise OutputDirError(f"--out {out} holds {lost} row(s) that are not under {results}: exporting would "
+                             f"lose them; choose another --out, or pass --replace to overwrite it")
+
+
+def lost_rows(results: Path, out: Path) -> int:
+    """Rows of the archive ``out`` (if any) that are not under ``results``."""
+    if not out.is_file():
+        return 0
+    old = load_results(out, include_failed=True)[ROW_KEY]
+    new = load_results(results, include_failed=True)[ROW_KEY]
+    return len(old.merge(new.drop_duplicates(), on=ROW_KEY, how="left", indicator=True).query("_merge == 'left_only'"))
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=Path, required=True, help="a results directory")
-    ap.add_argument("--out", type=Path, required=True, help="the archive to write (.parquet)")
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=path_arg, required=True, help="a results directory")
+    ap.add_argument("--out", type=path_arg, required=True, help="the archive to write (.parquet)")
+    ap.add_argument("--replace", action="store_true", help="replace an archive even if some of its rows are not "
+                                                           "under --results (they are lost)")
     args = ap.parse_args(argv)
-    if args.out.suffix != ".parquet":
-        print(f"error: --out {args.out} must end in .parquet", file=sys.stderr)
-        return 2
     try:
-        require_results_dir(args.results)
+        check_export(args.results, args.out, args.replace)
         n = export_results(args.results, args.out)
     except (FileNotFoundError, OutputDirError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"export_results.py: error: {one_line(e)}", file=sys.stderr)
         return 2
     print(f"wrote {args.out}: {n} rows, {args.out.stat().st_size / 1e3:.0f} kB")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

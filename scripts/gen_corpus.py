@@ -34,7 +34,9 @@ from transformers import LogitsProcessorList
 from rheo.io import atomic_write, atomic_write_text
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
+from rheo.training.corpus import read_shard
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
+from rheo.cli import ArgumentParser, positive_int, run_main
 
 SETTINGS = (0.0, 0.0, 0.7, 1.0)  # chosen by prompt hash in pass a
 
@@ -56,8 +58,8 @@ def response_tokens(shard_dir: Path) -> int:
     total = 0
     for f in shard_dir.glob("*.json"):
         try:
-            total += sum(len(s["response"]) for s in json.loads(f.read_text())["samples"])
-        except (json.JSONDecodeError, KeyError):
+            total += sum(len(s["response"]) for s in read_shard(f)["samples"])
+        except (ValueError, KeyError):
             continue  # a shard being written by another worker
     return total
 
@@ -158,7 +160,7 @@ def pass_f(shard_dir: Path, tok, seed: int) -> List[Dict]:
     """Second turns on every second pass-a answer (ordered by shard name, so deterministic)."""
     firsts = []
     for f in sorted(shard_dir.glob("a_*.json")):
-        firsts += json.loads(f.read_text())["samples"]
+        firsts += read_shard(f)["samples"]
     firsts = [s for s in firsts if s["response"] and s["response"][-1] == tok.eos_token_id][::2]
     follow = followup_turns(seed, len(firsts))
     convs = []
@@ -200,15 +202,15 @@ def run_pass(name: str, convs: List[Dict], model, tok, args, shard_dir: Path) ->
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=".cache/draft_corpus/shards")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--max-new-tokens", type=int, default=256)
-    ap.add_argument("--target-tokens", type=int, default=1_050_000)
+    ap.add_argument("--batch", type=positive_int, default=64)
+    ap.add_argument("--max-new-tokens", type=positive_int, default=256)
+    ap.add_argument("--target-tokens", type=positive_int, default=1_050_000)
     ap.add_argument("--worker", type=int, default=0)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--workers", type=positive_int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     ap.add_argument("--device", default="cpu", help="cpu or cuda[:i] (a GPU generates the corpus in minutes)")
     ap.add_argument("--passes", default="a,f,b")
@@ -245,4 +247,4 @@ def batches_by_setting(convs: List[Dict], batch: int) -> List[List[Dict]]:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

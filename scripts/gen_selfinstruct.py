@@ -38,6 +38,7 @@ import torch
 from tqdm import tqdm
 
 import gen_corpus  # scripts/ is on sys.path when this file runs
+from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
@@ -177,16 +178,16 @@ def answer_convs(requests: List[Dict]) -> List[Dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="data/draft_corpus/selfinstruct/shards")
     ap.add_argument("--features-dir", default=".cache/draft_corpus/selfinstruct_feats")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--max-new-tokens", type=int, default=256)
-    ap.add_argument("--target-tokens", type=int, default=1_600_000)
+    ap.add_argument("--batch", type=positive_int, default=64)
+    ap.add_argument("--max-new-tokens", type=positive_int, default=256)
+    ap.add_argument("--target-tokens", type=positive_int, default=1_600_000)
     ap.add_argument("--worker", type=int, default=0)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--workers", type=positive_int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--no-features", dest="features", action="store_false")
@@ -198,8 +199,6 @@ def main() -> None:
         return
     if not 0 <= args.worker < args.workers:
         ap.error(f"--worker must be in [0, {args.workers - 1}]")
-    if args.batch < 1 or args.target_tokens < 1:
-        ap.error("--batch and --target-tokens must be >= 1")
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -231,6 +230,8 @@ def pack(out: Path) -> Dict:
     files = shards(out, "s") + shards(out, "g")
     if not files:
         raise SystemExit(f"no shards of passes s or g in {out}: run scripts/gen_selfinstruct.py first")
+    if not (out.parent / "requests.json.gz").is_file():
+        raise SystemExit(f"no {out.parent / 'requests.json.gz'}: pass r has not finished")
     records = [read_shard(f) for f in files]
     samples = [s for r in records for s in r["samples"]]
     corpus = pack_samples(samples)
@@ -284,4 +285,4 @@ def pass_q_and_g(run: Runner, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -31,6 +31,9 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from rheo.cli import ArgumentParser, run_main  # noqa: E402 (standard library only)
+
 ROOT = Path(__file__).resolve().parent.parent
 WHEELS = ("gguf", "accelerate", "psutil")  # not on the GPU machine; imported by the GGUF loader
 PART_BYTES = 30_000_000
@@ -136,7 +139,7 @@ def cmd_setup(bundle: Path, skip_model: bool) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=("wheels", "split", "setup"))
     ap.add_argument("--bundle", type=Path, default=ROOT / ".gpu_bundle")
     ap.add_argument("--python-version", default="3.12")
@@ -153,4 +156,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

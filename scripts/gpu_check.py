@@ -41,25 +41,26 @@ from eval import devcheck as dc  # noqa: E402
 from eval import storage  # noqa: E402
 from rheo.timing import device_name  # noqa: E402
 from rheo.placement import DTYPES as PLACEMENT_DTYPES  # noqa: E402
+from rheo.cli import ArgumentParser, positive_int, run_main  # noqa: E402
 
 DTYPES = {k: v for k, v in PLACEMENT_DTYPES.items() if k != "float16"}
 REFERENCE = ROOT / "results" / "gpu" / "cpu_reference.json"
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--model", default="smollm2_135m")
-    ap.add_argument("--check-tokens", type=int, default=64, help="tokens per prompt of the correctness checks")
+    ap.add_argument("--check-tokens", type=positive_int, default=64, help="tokens per prompt of the correctness checks")
     ap.add_argument("--tree", default="10,8,60", help="K,DEPTH,R of the checks and the speed table (paper: 10,8,60)")
-    ap.add_argument("--chi-runs", type=int, default=2000)
-    ap.add_argument("--items", type=int, default=4, help="speed: items per suite")
-    ap.add_argument("--max-new", type=int, default=256, help="speed: new tokens")
+    ap.add_argument("--chi-runs", type=positive_int, default=2000)
+    ap.add_argument("--items", type=positive_int, default=4, help="speed: items per suite")
+    ap.add_argument("--max-new", type=positive_int, default=256, help="speed: new tokens")
     ap.add_argument("--temps", default="0,1")
     ap.add_argument("--speed-dtype", default=None, help="default: bfloat16 on CUDA, float32 on CPU")
     ap.add_argument("--sweep", default="8,16,32", help="extra tree sizes R (K, depth of --tree) after --tree")
-    ap.add_argument("--sweep-items", type=int, default=1)
+    ap.add_argument("--sweep-items", type=positive_int, default=1)
     ap.add_argument("--tuned", action="store_true", help="also time configs/experiment/tuned_{topk,rheo}.yaml")
     ap.add_argument("--time-limit", type=float, default=540.0, help="seconds; speed stops before it")
     ap.add_argument("--skip", default="", help="comma list of: fp32,bf16,determinism,chi,speed")
@@ -307,4 +308,4 @@ def tuned_trees() -> list[tuple[str, dict]]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

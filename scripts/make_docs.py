@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import List
 
+from rheo.cli import ArgumentParser, run_main
+
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(<!-- table: (?P<src>\S+) (?P<n>\d+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
@@ -49,25 +51,28 @@ def render(text: str, root: Path = ROOT) -> str:
     def fill(m: re.Match) -> str:
         src, n = root / m.group("src"), int(m.group("n"))
         if not src.is_file():
-            raise SystemExit(f"make_docs: {m.group('src')} does not exist (named by a generated block)")
+            raise SystemExit(f"{m.group('src')} does not exist (named by a generated block): run make tables")
         tables = markdown_tables(src.read_text())
         if not 1 <= n <= len(tables):
-            raise SystemExit(f"make_docs: {m.group('src')} has {len(tables)} tables, a block asks for table {n}")
+            raise SystemExit(f"{m.group('src')} has {len(tables)} tables, a block asks for table {n}: fix the block")
         return m.group(1) + tables[n - 1] + m.group(5)
 
     return BLOCK.sub(fill, text)
 
 
 def main(argv: List[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="exit 1 if a block differs from its table; write nothing")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose README.md and docs/ to fill")
     args = ap.parse_args(argv)
     stale = []
-    for path in doc_files():
+    if not (args.root / "README.md").is_file():
+        raise SystemExit(f"--root {args.root}: no README.md there")
+    for path in doc_files(args.root):
         text = path.read_text()
-        new = render(text)
+        new = render(text, args.root)
         if new != text:
-            stale.append(path.relative_to(ROOT))
+            stale.append(path.relative_to(args.root))
             if not args.check:
                 path.write_text(new)
     if args.check and stale:
@@ -79,4 +84,4 @@ def main(argv: List[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

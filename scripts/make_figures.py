@@ -9,11 +9,13 @@ per method, experiment=methods), and the theory figure
 Figures whose runs are absent are skipped, and the script says so; figures left
 in <out> by an earlier run and not drawn now are removed. A results directory
 that does not exist (or is not one) is an error (exit status 2).
+A file committed to git is rewritten only with the same bytes and never removed (then
+nothing is written, exit status 2), unless --update-committed (make reproduce).
 """
 
 from __future__ import annotations
 
-import argparse
+import io
 import logging
 import sys
 from pathlib import Path
@@ -23,16 +25,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from eval import methods_study, plots  # noqa: E402
 from eval.analysis import load  # noqa: E402
 from eval.storage import OutputDirError, require_results_dir  # noqa: E402
-from rheo.io import atomic_write, remove_stale_outputs  # noqa: E402
+from eval.committed import CommittedOutputsError, Outputs  # noqa: E402
+from rheo.io import child_path  # noqa: E402
+from rheo.cli import ArgumentParser, one_line, path_arg, run_main  # noqa: E402
 
 RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png")
 
 
-def make_figures(results: Path, out: Path, theory: bool = True) -> list[Path]:
+def make_figures(results: Path, out: Path, theory: bool = True, update_committed: bool = False) -> list[Path]:
     results, out = Path(results), Path(out)
     require_results_dir(results)
     df = load(results)
-    written = []
+    written, outputs = [], Outputs(out, update_committed)  # written at the end, after the git check
     makers = {"m-ablation": plots.m_ablation_figures, "temperature": plots.temperature_figures,
               "per-suite": plots.suite_bar_figures, "methods": methods_study.methods_figures}
     out.mkdir(parents=True, exist_ok=True)
@@ -40,37 +44,39 @@ def make_figures(results: Path, out: Path, theory: bool = True) -> list[Path]:
         figs = make(df) if not df.empty else []
         if not figs:
             print(f"skipped {what} figures: the runs they need are not under {results}")
-        written += [_save(fig, out / f"{name}.png") for name, fig in figs]
+        written += [_save(outputs, fig, child_path(out, f"{name}.png")) for name, fig in figs]  # names come from rows
     if theory:
         from eval import theory as th
 
-        written.append(_save(th.theory_figure(out / "theory"), out / "theory_node_acceptance.png"))
-    for path in remove_stale_outputs(out, RESULT_FIGURES, written):
+        written.append(_save(outputs, th.theory_figure(out / "theory"), out / "theory_node_acceptance.png"))
+    for path in outputs.write(RESULT_FIGURES, results):
         print(f"removed stale {path}: the runs it was drawn from are not under {results}")
     return written
 
 
-def _save(fig, path: Path) -> Path:
-    atomic_write(path, lambda f: fig.savefig(f, dpi=150, format="png"))
+def _save(outputs: Outputs, fig, path: Path) -> Path:
+    data = io.BytesIO()
+    fig.savefig(data, dpi=150, format="png")
     plots.plt.close(fig)
-    print(f"wrote {path}")
-    return path
+    return outputs.add(path, data.getvalue())
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=Path, default=Path("results/runs"))
-    ap.add_argument("--out", type=Path, default=Path("results/figures"))
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=path_arg, default=Path("results/runs"))
+    ap.add_argument("--out", type=path_arg, default=Path("results/figures"))
+    ap.add_argument("--update-committed", action="store_true",
+                    help="allow changing or removing figures committed to git (make reproduce)")
     ap.add_argument("--no-theory", action="store_true", help="skip the (Monte-Carlo) theory figure")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        make_figures(args.results, args.out, theory=not args.no_theory)
-    except (FileNotFoundError, OutputDirError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        make_figures(args.results, args.out, theory=not args.no_theory, update_committed=args.update_committed)
+    except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
+        print(f"make_figures.py: error: {one_line(e)}", file=sys.stderr)
         return 2
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -12,11 +12,12 @@ in <out>/theory/). A table whose runs are absent is skipped, and the script
 says so; a copy of it left in <out> by an earlier run is removed, so that every
 table there is drawn from the given results. A results directory that does not
 exist (or is not one) is an error (exit status 2).
+A file committed to git is rewritten only with the same bytes and never removed (then
+nothing is written, exit status 2), unless --update-committed (make reproduce).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
@@ -26,17 +27,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from eval import methods_study, speed, tables  # noqa: E402
 from eval.analysis import add_variant, load  # noqa: E402
 from eval.storage import OutputDirError, load_results, require_results_dir  # noqa: E402
-from rheo.io import atomic_write_text, remove_stale_outputs  # noqa: E402
+from eval.committed import CommittedOutputsError, Outputs  # noqa: E402
+from rheo.cli import ArgumentParser, one_line, path_arg, run_main  # noqa: E402
 
 # (methods.md is left alone: `make methods` writes it from its own results directory into the same folder)
 RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "speed.md", "phases.md", "agreement.md", "runs.md")
 
 
-def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path]:
+def make_tables(results: Path, out: Path, theory: bool = True, update_committed: bool = False) -> dict[str, Path]:
     results, out = Path(results), Path(out)
     require_results_dir(results)
     df = load(results)
-    written = {}
+    written, outputs = {}, Outputs(out, update_committed)  # written at the end, after the git check
     builders = {"main": tables.main_table, "m_ablation": tables.m_ablation_table,
                 "temperature": tables.temperature_table, "methods": methods_study.methods_table,
                 "speed": speed.speed_table, "phases": speed.phase_table,
@@ -46,7 +48,7 @@ def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path
         if text is None:
             print(f"skipped {name}.md: the runs it needs are not under {results}")
             continue
-        written[name] = _write(out / f"{name}.md", text)
+        written[name] = outputs.add(out / f"{name}.md", text.encode())
     everything = load_results(results, include_failed=True)
     corrupt = everything.attrs.get("corrupt_shards", [])
     if everything.empty and not corrupt:
@@ -56,36 +58,32 @@ def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path
         failed = int((everything["status"] == "failed").sum())
         notes = f"\nfailed rows: {failed}; corrupt shards skipped: {len(corrupt)}\n"
         notes += "".join(f"- {p}\n" for p in corrupt)
-        written["runs"] = _write(out / "runs.md", inventory + notes)
+        written["runs"] = outputs.add(out / "runs.md", (inventory + notes).encode())
     if theory:
         from eval import theory as th
 
-        written["theory"] = _write(out / "theory.md", th.theory_markdown(out / "theory"))
-    for path in remove_stale_outputs(out, RESULT_TABLES, list(written.values())):
+        written["theory"] = outputs.add(out / "theory.md", th.theory_markdown(out / "theory").encode())
+    for path in outputs.write(RESULT_TABLES, results):
         print(f"removed stale {path}: the runs it was drawn from are not under {results}")
     return written
 
 
-def _write(path: Path, text: str) -> Path:
-    atomic_write_text(path, text)
-    print(f"wrote {path}")
-    return path
-
-
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=Path, default=Path("results/runs"))
-    ap.add_argument("--out", type=Path, default=Path("results/tables"))
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=path_arg, default=Path("results/runs"))
+    ap.add_argument("--out", type=path_arg, default=Path("results/tables"))
+    ap.add_argument("--update-committed", action="store_true",
+                    help="allow changing or removing tables committed to git (make reproduce)")
     ap.add_argument("--no-theory", action="store_true", help="skip the (Monte-Carlo) theory table")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        make_tables(args.results, args.out, theory=not args.no_theory)
-    except (FileNotFoundError, OutputDirError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        make_tables(args.results, args.out, theory=not args.no_theory, update_committed=args.update_committed)
+    except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
+        print(f"make_tables.py: error: {one_line(e)}", file=sys.stderr)
         return 2
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import torch
 
-from rheo.training.corpus import pack_samples, save_corpus, shard_files
+from rheo.training.corpus import pack_samples, read_shard, save_corpus, shard_files
 from rheo.training.prompts import FOLLOWUPS
+from rheo.cli import ArgumentParser, run_main
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", default=".cache/draft_corpus/shards")
     ap.add_argument("--out", default="data/draft_corpus")
     ap.add_argument("--passes", default="a,f,b", help="generation passes to pack (a: first turns, f: follow-ups, b: resampled)")
@@ -32,8 +33,8 @@ def main() -> None:
     if not files:
         raise SystemExit(f"no shards in {args.shards}: run scripts/gen_corpus.py first")
     samples, seconds, timed_tokens, settings = [], 0.0, 0, Counter()
-    for f in files:
-        rec = json.loads(f.read_text())
+    records = {f: read_shard(f) for f in files}
+    for f, rec in records.items():
         samples += rec["samples"]
         n_resp = sum(len(s["response"]) for s in rec["samples"])
         if "seconds" in rec:
@@ -52,7 +53,7 @@ def main() -> None:
         held_out_response_tokens=int(resp[corpus.held_out].sum()),
         by_kind=by(lambda s: s["kind"]), by_temperature=by(lambda s: s["temperature"]),
         shards=len(files),
-        by_pass={p: sum(len(json.loads(f.read_text())["samples"]) for f in files if f.stem.startswith(p + "_"))
+        by_pass={p: sum(len(records[f]["samples"]) for f in files if f.stem.startswith(p + "_"))
                  for p in ("a", "f", "b")},
         generation=dict(
             response_tokens_per_batch_second=round(timed_tokens / seconds, 1) if seconds else None,
@@ -74,4 +75,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

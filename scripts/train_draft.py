@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import pickle
 import time
 from pathlib import Path
 
@@ -32,7 +34,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rheo.io import atomic_write
+from rheo.io import atomic_write, remove_stale_tmp
 from rheo.models.eagle3 import Eagle3LoadError, load_eagle3_drafter
 from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, dequantize_int8, save_head
 from rheo.models.hf_target import eagle3_feature_layers
@@ -41,6 +43,8 @@ from rheo.models.weights import CorruptWeightsError
 from rheo.training.corpus import DEFAULT_DIR, load_corpus, sha256
 from rheo.training.eagle3_train import batch_from_sequences, ttt_forward
 from rheo.training.features import FeatureCache, build_features, import_shard_features, length_batches
+from rheo.cli import (ArgumentParser, non_negative_float, non_negative_int, one_line, positive_float, positive_int,
+                      run_main)
 
 
 def draft_vocab(corpus, train_ids: np.ndarray, size: int) -> torch.Tensor:
@@ -140,42 +144,91 @@ def save_state(path: Path, **state) -> None:
     atomic_write(path, lambda f: torch.save(state, f))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def load_state(path: Path, device) -> dict:
+    """A checkpoint of :func:`save_state`, read with ``weights_only=True``: tensors, numbers, strings
+    and containers only, so a crafted file cannot run code; anything else is refused naming it."""
+    try:
+        return torch.load(path, weights_only=True, map_location=device)
+    except pickle.UnpicklingError as e:
+        raise SystemExit(f"--resume: {path} holds objects other than tensors and numbers, so it is not a "
+                         f"checkpoint of this script and was not loaded ({one_line(e)[:200]}); delete it "
+                         f"or choose another --run-dir") from None
+    except (RuntimeError, EOFError, OSError) as e:
+        raise SystemExit(f"--resume: {path} is unreadable ({type(e).__name__}: {one_line(e)[:200]}): "
+                         f"truncated? Delete it (training restarts) or choose another --run-dir") from None
+
+
+def check_inputs(args) -> None:
+    """Everything that can be checked before the corpus, the model or the features are touched."""
+    run_dir, state = Path(args.run_dir), Path(args.run_dir) / "state.pt"
+    if args.threads > (os.cpu_count() or 1):
+        raise SystemExit(f"--threads {args.threads}: this machine has {os.cpu_count()} cores; choose "
+                         f"--threads <= {os.cpu_count()}")
+    for flag, head in (("--eval-only", args.eval_only), ("--warm-start", args.warm_start)):
+        if head and not ((Path(head) / "config.json").is_file() and (Path(head) / "model.safetensors").is_file()):
+            raise SystemExit(f"{flag} {head}: no EAGLE-3 head there (config.json and model.safetensors): "
+                             f"give a head folder, e.g. rheo/assets/eagle3_smollm2_135m")
+    if args.eval_only or args.features_only:
+        return
+    if args.resume and not state.is_file():
+        raise SystemExit(f"--resume: no checkpoint {state}: check --run-dir, or drop --resume to start afresh")
+    if not args.resume and (state.is_file() or (run_dir / "metrics.jsonl").is_file()):
+        raise SystemExit(f"--run-dir {run_dir} holds an earlier run (state.pt / metrics.jsonl): pass --resume "
+                         f"to continue it, or delete it or choose another --run-dir to start afresh")
+
+
+def trim_metrics(path: Path, step: int) -> None:
+    """Drop records logged after checkpoint ``step`` (a run killed between its log line and its
+    checkpoint): the resumed run logs them again, so no step is logged twice."""
+    if not path.is_file():
+        return
+    lines = [x for x in path.read_text().splitlines() if x.strip()]
+    keep = [x for x in lines if json.loads(x).get("step", 0) <= step]
+    if len(keep) != len(lines):
+        atomic_write(path, lambda f: f.write("".join(x + "\n" for x in keep).encode()))
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(DEFAULT_DIR))
     ap.add_argument("--features", default=".cache/draft_features")
     ap.add_argument("--run-dir", default=".cache/train_head")
     ap.add_argument("--out", default=".cache/train_head/head")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--draft-vocab", type=int, default=8192)
-    ap.add_argument("--steps-unrolled", type=int, default=3)
-    ap.add_argument("--epochs", type=float, default=1.0)
-    ap.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch")
-    ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--warmup", type=int, default=50)
-    ap.add_argument("--step-decay", type=float, default=0.8)
-    ap.add_argument("--eval-every", type=int, default=200)
-    ap.add_argument("--eval-sequences", type=int, default=120)
-    ap.add_argument("--ckpt-minutes", type=float, default=10.0)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--draft-vocab", type=positive_int, default=8192)
+    ap.add_argument("--steps-unrolled", type=positive_int, default=3)
+    ap.add_argument("--epochs", type=positive_float, default=1.0)
+    ap.add_argument("--max-tokens", type=positive_int, default=4096, help="padded tokens per batch")
+    ap.add_argument("--lr", type=positive_float, default=5e-4)
+    ap.add_argument("--warmup", type=positive_int, default=50)
+    ap.add_argument("--step-decay", type=positive_float, default=0.8)
+    ap.add_argument("--eval-every", type=positive_int, default=200)
+    ap.add_argument("--eval-sequences", type=positive_int, default=120)
+    ap.add_argument("--ckpt-minutes", type=positive_float, default=10.0)
+    ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--device", default="cpu", help="cpu or cuda[:i]: where features are computed and the head trains")
     ap.add_argument("--warm-start", default="", help="head dir to copy fc/midlayer from")
     ap.add_argument("--train-lm-head", action="store_true",
                     help="train the head's output rows too (they start as the target's draft-vocabulary rows)")
-    ap.add_argument("--lm-head-lr-mult", type=float, default=0.1, help="lr of the output rows / --lr")
+    ap.add_argument("--lm-head-lr-mult", type=positive_float, default=0.1, help="lr of the output rows / --lr")
     ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/state.pt")
     ap.add_argument("--features-only", action="store_true")
     ap.add_argument("--eval-only", default="", metavar="HEAD_DIR",
                     help="only measure this saved head's held-out top-1 on --eval-sequences held-out sequences "
                          "(with its own draft vocabulary), print it as JSON and exit; nothing is trained or written")
-    ap.add_argument("--first-sequences", type=int, default=0,
+    ap.add_argument("--first-sequences", type=non_negative_int, default=0,
                     help="train and evaluate on the corpus's first N sequences only (0 = all)")
     ap.add_argument("--shard-features", default=".cache/draft_corpus/shards",
                     help="generation shards whose kept features are imported instead of recomputed")
-    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (a smoke test)")
-    ap.add_argument("--minutes", type=float, default=0.0,
+    ap.add_argument("--max-steps", type=non_negative_int, default=0, help="stop after this many steps (a smoke test)")
+    ap.add_argument("--minutes", type=non_negative_float, default=0.0,
                     help="wall budget: after 25 steps the cosine schedule is shortened to fit it (saved for --resume)")
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    check_inputs(args)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit(f"--device {args.device}: CUDA is not available here (torch {torch.__version__})")
@@ -183,6 +236,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    for folder in (run_dir, Path(args.out)):  # temporary files of a writer killed mid-checkpoint
+        for path in remove_stale_tmp(folder) if folder.is_dir() else []:
+            print(f"removed {path}: left by a killed checkpoint", flush=True)
+    state_path = run_dir / "state.pt"
+    resume = load_state(state_path, device) if args.resume and not (args.eval_only or args.features_only) else None
+    if resume:
+        trim_metrics(run_dir / "metrics.jsonl", resume["step"])
     t_start = time.time()
 
     corpus = load_corpus(args.corpus)
@@ -202,9 +262,6 @@ def main() -> None:
     train_ids = np.flatnonzero(~corpus.held_out[:first])
     lengths = corpus.lengths()
 
-    state_path = run_dir / "state.pt"
-    resume = (torch.load(state_path, weights_only=False, map_location=device)
-              if args.resume and state_path.exists() and not args.eval_only else None)
     if args.eval_only:  # a saved head, with its own draft vocabulary, through the project's loader
         try:
             head = saved_head(args.eval_only, target, device)
@@ -280,6 +337,9 @@ def main() -> None:
     def running() -> bool:
         return step < plan["total"] and not (args.max_steps and step >= args.max_steps)
 
+    if resume and not running():  # a finished run: its final record and head are already written
+        print(json.dumps(dict(done=True, steps=step, note="the checkpoint is already at the end")), flush=True)
+        return
     while running():
         batches = epoch_batches(lengths, train_ids, args.max_tokens, args.seed, epoch)
         while pos < len(batches) and running():
@@ -318,4 +378,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

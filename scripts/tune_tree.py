@@ -31,6 +31,7 @@ import torch  # noqa: E402
 from eval import tuning  # noqa: E402
 from rheo.timing import device_name  # noqa: E402
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
+from rheo.cli import ArgumentParser, positive_int, run_main
 
 DTYPES = PLACEMENT_DTYPES
 METHODS = ("topk", "rheo m=1")
@@ -53,16 +54,16 @@ def ints(text: str) -> list[int]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2_135m")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--nodes", default="1,2,4,8,12,16,24,32,48,64", help="tree sizes (root included) to time")
     ap.add_argument("--widths", default="1,2,4,6,8,10,12", help="head frontier widths to time")
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=positive_int, default=7)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="candidate KxDEPTHxR shapes")
-    ap.add_argument("--prompts", type=int, default=12, help="held-out training-style prompts for tau")
-    ap.add_argument("--max-new", type=int, default=64)
+    ap.add_argument("--prompts", type=positive_int, default=12, help="held-out training-style prompts for tau")
+    ap.add_argument("--max-new", type=positive_int, default=64)
     ap.add_argument("--temps", default="0,1")
     ap.add_argument("--tau-dtype", default=None, help="dtype of the tau runs (default: cheapest 16-node tree)")
     ap.add_argument("--seed", type=int, default=0)
@@ -252,4 +253,4 @@ def figure(report: dict, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

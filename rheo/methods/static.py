@@ -310,11 +310,25 @@ def reference_verify_static(built: BuiltTree, target_logits: torch.Tensor, cfg: 
 
 
 # ------------------------------------------------------------------ registration
+#: drafted nodes a static tree may have: one target call scores them all (its attention mask is
+#: nodes x nodes; a 40,200-node tree took 11 GB); the paper's trees have 60
+MAX_STATIC_NODES = 4096
+
+
 def _validate_static(cfg: SpecConfig) -> None:
     if cfg.branching is None:
         raise ValueError("branching is required for method='static', e.g. branching="
                          f"{PRESETS['deep60']} ({num_nodes(PRESETS['deep60'])} nodes)")
+    n = num_nodes(cfg.branching)
+    if n > MAX_STATIC_NODES:
+        raise ValueError(f"branching={list(cfg.branching)} makes a {n}-node tree, more than the {MAX_STATIC_NODES} "
+                         f"nodes one target call may score: choose a smaller shape (e.g. {list(PRESETS['deep60'])})")
     check_sparse_top(cfg, max(cfg.branching), "max(branching)")
+
+
+def _validate_chain(cfg: SpecConfig) -> None:
+    if cfg.depth > MAX_STATIC_NODES:
+        raise ValueError(f"depth={cfg.depth}: a chain of more than {MAX_STATIC_NODES} nodes; choose a smaller depth")
 
 
 def _static_label(row) -> str:
@@ -346,6 +360,6 @@ STATIC = register(Method(
 
 CHAIN = register(Method(
     name="chain", display="Chain", kind="static", candidates=CHAIN_SHAPE.candidates, build=CHAIN_SHAPE.build,
-    verify=verify_static, fields=("depth", "sparse_top"), max_children=lambda cfg: 1,
+    verify=verify_static, fields=("depth", "sparse_top"), validate=_validate_chain, max_children=lambda cfg: 1,
     label=lambda row: f"chain d={int(row.depth)}", acceptance=_acceptance(CHAIN_SHAPE.shape),
     path_probs=static_path_probs, candidate_sets=static_sets(1)))

@@ -20,6 +20,8 @@ __all__ = ["CorruptWeightsError", "check_weight_files", "weights_fingerprint", "
 class CorruptWeightsError(RuntimeError):
     """A weights file that exists but cannot be read."""
 
+    user_error = True  # rheo.cli: one line, no traceback
+
 
 def weights_problem(folder: Path) -> str:
     """'' if every safetensors file under ``folder`` has a readable header, else what is wrong."""

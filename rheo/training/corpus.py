@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List
@@ -92,18 +93,41 @@ def save_corpus(corpus: Corpus, folder: Path, manifest: Dict) -> Path:
 
 
 def load_corpus(folder: Path | str = DEFAULT_DIR) -> Corpus:
+    """The packed corpus of ``folder``; a missing, damaged or unreadable file is refused naming it
+    (ValueError / FileNotFoundError) and the fix."""
     folder = Path(folder)
     path, man = folder / "corpus.npz", folder / "manifest.json"
+    fix = f"restore it with `git checkout -- {folder}` (the committed corpus) or regenerate it (`make corpus`)"
     if not path.exists():
         raise FileNotFoundError(f"no training corpus at {path}: it is committed in the repository "
                                 f"(data/draft_corpus/), or regenerate it with `make corpus`")
     if man.exists():
-        want = json.loads(man.read_text()).get("sha256")
+        try:
+            want = json.loads(man.read_text()).get("sha256")
+        except (ValueError, AttributeError) as e:
+            raise ValueError(f"{man} is not a JSON object ({type(e).__name__}: {e}): {fix}") from None
         if want and sha256(path) != want:
             raise ValueError(f"{path} does not match the SHA-256 in {man}: the file is damaged or was "
                              f"changed by hand; restore it with `git checkout -- {folder}` or regenerate it")
-    with np.load(path) as z:
-        return Corpus(**{k: z[k] for k in Corpus.__dataclass_fields__})
+    try:
+        with np.load(path) as z:  # (allow_pickle stays False: arrays only)
+            return Corpus(**{k: z[k] for k in Corpus.__dataclass_fields__})
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError, AttributeError) as e:
+        raise ValueError(f"{path} is not a readable corpus ({type(e).__name__}: {e}): truncated or "
+                         f"damaged; {fix}") from None
+
+
+def read_shard(path: Path | str) -> Dict:
+    """A generation shard (``scripts/gen_corpus.py``): a JSON object with a ``samples`` list."""
+    path = Path(path)
+    try:
+        rec = json.loads(path.read_text())
+        if not isinstance(rec, dict) or not isinstance(rec.get("samples"), list):
+            raise ValueError("not an object with a 'samples' list")
+    except (ValueError, UnicodeDecodeError, IsADirectoryError) as e:
+        raise ValueError(f"generation shard {path} is unreadable ({type(e).__name__}: {e}): truncated by a "
+                         f"killed writer? Delete it and rerun scripts/gen_corpus.py to regenerate it") from None
+    return rec
 
 
 def concat_corpora(parts: List[Corpus]) -> Corpus:

@@ -17,6 +17,8 @@ hash, the dtype and the layer ids, and a mismatch rebuilds nothing silently: it 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Dict, Iterator, List
 
@@ -26,12 +28,31 @@ from tqdm import tqdm
 
 from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
-from rheo.training.corpus import Corpus, shard_files
+from rheo.training.corpus import Corpus, read_shard, shard_files
 
 
 def _open(path: Path, dtype, shape, create: bool) -> np.memmap:
-    mode = "r+" if path.exists() else ("w+" if create else "r")
-    return np.memmap(path, dtype=dtype, mode=mode, shape=shape)
+    if create:  # (then opened "r+": "w+" would truncate the reserved file)
+        reserve(path, int(np.prod(shape)) * np.dtype(dtype).itemsize)
+    return np.memmap(path, dtype=dtype, mode="r+" if create or path.exists() else "r", shape=shape)
+
+
+def reserve(path: Path, size: int) -> None:
+    """Allocate ``size`` bytes of ``path`` on disk now (data already there is kept): a full disk is
+    an OSError naming the folder here, not a bus error when a memory-mapped page is first written."""
+    new = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if new:
+            path.unlink()
+        free = shutil.disk_usage(path.parent).free
+        raise OSError(f"feature cache {path.parent}: cannot reserve {size / 1e9:.2f} GB for {path.name} "
+                      f"({e.strerror}; {free / 1e9:.2f} GB free): free space there or choose another "
+                      f"--features folder") from None
+    finally:
+        os.close(fd)
 
 
 class FeatureCache:
@@ -100,7 +121,7 @@ def import_shard_features(cache: FeatureCache, shard_dir: Path | str) -> int:
     for f in shard_files(shard_dir):
         if s0 >= len(corpus):  # the corpus holds the first passes only
             break
-        samples = json.loads(f.read_text())["samples"]
+        samples = read_shard(f)["samples"]
         s1 = s0 + len(samples)
         for i, smp in enumerate(samples):
             if s0 + i >= len(corpus) or corpus.sequence(s0 + i).tolist() != smp["prompt"] + smp["response"]:

@@ -1,0 +1,134 @@
+"""Command-line entry points: how a run ends on bad input (one place for every script).
+
+A user error (a bad argument, a missing or corrupt file, a value the code refuses) ends with
+one line on stderr, ``<prog>: error: <message>``, and exit status 2; the message names the
+input and the fix. Any other exception is one line too, with its type and a hint, and exit
+status 1. ``RHEO_DEBUG=1`` in the environment shows the full traceback instead. Ctrl-C is
+exit status 130.
+
+    from rheo.cli import ArgumentParser, run_main
+    ...
+    if __name__ == "__main__":
+        run_main(main)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Iterator, NoReturn, Optional
+
+DEBUG_ENV = "RHEO_DEBUG"
+#: exceptions that mean "the input is wrong": reported as one line with exit status 2
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OSError)
+
+
+def debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
+
+
+def one_line(message: object) -> str:
+    """``message`` on one line (whitespace runs collapsed; Hydra's config search path dropped)."""
+    text = str(message).split("\nConfig search path:")[0]
+    return " ".join(text.split())
+
+
+def is_user_error(error: BaseException, extra: tuple[type[BaseException], ...] = ()) -> bool:
+    """A wrong input rather than a bug: one of :data:`USER_ERRORS` or ``extra``, or a project error
+    whose class says so (``user_error = True``: corrupt files, unusable output folders)."""
+    return isinstance(error, USER_ERRORS + extra) or bool(getattr(error, "user_error", False))
+
+
+def fail(message: object, prog: Optional[str] = None, code: int = 2) -> NoReturn:
+    """Print ``<prog>: error: <message>`` (one line) to stderr and exit with ``code``."""
+    prog = prog or Path(sys.argv[0]).name
+    print(f"{prog}: error: {one_line(message)}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+@contextlib.contextmanager
+def errors_as_one_line(prog: Optional[str] = None,
+                       user_errors: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Inside the block, an exception ends the process as described in the module doc
+    (KeyboardInterrupt and SystemExit pass through)."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 -- the one place where every error becomes one line
+        if debug():
+            raise
+        message = str(e)
+        if e.__cause__ is not None and str(e.__cause__) not in message:  # Hydra: "Error merging override x"
+            message += f": {e.__cause__}"
+        if is_user_error(e, user_errors):
+            fail(message, prog)
+        fail(f"{type(e).__name__}: {message} (an unexpected error: rerun with {DEBUG_ENV}=1 for the traceback)",
+             prog, 1)
+
+
+def run_main(main: Callable[[], Optional[int]], prog: Optional[str] = None,
+             user_errors: tuple[type[BaseException], ...] = ()) -> NoReturn:
+    """Run ``main()`` and exit with its return value; errors end as described in the module doc."""
+    try:
+        with errors_as_one_line(prog, user_errors):
+            code = main()
+    except KeyboardInterrupt:
+        fail("interrupted (Ctrl-C)", prog, 130)
+    except SystemExit as stop:  # raise SystemExit("message"): the scripts' own refusals
+        if isinstance(stop.code, str):
+            fail(stop.code, prog)
+        raise
+    raise SystemExit(code or 0)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line naming the argument (``--help`` lists them all)."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see --help)", self.prog)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _number(text, float)
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = _number(text, float)
+    if not (0 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def path_arg(text: str) -> Path:
+    """argparse type: a non-empty path (``make tables RESULTS=`` passes an empty one)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty (a make variable set to nothing, e.g. RESULTS=?): give a path")
+    return Path(text)
+
+
+def _number(text: str, kind: type):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None
