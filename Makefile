@@ -84,7 +84,7 @@ SPEED_TABLES ?= results/tables/speed
 SPEED := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEED_RESULTS)" seed=$(SEEDS) \
 	limit=$(SPEED_ITEMS) max_new_tokens=$(SPEED_MAX_NEW) num_threads=$(THREADS)
 
-.PHONY: reproduce reproduce-tau reproduce-speed reproduce-full tune tables figures smoke check-vars
+.PHONY: docs reproduce reproduce-tau reproduce-speed reproduce-full tune tables figures smoke check-vars
 
 # (the commands below regenerate the committed results on purpose: --update-committed, --replace)
 UPDATE := --update-committed
@@ -142,11 +142,17 @@ smoke: $(VENV_STAMP) ## a few-minute CPU check of the pipeline (1 item per suite
 	$(PY) scripts/make_tables.py --results "$(SMOKE_DIR)/runs" --out "$(SMOKE_DIR)/tables" --no-theory
 	$(PY) scripts/make_figures.py --results "$(SMOKE_DIR)/runs" --out "$(SMOKE_DIR)/figures" --no-theory
 
-tables: ## Markdown tables from the result parquet (RESULTS) -> TABLES (results/tables/; committed files change only with TABLE_ARGS=--update-committed)
-	$(PY) scripts/make_tables.py --results "$(RESULTS)" --out "$(TABLES)" $(TABLE_ARGS)
+# what tables and figures read: RESULTS if it holds runs, else its committed archive RESULTS.parquet
+REPORT_FROM = $(if $(filter %.parquet,$(RESULTS)),$(RESULTS),$(if $(wildcard $(RESULTS)/MANIFEST.json),$(RESULTS),$(if $(wildcard $(RESULTS).parquet),$(RESULTS).parquet,$(RESULTS))))
 
-figures: ## PNG figures from the result parquet (RESULTS) -> FIGURES (results/figures/; committed files change only with FIGURE_ARGS=--update-committed)
-	$(PY) scripts/make_figures.py --results "$(RESULTS)" --out "$(FIGURES)" $(FIGURE_ARGS)
+tables: ## Markdown tables from the result rows (RESULTS, or RESULTS.parquet when RESULTS holds none) -> TABLES (results/tables/; committed files change only with TABLE_ARGS=--update-committed)
+	$(PY) scripts/make_tables.py --results "$(REPORT_FROM)" --out "$(TABLES)" $(TABLE_ARGS)
+
+docs: ## refill the README's and docs/' generated tables from results/tables (a test checks they are current)
+	$(PY) scripts/make_docs.py
+
+figures: ## PNG figures from the result rows (as tables) -> FIGURES (results/figures/; committed files change only with FIGURE_ARGS=--update-committed)
+	$(PY) scripts/make_figures.py --results "$(REPORT_FROM)" --out "$(FIGURES)" $(FIGURE_ARGS)
 
 .PHONY: notebook
 notebook: ## re-execute notebooks/analysis.ipynb on the committed archives (results/runs.parquet, results/speed.parquet), outputs stored in it

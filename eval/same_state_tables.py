@@ -111,6 +111,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", help="a same-state output_dir (python -m eval.same_state output_dir=...)")
     ap.add_argument("--out", help="write the markdown here instead of printing it")
+    ap.add_argument("--figure", help="also draw the paired-gain and per-depth figure (PNG) here")
     ap.add_argument("--archive", help="also write every row into this parquet file (and X.driver.parquet), for git")
     args = ap.parse_args(argv)
     try:
@@ -123,6 +124,10 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     text = paired_markdown(rows) + "\n" + mechanism_markdown(rows)
+    if args.figure and not rows.empty:
+        from eval.same_state_plots import draw
+
+        print(f"figure -> {draw(rows, args.figure)}", file=sys.stderr)
     if args.out:
         Path(args.out).write_text(text)
     else:

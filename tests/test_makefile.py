@@ -52,3 +52,20 @@ def test_reproduce_tau_follows_the_study_temperatures(tmp_path):
     jobs = _jobs(tmp_path, STUDY_TEMPS="0.25")
     temps = {_key(j)[3] for j in jobs if "experiment=temperature" in j}
     assert temps == {"0.25"} and len(jobs) == 10
+
+
+def _reads(results: Path) -> str:
+    out = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "tables", f"RESULTS={results}"],
+                         capture_output=True, text=True, check=True).stdout
+    return re.search(r'--results "([^"]*)"', out).group(1)
+
+
+def test_tables_read_the_results_folder_else_its_committed_archive(tmp_path):
+    runs = tmp_path / "runs"
+    assert _reads(runs) == str(runs)  # neither exists: the script names the missing folder
+    (tmp_path / "runs.parquet").write_bytes(b"")
+    assert _reads(runs) == f"{runs}.parquet"  # a fresh clone: the archive
+    runs.mkdir()
+    (runs / "MANIFEST.json").write_text("{}")
+    assert _reads(runs) == str(runs)  # rows of a run: the folder
+    assert _reads(tmp_path / "runs.parquet") == f"{runs}.parquet"

@@ -113,12 +113,11 @@ def test_seeded_tokens_of_existing_methods_unchanged():
 
 # ------------------------------------------------------------------ the README recipe, as written
 def _readme_method_module() -> types.ModuleType:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Adding a verification method", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "adding-a-method.md").read_text()
     code = re.search(r"```python\n(# rheo/methods/(\w+)\.py\n.*?)```", section, re.S)
-    assert code is not None, "the README's example method is missing"
+    assert code is not None, "the example method of docs/adding-a-method.md is missing"
     module = types.ModuleType(f"rheo.methods.{code.group(2)}")
-    exec(compile(code.group(1), "README.md", "exec"), module.__dict__)
+    exec(compile(code.group(1), "docs/adding-a-method.md", "exec"), module.__dict__)
     return module
 
 

@@ -64,7 +64,8 @@ def test_archive_holds_every_row_and_reads_like_the_directory(tmp_path):
         a, d = same_state.load_rows(archive, driver=driver), same_state.load_rows(tmp_path / "ss", driver=driver)
         key = ["turn", "variant", "state"] if not driver else ["turn"]
         pd.testing.assert_frame_equal(a.sort_values(key).reset_index(drop=True), d.sort_values(key).reset_index(drop=True))
-    assert same_state_tables.main([str(archive), "--out", str(tmp_path / "b.md")]) == 0
+    assert same_state_tables.main([str(archive), "--out", str(tmp_path / "b.md"), "--figure", str(tmp_path / "f.png")]) == 0
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "a.md").read_text() == (tmp_path / "b.md").read_text()
     assert same_state_tables.main([str(tmp_path / "ss"), "--archive", str(tmp_path / "ss")]) == 2
 
