@@ -34,7 +34,7 @@ def test_dtype_map_is_defined_once():
 
 
 def test_model_names_are_listed_once():
-    assert _grep(r"\"r1_distill_llama_8b\"") == ["rheo/models/registry.py"]
+    assert _grep(r"\"r1_distill_llama_8b\"") == ["rheo/models/catalog.py"]
 
 
 def test_no_unreachable_import_error_fallbacks():

@@ -247,6 +247,8 @@ def load_eagle3_drafter(head_dir, target_hf_model, device="cpu", dtype: Optional
     if int(target_ids.min()) < 0 or int(target_ids.max()) >= t_vocab:
         raise Eagle3LoadError(f"{head_dir}: d2t maps draft ids to target ids in [{int(target_ids.min())}, "
                               f"{int(target_ids.max())}], outside the target vocabulary [0, {t_vocab})")
+    if torch.unique(target_ids).numel() != target_ids.numel():
+        raise Eagle3LoadError(f"{head_dir}: d2t maps two draft ids to one target id")
     state["d2t"] = d2t
     head = Eagle3Head(cfg)
     try:
