@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -170,8 +169,7 @@ def test_warm_start_copies_the_output_rows_only_when_asked_and_only_for_the_same
     from rheo.models.eagle3_head import save_head
     from rheo.models.tiny import make_tiny_llama
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # as the other script tests
-    import train_draft as td
+    from rheo.training import draft_head as td
 
     target = make_tiny_llama(seed=0, vocab_size=256, num_layers=3)
     ids = torch.arange(0, 256, 2)  # [128] a draft vocabulary
@@ -198,8 +196,7 @@ def test_a_saved_heads_draft_vocabulary_is_recovered_for_eval_only(tmp_path):
     from rheo.models.eagle3_head import save_head
     from rheo.models.tiny import make_tiny_llama
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # as the other script tests
-    import train_draft as td
+    from rheo.training import draft_head as td
 
     target = make_tiny_llama(seed=0, vocab_size=256, num_layers=3)
     ids = torch.tensor([3, 7, 8, 40, 41, 200, 255])  # [7] an irregular draft vocabulary
