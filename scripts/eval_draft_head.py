@@ -27,6 +27,7 @@ from rheo.decode import speculative_generate
 from rheo.models.eagle3 import load_eagle3_drafter
 from rheo.models.hf_target import HFTarget
 from rheo.models.smollm2 import load_smollm2
+from rheo.paths import REPO_ROOT
 from rheo.training.corpus import DEFAULT_DIR, load_corpus
 from rheo.training.prompts import KINDS
 from rheo.cli import ArgumentParser, non_negative_int, positive_int, run_main
@@ -54,7 +55,7 @@ def suite_prompts(tok, items: int) -> list[tuple[str, list[int]]]:
     from eval.data import load_suite
     from eval.schema import SUITE_FILES
 
-    root = Path(__file__).resolve().parents[1] / "data" / "benchmarks"
+    root = REPO_ROOT / "data" / "benchmarks"
     out = []
     for suite in SUITE_FILES:
         for it in load_suite(root, suite, limit=items):

@@ -113,7 +113,7 @@ def test_explicit_path_that_does_not_exist_is_an_error_not_a_fallback(tmp_path, 
 
 
 def test_smollm2_head_asset_absent_is_reported(tmp_path, monkeypatch):
-    monkeypatch.setattr(locate, "_REPO_ROOT", tmp_path)  # a checkout without the trained head
+    monkeypatch.setattr(locate, "REPO_ROOT", tmp_path)  # a checkout without the trained head
     with pytest.raises(ModelWeightsNotFoundError) as err:
         resolve_paths(MODELS["smollm2_135m"])
     msg = str(err.value)

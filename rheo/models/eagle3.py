@@ -25,6 +25,7 @@ import torch
 from rheo.models.base import TreeView
 from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, attend, dequantize_int8
 from rheo.models.weights import CorruptWeightsError, check_weight_files
+from rheo.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -165,16 +166,13 @@ class Eagle3Session:
 
 
 # ---------------------------------------------------------------------- loading
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
 def head_weights_fix(head_dir: Path) -> str:
     """What to do about an unreadable weights file of the head in ``head_dir``."""
     try:
-        rel = head_dir.resolve().relative_to(_REPO_ROOT)
+        rel = head_dir.resolve().relative_to(REPO_ROOT)
     except ValueError:
         return f"re-download (or re-train) the head into {head_dir}, or point head_path at a good copy"
-    return f"restore the committed head: `git checkout -- {rel}` (in {_REPO_ROOT})"
+    return f"restore the committed head: `git checkout -- {rel}` (in {REPO_ROOT})"
 
 
 def _read_state(head_dir: Path) -> dict:

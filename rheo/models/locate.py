@@ -23,10 +23,10 @@ from typing import Optional
 
 from rheo.models.catalog import BUILTIN_SMOLLM2, ModelEntry, get_entry
 from rheo.models.weights import weights_fingerprint
+from rheo.paths import REPO_ROOT
 
 __all__ = ["ModelWeightsNotFoundError", "ResolvedPaths", "resolve_paths", "head_fingerprint"]
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
@@ -103,7 +103,7 @@ def _resolve_part(entry: ModelEntry, part: str, given: Optional[str]) -> tuple[O
     if source == BUILTIN_SMOLLM2:
         return None, ""
     if source.startswith("rheo/"):
-        candidate = _REPO_ROOT / source
+        candidate = REPO_ROOT / source
         problem = _check_dir(candidate, need_config)
         if not problem:
             return candidate, ""

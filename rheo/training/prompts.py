@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Sequence, Set, Tuple
 
+from rheo.paths import REPO_ROOT
 from rheo.training import passages as _passages
 
 NGRAM = 8
@@ -320,7 +321,7 @@ def ngrams(text: str, n: int = NGRAM) -> Set[Tuple[str, ...]]:
 
 def benchmark_texts(benchmark_dir: str | Path | None = None) -> Iterable[str]:
     """Every turn of every benchmark record (``data/benchmarks/*.jsonl``)."""
-    root = Path(benchmark_dir) if benchmark_dir else Path(__file__).resolve().parents[2] / "data" / "benchmarks"
+    root = Path(benchmark_dir) if benchmark_dir else REPO_ROOT / "data" / "benchmarks"
     files = sorted(root.glob("*.jsonl"))
     if not files:
         raise FileNotFoundError(f"no benchmark files in {root}: the contamination check needs them")
