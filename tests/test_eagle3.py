@@ -229,7 +229,7 @@ def test_training_time_test_matches_tree_drafting(tiny, drafter):
             assert torch.allclose(train_logits[k - 1][0, j], logits[0], atol=ATOL), (k, j)
 
 
-# ------------------------------------------------------------------ bad checkpoints (issue 9)
+# ------------------------------------------------------------------ bad checkpoints
 def _norm_eps(d) -> set:
     layer = d.head.midlayer
     return {m.variance_epsilon for m in (layer.input_layernorm, layer.hidden_norm,

@@ -138,9 +138,9 @@ def test_load_from_model_dir_vicuna_format(tmp_path, monkeypatch, stub_drafter):
     ids = pair.format_chat(messages)
     assert ids[0] == WORDS.index("<s>") and ids[-1] == WORDS.index("ASSISTANT:")
     assert pair.tokenizer.decode(ids) .replace(" ", "") == text.replace(" ", "")
-    custom = pair.tokenizer.apply_chat_template([{"role": "system", "content": "Be brief."}] + messages[:1],
+    custom = pair.tokenizer.apply_chat_template([{"role": "system", "content": "Be concise."}] + messages[:1],
                                                 add_generation_prompt=True, tokenize=False)
-    assert custom == "<s>Be brief. USER: hi there ASSISTANT:"
+    assert custom == "<s>Be concise. USER: hi there ASSISTANT:"
 
 
 def test_load_with_explicit_paths_template_format(tmp_path, stub_drafter):
@@ -175,7 +175,7 @@ def test_head_config_mismatch_rejected_before_loading_weights(tmp_path, monkeypa
         load_model_pair("vicuna_13b_v13", target_path=str(target), head_path=str(head))
 
 
-# ------------------------------------------------------------------ bad input (issue 9)
+# ------------------------------------------------------------------ bad input
 def test_truncated_target_weights_name_the_file_and_the_fix(tmp_path, stub_drafter):
     from rheo.models.weights import CorruptWeightsError
 

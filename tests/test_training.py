@@ -206,3 +206,18 @@ def test_a_saved_heads_draft_vocabulary_is_recovered_for_eval_only(tmp_path):
     assert reloaded.t2d.nonzero().flatten().tolist() == ids.tolist()
     with pytest.raises(FileNotFoundError, match="no config.json"):
         td.saved_head(str(tmp_path / "missing"), target, "cpu")
+
+
+def test_training_data_features_are_the_adapters_features():
+    """The training features (rheo.training.features) and the tree adapter read the same layers (a
+    drift would silently break every head trained on the data)."""
+    from rheo.models.hf_target import HFTarget, eagle3_feature_layers
+    from rheo.models.tiny import make_tiny_llama
+    from rheo.training.features import forward_features
+
+    model = make_tiny_llama(seed=0, vocab_size=64, num_layers=7)
+    ids = [3, 9, 27, 5, 11]
+    with torch.no_grad():
+        feats = forward_features(model, [np.array(ids)], eagle3_feature_layers(7))[0]["feats"]
+        adapter = HFTarget(model).new_session().prefill(ids)  # [5, 3H]: the context's
+    torch.testing.assert_close(torch.from_numpy(feats).to(adapter.dtype), adapter, atol=2e-3, rtol=2e-3)

@@ -351,14 +351,14 @@ def _acceptance(shape: Callable[[SpecConfig], tuple[int, ...]]):
 STATIC_SHAPE = StaticShape(shape=lambda cfg: cfg.branching)
 CHAIN_SHAPE = StaticShape(shape=lambda cfg: (1,) * cfg.depth)
 
-STATIC = register(Method(
+register(Method(
     name="static", display="Static", kind="static", candidates=STATIC_SHAPE.candidates, build=STATIC_SHAPE.build,
     verify=verify_static, fields=("branching", "replacement", "sparse_top"), validate=_validate_static,
     max_children=lambda cfg: max(cfg.branching), label=_static_label, pretty=_static_pretty,
     acceptance=_acceptance(STATIC_SHAPE.shape), path_probs=static_path_probs,
     candidate_sets=lambda dist, cfg: static_sets(cfg.branching[0])(dist, cfg)))
 
-CHAIN = register(Method(
+register(Method(
     name="chain", display="Chain", kind="static", candidates=CHAIN_SHAPE.candidates, build=CHAIN_SHAPE.build,
     verify=verify_static, fields=("depth", "sparse_top"), validate=_validate_chain, max_children=lambda cfg: 1,
     label=lambda row: f"chain d={int(row.depth)}", acceptance=_acceptance(CHAIN_SHAPE.shape),
