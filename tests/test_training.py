@@ -56,7 +56,7 @@ def test_held_out_split_is_fixed_and_disjoint():
 def test_committed_corpus_loads_and_is_big_enough():
     c = load_corpus()
     man = json.loads((DEFAULT_DIR / "manifest.json").read_text())
-    # the goal: >= 1M response tokens (passes a, f and part of b)
+    # the corpus's size target: >= 1M response tokens (passes a, f and part of b)
     assert c.response_tokens() == man["response_tokens"] >= 1_000_000
     assert len(c) == sum(man["by_pass"].values()) == man["sequences"]
     assert c.held_out.any() and (~c.held_out).any()
