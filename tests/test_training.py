@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from rheo.training import contamination as C
 from rheo.training import prompts as P
 from rheo.training.corpus import DEFAULT_DIR, Corpus, load_corpus, pack_samples, save_corpus
 
@@ -18,19 +19,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench():
-    return P.benchmark_ngrams()
+    return C.benchmark_ngrams()
 
 
 def test_ngram_check_can_fail(bench):
     """The contamination check fires on a benchmark sentence pasted into a prompt."""
-    turn = next(iter(P.benchmark_texts()))
-    assert P.shares_ngram("Please answer this: " + " ".join(turn.split()[:12]), bench)
-    assert not P.shares_ngram("Write a short poem about honeybees and the water cycle.", bench)
+    turn = next(iter(C.benchmark_texts()))
+    assert C.shares_ngram("Please answer this: " + " ".join(turn.split()[:12]), bench)
+    assert not C.shares_ngram("Write a short poem about honeybees and the water cycle.", bench)
 
 
 def test_built_prompts_are_clean_and_cover_every_kind(bench):
     prompts = P.build_corpus_prompts(0)
-    assert not [p.text for p in prompts if P.shares_ngram(p.text, bench)]
+    assert not [p.text for p in prompts if C.shares_ngram(p.text, bench)]
     assert {p.kind for p in prompts} >= {"chat", "code", "math", "qa", "summary"}
     assert len({p.text for p in prompts}) == len(prompts)  # deduplicated
 
@@ -40,7 +41,7 @@ def test_committed_corpus_user_turns_share_no_8gram_with_benchmarks(bench):
     with gzip.open(path, "rt") as f:
         turns = json.load(f)
     assert len(turns) > 1000
-    contaminated = [t[:80] for t in turns if P.shares_ngram(t, bench)]
+    contaminated = [t[:80] for t in turns if C.shares_ngram(t, bench)]
     assert not contaminated, contaminated[:5]
 
 
