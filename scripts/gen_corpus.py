@@ -111,14 +111,22 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
                             split=c["split"], key=c["key"]))
     if not capture:
         return samples, None
-    hs = out.hidden_states  # steps x (L+1) x [B, W or 1, H]; step t > 0 feeds response token t-1
+    return samples, kept_features(out.hidden_states, torch.stack(argmaxes, dim=1), samples, width, layers)
 
+
+def kept_features(hs, argmax: torch.Tensor, samples: List[Dict], width: int, layers) -> Dict[str, np.ndarray]:
+    """The training features of ``samples`` from the hidden states generation computed.
+
+    hs: steps x (L+1) x [B, W or 1, H] (step t > 0 feeds response token t-1); argmax: [B, S]
+    (step t predicts response token t); width: W, the left-padded prompt width. Returns
+    feats [N, 3H] fp16, final [N, H] fp16, argmax [N] int32 over the samples concatenated.
+    """
     def stack(layer_idx):  # [B, W + steps - 1, H]
         return torch.cat([hs[0][layer_idx]] + [h[layer_idx] for h in hs[1:]], dim=1)
 
     feats = torch.cat([stack(i) for i in layers], dim=-1).to(torch.float16).cpu()  # [B, W + S - 1, 3H]
     final = stack(-1).to(torch.float16).cpu()
-    argmax = torch.stack(argmaxes, dim=1).to(torch.int32).cpu()  # [B, S]: step t predicts response token t
+    argmax = argmax.to(torch.int32).cpu()
     f_rows, fin_rows, am_rows = [], [], []
     for i, smp in enumerate(samples):
         p, r = len(smp["prompt"]), len(smp["response"])
@@ -132,8 +140,8 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
         f_rows.append(f)
         fin_rows.append(fin)
         am_rows.append(am)
-    return samples, dict(feats=torch.cat(f_rows).numpy(), final=torch.cat(fin_rows).numpy(),
-                         argmax=torch.cat(am_rows).numpy())
+    return dict(feats=torch.cat(f_rows).numpy(), final=torch.cat(fin_rows).numpy(),
+                argmax=torch.cat(am_rows).numpy())
 
 
 def first_turns(seed: int) -> List[Dict]:
