@@ -64,6 +64,24 @@ def response_tokens(shard_dir: Path) -> int:
     return total
 
 
+def left_padded(ids: List[List[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists as one left-padded batch: (input_ids [B, W] long, attention_mask [B, W])."""
+    width = max(len(x) for x in ids)
+    inp = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    attn = torch.zeros_like(inp)
+    for i, x in enumerate(ids):
+        inp[i, width - len(x) :] = torch.tensor(x)
+        attn[i, width - len(x) :] = 1
+    return inp, attn
+
+
+def sampling_kwargs(temperature: float) -> dict:
+    """``generate`` options: greedy at T=0, else plain sampling at T (no top-k / top-p truncation)."""
+    if temperature == 0:
+        return dict(do_sample=False)
+    return dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+
+
 def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layers=None):
     """convs: dicts with 'messages', 'temperature' (one value per batch).
 
@@ -76,15 +94,11 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
     """
     ids = [tok.apply_chat_template(c["messages"], tokenize=True, add_generation_prompt=True) for c in convs]
     ids = [list(x["input_ids"]) if isinstance(x, dict) or hasattr(x, "keys") else list(x) for x in ids]
-    width = max(len(x) for x in ids)
-    inp = torch.full((len(ids), width), tok.pad_token_id, dtype=torch.long)  # [B, W] left-padded
-    attn = torch.zeros_like(inp)
-    for i, x in enumerate(ids):
-        inp[i, width - len(x) :] = torch.tensor(x)
-        attn[i, width - len(x) :] = 1
+    inp, attn = left_padded(ids, tok.pad_token_id)
+    width = inp.shape[1]
     temp = convs[0]["temperature"]
     torch.manual_seed(seed)
-    kw = dict(do_sample=False) if temp == 0 else dict(do_sample=True, temperature=temp, top_k=0, top_p=1.0)
+    kw = sampling_kwargs(temp)
     capture = layers is not None
     argmaxes: List[torch.Tensor] = []  # per step [B]: argmax of the logits (temperature keeps it)
 
