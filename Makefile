@@ -46,12 +46,11 @@ test-slow: $(VENV_STAMP) ## slow tests too (real SmolLM2, large Monte-Carlo)
 # at T=0 and 1 on the paper tree, each timed next to its own AR (paired_baseline), on SPEED_ITEMS
 # items per suite, and, if `make tune` wrote configs/experiment/tuned_{topk,rheo}.yaml, the same on
 # the tuned trees, into SPEED_RESULTS (tables: SPEED_TABLES). A rerun resumes (finished rows are kept).
-# Measured cold (2026-11-30 14:41-15:39 UTC, 2-core EPYC VM, bf16, SmolLM2 + the stage-4 default head,
-# tau 1.7-2.5): 57 min 44 s = tau 48 min 8 s (main table 31.9 / 30.3 min: 336 generations x 128 tokens
-# at a paper-tree cycle of ~183 ms; 11 study jobs ~3 min each: 616 x 32 tokens) + speed ~9.3 min +
-# tables, figures and archives 20 s. Two minutes inside the hour: that VM runs ~1.7x slower than the
-# per-call costs quoted for its kind (bf16 target 50 ms for 1 node, ~140 ms for 61; `make tune`
-# measures them). If a machine runs over: skip reproduce-speed (make reproduce-tau tables figures) or ITEMS=4.
+# Time on a 2-core CPU machine (bf16, SmolLM2 + the default head), from cold: 57 min 44 s = tau 48 min
+# (main table ~31 min: 336 generations x 128 tokens at a paper-tree cycle of ~183 ms; 11 study jobs of
+# ~3 min: 616 x 32 tokens) + speed ~9 min + tables, figures and archives 20 s. The per-call costs of a
+# machine are measured by `make tune`. Where it runs over: skip reproduce-speed (make reproduce-tau
+# tables figures) or ITEMS=4.
 # Two threads per job are ~10x slower whenever another process shares the cores (OpenMP barriers).
 MODEL ?= smollm2_135m
 MAIN_ITEMS ?= 24
@@ -212,7 +211,7 @@ eval-head: ## tau of a head (HEAD=dir): 16 held-out corpus prompts (T=0 fp32 + g
 	$(EH) --no-t0 --seeds 0,1 --dtype bfloat16 --out $(EO)/t1_seeds01; b=$$?; wait $$a; a=$$?; test $$a -eq 0 -a $$b -eq 0
 	$(PY) scripts/eval_draft_head.py --merge $(EO)/t0 $(EO)/t1_seeds01 $(EO)/t1_seed2 --out $(EO)
 
-# ---------------------------------------------------------------- GPU check (issue 11)
+# ---------------------------------------------------------------- GPU check
 # On a GPU machine without a package registry (torch, transformers, pandas, pyarrow only):
 #   here:   make gpu-bundle                      wheels + the SmolLM2 GGUF in <= 30 MB parts, .gpu_bundle/{a,b}
 #   call 1: carry .gpu_bundle/a                  (wheels + 2 parts, < 64 MiB)       command: true
@@ -244,7 +243,7 @@ gpu-check: ## the GPU path checked and timed: fp32 greedy identity, bf16 agreeme
 gpu-reference: ## the CPU reference (fp32, T=0 tokens and tau) of gpu-check's tau parity -> results/gpu/cpu_reference.json
 	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out $(GPU_OUT) --make-reference $(GPU_ARGS)
 
-# ---------------------------------------------------------------- draft head on a lent GPU (issue 10)
+# ---------------------------------------------------------------- draft head on a lent GPU
 # After gpu-setup (above), back to back, each in one call (the run folder HEAD_GPU_DIR is an ignored
 # build output, kept while the machine stays warm; what comes back is under GPU_OUT):
 #   make gpu-corpus GPU_PY=python3 GPU_OUT=$OUT/head       generate HEAD_GPU_TOKENS response tokens, pack -> GPU_OUT/draft_corpus

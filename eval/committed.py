@@ -11,9 +11,14 @@ nothing to protect and every file is written.
 
 from __future__ import annotations
 
+import logging
 import subprocess
+import sys
 from pathlib import Path
+from typing import Callable, Optional, Sequence
 
+from eval.storage import OutputDirError
+from rheo.cli import ArgumentParser, one_line, path_arg
 from rheo.io import atomic_write_bytes, remove_stale_outputs
 
 
@@ -72,3 +77,23 @@ class Outputs:
                 if path.resolve() in tracked and path.resolve() not in keep:
                     raise CommittedOutputsError(f"{path} is committed and the runs it was drawn from are not under "
                                                 f"{source}, so it would be removed: nothing was written; {fix}")
+
+
+def outputs_main(argv: Optional[Sequence[str]], make: Callable[..., object], what: str, description: str) -> int:
+    """The command line of ``make_tables.py`` / ``make_figures.py`` (``what``: "tables" or "figures"):
+    ``make(results, out, theory=..., update_committed=...)`` from ``--results`` into ``--out``.
+    Returns the exit status; a missing results folder or a refused write is one line, status 2."""
+    ap = ArgumentParser(description=description)
+    ap.add_argument("--results", type=path_arg, default=Path("results/runs"))
+    ap.add_argument("--out", type=path_arg, default=Path("results") / what)
+    ap.add_argument("--update-committed", action="store_true",
+                    help=f"allow changing or removing {what} committed to git (make reproduce)")
+    ap.add_argument("--no-theory", action="store_true", help=f"skip the (Monte-Carlo) theory {what[:-1]}")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        make(args.results, args.out, theory=not args.no_theory, update_committed=args.update_committed)
+    except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
+        print(f"make_{what}.py: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    return 0

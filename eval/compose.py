@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from eval.schema import register_configs
+from rheo.paths import REPO_ROOT
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = REPO_ROOT / "configs"
 
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:

@@ -196,7 +196,8 @@ def method_key(model: str, device: str, dtype: str, method: str, temperature: fl
     if key["method"] == "rheo":
         key.update(m=1, verify_order="stochastic_first", proxy="rheo")
     if tree is not None:
-        from rheo.models.registry import MODELS, head_fingerprint
+        from rheo.models.catalog import MODELS
+        from rheo.models.locate import head_fingerprint
 
         if model in MODELS:
             key["head_sha"] = head_fingerprint(model)

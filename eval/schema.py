@@ -24,8 +24,8 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from rheo.config import SpecConfig
 from rheo.methods import get_method, method_names
-from rheo.models.registry import MODELS as REGISTRY
-from rheo.models.registry import head_fingerprint
+from rheo.models.catalog import MODELS as REGISTRY
+from rheo.models.locate import head_fingerprint
 from rheo.placement import DTYPE_NAMES
 
 #: columns of the config hash that predate the method registry: present (None when unused) in every
@@ -185,7 +185,7 @@ def method_key(cfg: DictConfig, method: str | None = None) -> dict:
     """Everything that determines the rows of one method: hashed into config_hash.
 
     A drafting method's key also holds ``head_sha``, the fingerprint of the head's weight files
-    (``rheo.models.registry.head_fingerprint``): rows of a replaced head are never resumed.
+    (``rheo.models.locate.head_fingerprint``): rows of a replaced head are never resumed.
     Parameters a method does not use are None (Top-K has no m, AR has no tree),
     so e.g. a sweep over m reuses the Top-K and AR rows instead of recomputing them.
     The parameters a method uses are its registered ``fields`` (rheo.methods).

@@ -27,7 +27,6 @@ from rheo.timing import PHASES
 
 PHASE_COLS = [f"phase_{p}_ms" for p in PHASES]
 GROUP = ["model", "device", "dtype", "max_new_tokens", "temperature"]
-TREE_COLS = ["k", "depth", "tree_size", "sparse_top"]
 METHOD_ORDER = {"ar": 0, "hf_generate": 1, "topk": 2}
 
 

@@ -136,18 +136,3 @@ def ancestor_mask(parents: torch.Tensor, max_depth: int) -> torch.Tensor:
         cur = up[cur]
         mask[rows, cur] = True
     return mask
-
-
-def root_to_leaf_paths(parents: torch.Tensor) -> list[list[int]]:
-    """parents: [n] -> every root-to-leaf path as node indices (root first)."""
-    par = parents.tolist()
-    has_child = {p for p in par if p >= 0}
-    paths = []
-    for leaf in range(len(par)):
-        if leaf in has_child:
-            continue
-        path = [leaf]
-        while par[path[-1]] >= 0:
-            path.append(par[path[-1]])
-        paths.append(path[::-1])
-    return paths

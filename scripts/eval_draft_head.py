@@ -27,6 +27,7 @@ from rheo.decode import speculative_generate
 from rheo.models.eagle3 import load_eagle3_drafter
 from rheo.models.hf_target import HFTarget
 from rheo.models.smollm2 import load_smollm2
+from rheo.paths import REPO_ROOT
 from rheo.training.corpus import DEFAULT_DIR, load_corpus
 from rheo.training.prompts import KINDS
 from rheo.cli import ArgumentParser, non_negative_int, positive_int, run_main
@@ -54,7 +55,7 @@ def suite_prompts(tok, items: int) -> list[tuple[str, list[int]]]:
     from eval.data import load_suite
     from eval.schema import SUITE_FILES
 
-    root = Path(__file__).resolve().parents[1] / "data" / "benchmarks"
+    root = REPO_ROOT / "data" / "benchmarks"
     out = []
     for suite in SUITE_FILES:
         for it in load_suite(root, suite, limit=items):
@@ -78,7 +79,7 @@ def check_inputs(args) -> None:
         raise SystemExit(f"--seeds {args.seeds!r}: {bad} are not integers; give e.g. --seeds 0,1,2 ('' for none)")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--head", default="rheo/assets/eagle3_smollm2_135m")
     ap.add_argument("--corpus", default=str(DEFAULT_DIR))
@@ -98,25 +99,31 @@ def main() -> None:
                     help="no generation: pool the rows.jsonl of these --out folders (runs split over processes) "
                          "into one summary in --out")
     args = ap.parse_args()
-    if args.merge:
-        if not args.out:
-            ap.error("--merge needs --out")
-        rows = [json.loads(line) for d in args.merge for line in (Path(d) / "rows.jsonl").read_text().splitlines()
-                if line.strip()]
-        parts = [json.loads((Path(d) / "summary.json").read_text()) for d in args.merge]
-        heads = sorted({p["config"]["head"] for p in parts})
-        if len(heads) != 1:
-            raise SystemExit(f"--merge: the parts measured different heads {heads}; merge one head's runs only")
-        summary = summarise(rows, args, 0.0)
-        # the merged config is the parts' (the merging process's own flags describe no measurement)
-        summary["config"] = dict(head=heads[0], merged_from=list(args.merge), parts=[p["config"] for p in parts])
-        summary["wall_s"] = None
-        summary["parts_wall_s"] = [p["wall_s"] for p in parts]
-        write_outputs(rows, summary, Path(args.out))
-        print(markdown(summary))
-        return
-    check_inputs(args)
-    torch.set_num_threads(args.threads)
+    if args.merge and not args.out:
+        ap.error("--merge needs --out")
+    return args
+
+
+def merge_parts(args) -> None:
+    """Pool the rows of the ``--merge`` folders (one head's runs) into one summary in ``--out``."""
+    rows = [json.loads(line) for d in args.merge for line in (Path(d) / "rows.jsonl").read_text().splitlines()
+            if line.strip()]
+    parts = [json.loads((Path(d) / "summary.json").read_text()) for d in args.merge]
+    heads = sorted({p["config"]["head"] for p in parts})
+    if len(heads) != 1:
+        raise SystemExit(f"--merge: the parts measured different heads {heads}; merge one head's runs only")
+    summary = summarise(rows, args, 0.0)
+    # the merged config is the parts' (the merging process's own flags describe no measurement)
+    summary["config"] = dict(head=heads[0], merged_from=list(args.merge), parts=[p["config"] for p in parts])
+    summary["wall_s"] = None
+    summary["parts_wall_s"] = [p["wall_s"] for p in parts]
+    write_outputs(rows, summary, Path(args.out))
+    print(markdown(summary))
+
+
+def measure(args) -> tuple[list[dict], float]:
+    """One row per (prompt group, method, temperature, seed, prompt): tokens, cycles, tau; and the
+    seconds the generations took (model loading excluded)."""
     model, tok = load_smollm2(dtype=getattr(torch, args.dtype))
     target, drafter = HFTarget(model), load_eagle3_drafter(args.head, model)
     groups = [("heldout", held_out_prompts(args.n, args.corpus))]
@@ -137,14 +144,29 @@ def main() -> None:
                            tokens=len(out.tokens), cycles=len(out.accept_lengths),
                            tau=round(sum(out.accept_lengths) / len(out.accept_lengths), 3))
                 if args.check_greedy and temp == 0:
-                    x = torch.tensor([ids])
-                    ref = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=args.max_new_tokens,
-                                         do_sample=False)[0, len(ids):].tolist()
-                    ref = ref[: ref.index(tok.eos_token_id) + 1] if tok.eos_token_id in ref else ref
-                    row["greedy_identical"] = out.tokens == ref
+                    row["greedy_identical"] = out.tokens == greedy_reference(model, tok, ids, args.max_new_tokens)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    summary = summarise(rows, args, time.time() - t0)
+    return rows, time.time() - t0
+
+
+def greedy_reference(model, tok, ids: list[int], max_new_tokens: int) -> list[int]:
+    """The model's own greedy continuation of ``ids`` (``generate``), cut after its eos."""
+    x = torch.tensor([ids])
+    ref = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
+                         do_sample=False)[0, len(ids):].tolist()
+    return ref[: ref.index(tok.eos_token_id) + 1] if tok.eos_token_id in ref else ref
+
+
+def main() -> None:
+    args = parse_args()
+    if args.merge:
+        merge_parts(args)
+        return
+    check_inputs(args)
+    torch.set_num_threads(args.threads)
+    rows, wall_s = measure(args)
+    summary = summarise(rows, args, wall_s)
     print(json.dumps(summary, indent=1))
     if args.out:
         write_outputs(rows, summary, Path(args.out))

@@ -64,6 +64,24 @@ def response_tokens(shard_dir: Path) -> int:
     return total
 
 
+def left_padded(ids: List[List[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists as one left-padded batch: (input_ids [B, W] long, attention_mask [B, W])."""
+    width = max(len(x) for x in ids)
+    inp = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    attn = torch.zeros_like(inp)
+    for i, x in enumerate(ids):
+        inp[i, width - len(x) :] = torch.tensor(x)
+        attn[i, width - len(x) :] = 1
+    return inp, attn
+
+
+def sampling_kwargs(temperature: float) -> dict:
+    """``generate`` options: greedy at T=0, else plain sampling at T (no top-k / top-p truncation)."""
+    if temperature == 0:
+        return dict(do_sample=False)
+    return dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+
+
 def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layers=None):
     """convs: dicts with 'messages', 'temperature' (one value per batch).
 
@@ -76,15 +94,11 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
     """
     ids = [tok.apply_chat_template(c["messages"], tokenize=True, add_generation_prompt=True) for c in convs]
     ids = [list(x["input_ids"]) if isinstance(x, dict) or hasattr(x, "keys") else list(x) for x in ids]
-    width = max(len(x) for x in ids)
-    inp = torch.full((len(ids), width), tok.pad_token_id, dtype=torch.long)  # [B, W] left-padded
-    attn = torch.zeros_like(inp)
-    for i, x in enumerate(ids):
-        inp[i, width - len(x) :] = torch.tensor(x)
-        attn[i, width - len(x) :] = 1
+    inp, attn = left_padded(ids, tok.pad_token_id)
+    width = inp.shape[1]
     temp = convs[0]["temperature"]
     torch.manual_seed(seed)
-    kw = dict(do_sample=False) if temp == 0 else dict(do_sample=True, temperature=temp, top_k=0, top_p=1.0)
+    kw = sampling_kwargs(temp)
     capture = layers is not None
     argmaxes: List[torch.Tensor] = []  # per step [B]: argmax of the logits (temperature keeps it)
 
@@ -111,14 +125,22 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
                             split=c["split"], key=c["key"]))
     if not capture:
         return samples, None
-    hs = out.hidden_states  # steps x (L+1) x [B, W or 1, H]; step t > 0 feeds response token t-1
+    return samples, kept_features(out.hidden_states, torch.stack(argmaxes, dim=1), samples, width, layers)
 
+
+def kept_features(hs, argmax: torch.Tensor, samples: List[Dict], width: int, layers) -> Dict[str, np.ndarray]:
+    """The training features of ``samples`` from the hidden states generation computed.
+
+    hs: steps x (L+1) x [B, W or 1, H] (step t > 0 feeds response token t-1); argmax: [B, S]
+    (step t predicts response token t); width: W, the left-padded prompt width. Returns
+    feats [N, 3H] fp16, final [N, H] fp16, argmax [N] int32 over the samples concatenated.
+    """
     def stack(layer_idx):  # [B, W + steps - 1, H]
         return torch.cat([hs[0][layer_idx]] + [h[layer_idx] for h in hs[1:]], dim=1)
 
     feats = torch.cat([stack(i) for i in layers], dim=-1).to(torch.float16).cpu()  # [B, W + S - 1, 3H]
     final = stack(-1).to(torch.float16).cpu()
-    argmax = torch.stack(argmaxes, dim=1).to(torch.int32).cpu()  # [B, S]: step t predicts response token t
+    argmax = argmax.to(torch.int32).cpu()
     f_rows, fin_rows, am_rows = [], [], []
     for i, smp in enumerate(samples):
         p, r = len(smp["prompt"]), len(smp["response"])
@@ -132,8 +154,8 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
         f_rows.append(f)
         fin_rows.append(fin)
         am_rows.append(am)
-    return samples, dict(feats=torch.cat(f_rows).numpy(), final=torch.cat(fin_rows).numpy(),
-                         argmax=torch.cat(am_rows).numpy())
+    return dict(feats=torch.cat(f_rows).numpy(), final=torch.cat(fin_rows).numpy(),
+                argmax=torch.cat(am_rows).numpy())
 
 
 def first_turns(seed: int) -> List[Dict]:

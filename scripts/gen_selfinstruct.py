@@ -44,7 +44,8 @@ from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training import self_instruct as SI
 from rheo.training.corpus import pack_samples, save_corpus
-from rheo.training.prompts import benchmark_ngrams, is_held_out, shares_ngram
+from rheo.training.contamination import benchmark_ngrams, shares_ngram
+from rheo.training.prompts import is_held_out
 
 ANSWER_SETTINGS = (0.0, 0.0, 0.7, 1.0)
 META_PASSES = ("t", "u", "w", "r", "q")
@@ -71,15 +72,11 @@ def samples_of(out: Path, name: str) -> List[Dict]:
 def complete_batch(model, tok, convs: List[Dict], max_new: int, seed: int, stop_ids: List[int]) -> List[Dict]:
     """Plain completion (no chat template) of ``conv['text']``, stopping at a newline token."""
     ids = [tok(c["text"])["input_ids"] for c in convs]
-    width = max(len(x) for x in ids)
-    inp = torch.full((len(ids), width), tok.pad_token_id, dtype=torch.long)  # [B, W] left-padded
-    attn = torch.zeros_like(inp)
-    for i, x in enumerate(ids):
-        inp[i, width - len(x):] = torch.tensor(x)
-        attn[i, width - len(x):] = 1
+    inp, attn = gen_corpus.left_padded(ids, tok.pad_token_id)
+    width = inp.shape[1]
     temp = convs[0]["temperature"]
     torch.manual_seed(seed)
-    kw = dict(do_sample=False) if temp == 0 else dict(do_sample=True, temperature=temp, top_k=0, top_p=1.0)
+    kw = gen_corpus.sampling_kwargs(temp)
     dev = next(model.parameters()).device
     with torch.no_grad():
         out = model.generate(input_ids=inp.to(dev), attention_mask=attn.to(dev), max_new_tokens=max_new,

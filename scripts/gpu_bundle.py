@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rheo.cli import ArgumentParser, run_main  # noqa: E402 (standard library only)
+from rheo.paths import REPO_ROOT as ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 WHEELS = ("gguf", "accelerate", "psutil")  # not on the GPU machine; imported by the GGUF loader
 PART_BYTES = 30_000_000
 GROUPS = ("a", "b", "c", "d")  # transfer folders, each < 64 MiB with the wheels in the first

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import List
 
 from rheo.cli import ArgumentParser, run_main
+from rheo.paths import REPO_ROOT as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(<!-- table: (?P<src>\S+) (?P<n>\d+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 

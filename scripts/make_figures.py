@@ -16,7 +16,6 @@ nothing is written, exit status 2), unless --update-committed (make reproduce).
 from __future__ import annotations
 
 import io
-import logging
 import sys
 from pathlib import Path
 
@@ -24,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eval import methods_study, plots  # noqa: E402
 from eval.analysis import load  # noqa: E402
-from eval.storage import OutputDirError, require_results_dir  # noqa: E402
-from eval.committed import CommittedOutputsError, Outputs  # noqa: E402
+from eval.storage import require_results_dir  # noqa: E402
+from eval.committed import Outputs, outputs_main  # noqa: E402
 from rheo.io import child_path  # noqa: E402
-from rheo.cli import ArgumentParser, one_line, path_arg, run_main  # noqa: E402
+from rheo.cli import run_main  # noqa: E402
 
 RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png")
 
@@ -62,20 +61,7 @@ def _save(outputs: Outputs, fig, path: Path) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=path_arg, default=Path("results/runs"))
-    ap.add_argument("--out", type=path_arg, default=Path("results/figures"))
-    ap.add_argument("--update-committed", action="store_true",
-                    help="allow changing or removing figures committed to git (make reproduce)")
-    ap.add_argument("--no-theory", action="store_true", help="skip the (Monte-Carlo) theory figure")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    try:
-        make_figures(args.results, args.out, theory=not args.no_theory, update_committed=args.update_committed)
-    except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
-        print(f"make_figures.py: error: {one_line(e)}", file=sys.stderr)
-        return 2
-    return 0
+    return outputs_main(argv, make_figures, "figures", __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

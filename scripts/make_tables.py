@@ -18,7 +18,6 @@ nothing is written, exit status 2), unless --update-committed (make reproduce).
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
@@ -26,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eval import methods_study, speed, tables  # noqa: E402
 from eval.analysis import add_variant, load  # noqa: E402
-from eval.storage import OutputDirError, load_results, require_results_dir  # noqa: E402
-from eval.committed import CommittedOutputsError, Outputs  # noqa: E402
-from rheo.cli import ArgumentParser, one_line, path_arg, run_main  # noqa: E402
+from eval.storage import load_results, require_results_dir  # noqa: E402
+from eval.committed import Outputs, outputs_main  # noqa: E402
+from rheo.cli import run_main  # noqa: E402
 
 # (methods.md is left alone: `make methods` writes it from its own results directory into the same folder)
 RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "speed.md", "phases.md", "agreement.md", "runs.md")
@@ -69,20 +68,7 @@ def make_tables(results: Path, out: Path, theory: bool = True, update_committed:
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=path_arg, default=Path("results/runs"))
-    ap.add_argument("--out", type=path_arg, default=Path("results/tables"))
-    ap.add_argument("--update-committed", action="store_true",
-                    help="allow changing or removing tables committed to git (make reproduce)")
-    ap.add_argument("--no-theory", action="store_true", help="skip the (Monte-Carlo) theory table")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    try:
-        make_tables(args.results, args.out, theory=not args.no_theory, update_committed=args.update_committed)
-    except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
-        print(f"make_tables.py: error: {one_line(e)}", file=sys.stderr)
-        return 2
-    return 0
+    return outputs_main(argv, make_tables, "tables", __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

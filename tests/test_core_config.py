@@ -64,7 +64,7 @@ def test_nan_logits_raise(who):
             speculative_generate(target, drafter, [0], 4, SpecConfig(k=2, depth=2, temperature=temperature))
 
 
-# ------------------------------------------------------------------ wrong types (issue 9)
+# ------------------------------------------------------------------ wrong types
 @pytest.mark.parametrize("prompt, needle", [
     ("123", "prompt must be token ids .* got str"),  # would otherwise be decoded as ids 1, 2, 3
     ([1.0, 2.0], "integer token ids, got float 1.0"),  # would otherwise be truncated

@@ -12,8 +12,8 @@ from rheo.models.toy import PrefixLM
 from rheo.probs import draft_distribution
 from rheo.random import TorchRandom
 from rheo.methods import build_tree
-from rheo.tree import ancestor_mask, root_to_leaf_paths
-from toys import toy_pair
+from rheo.tree import ancestor_mask
+from toys import root_to_leaf_paths, toy_pair
 
 BIG = 50.0
 

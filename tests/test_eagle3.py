@@ -108,6 +108,18 @@ def test_rejects_mismatched_heads(tiny, tmp_path):
         load_eagle3_drafter(write_head(tmp_path / "d2t", state), tiny)
 
 
+@pytest.mark.parametrize("target_ids, needle", [
+    (torch.arange(DRAFT_VOCAB) + 200, rf"\[200, {199 + DRAFT_VOCAB}\]"),  # runs past the 256-token vocabulary
+    (torch.arange(DRAFT_VOCAB) - 1, rf"\[-1, {DRAFT_VOCAB - 2}\]"),
+    (torch.zeros(DRAFT_VOCAB, dtype=torch.long), "two draft ids"),
+])
+def test_draft_ids_must_map_injectively_into_the_target_vocabulary(tiny, tmp_path, target_ids, needle):
+    state, _ = official_state()
+    state["d2t"] = target_ids - torch.arange(DRAFT_VOCAB)
+    with pytest.raises(Eagle3LoadError, match=needle):
+        load_eagle3_drafter(write_head(tmp_path, state), tiny)
+
+
 def reference_chain_logits(drafter, sess, chain_tokens):
     """Plain re-computation of the draft logits after a chain of drafted tokens, one at a time."""
     head = drafter.head
@@ -217,7 +229,7 @@ def test_training_time_test_matches_tree_drafting(tiny, drafter):
             assert torch.allclose(train_logits[k - 1][0, j], logits[0], atol=ATOL), (k, j)
 
 
-# ------------------------------------------------------------------ bad checkpoints (issue 9)
+# ------------------------------------------------------------------ bad checkpoints
 def _norm_eps(d) -> set:
     layer = d.head.midlayer
     return {m.variance_epsilon for m in (layer.input_layernorm, layer.hidden_norm,

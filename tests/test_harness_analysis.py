@@ -205,7 +205,7 @@ def test_notebook_executes_headless_from_the_committed_archives(monkeypatch):
     _check_ran(nb)
 
 
-# ------------------------------------------------------------------ bad input (issue 9)
+# ------------------------------------------------------------------ bad input
 @pytest.mark.parametrize("script", ["make_tables", "make_figures"])
 def test_missing_or_foreign_results_dir_is_an_error(tmp_path, capsys, script):
     import importlib

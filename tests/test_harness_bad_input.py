@@ -1,4 +1,4 @@
-"""Harness bad input (issue 9): each case is rejected before anything loads, or once the pair is
+"""Harness bad input: each case is rejected before anything loads, or once the pair is
 loaded and before the first generation, or recorded and reported, with the key and the fix named."""
 
 from __future__ import annotations

@@ -169,7 +169,8 @@ def test_method_key_holds_the_head_weights_fingerprint(tmp_path, monkeypatch):
     """A retrained head at the same path gets new config hashes: a rerun never resumes its old rows."""
     import shutil
 
-    from rheo.models.registry import get_entry, head_fingerprint
+    from rheo.models.catalog import get_entry
+    from rheo.models.locate import head_fingerprint
 
     src = Path(get_entry("smollm2_135m").head)
     src = src if src.is_absolute() else Path(__file__).resolve().parents[1] / src

@@ -19,9 +19,9 @@ from rheo.decode import SpecConfig, generate_with_source, speculative_generate
 from rheo.exact import cycle_distribution, decoder_distribution, enumerate_outcomes
 from rheo.exact import target_distribution, total_variation
 from rheo.methods import get_method, register, unregister
-from rheo.methods.static import (CHAIN_SHAPE, PRESETS, STATIC_SHAPE, node_acceptance, num_nodes,
-                                 reference_build_static_tree, reference_verify_static, verify_static)
+from rheo.methods.static import CHAIN_SHAPE, PRESETS, STATIC_SHAPE, node_acceptance, num_nodes, verify_static
 from rheo.models.toy import PrefixLM
+from rheo.reference_static import reference_build_static_tree, reference_verify_static
 from rheo.probs import tempered
 from rheo.random import TorchRandom
 from rheo.methods import build_tree

@@ -14,10 +14,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from rheo.models import registry
+from rheo.models import loading, locate
+from rheo.models.catalog import MODELS, VICUNA_SYSTEM
 from rheo.models.hf_target import HFTarget
-from rheo.models.registry import (MODELS, VICUNA_SYSTEM, ModelMismatchError, ModelWeightsNotFoundError,
-                                  load_model_pair, resolve_paths)
+from rheo.models.loading import ModelMismatchError, load_model_pair
+from rheo.models.locate import ModelWeightsNotFoundError, resolve_paths
 from rheo.models.tiny import make_tiny_llama
 
 HUB_ENTRIES = ["llama31_8b_instruct", "vicuna_13b_v13", "r1_distill_llama_8b"]
@@ -68,7 +69,7 @@ def write_head(folder, hidden=64, vocab=256, draft_vocab=100):
 
 @pytest.fixture
 def stub_drafter(monkeypatch):
-    """Replace the EAGLE-3 loader; d2t maps draft id i to target id 2i (all inside 256)."""
+    """Replace the EAGLE-3 loader (its id-map checks are tested with it, in test_eagle3.py)."""
     calls = []
     state = {"d2t": torch.arange(100) * 2}
 
@@ -76,7 +77,7 @@ def stub_drafter(monkeypatch):
         calls.append((head_dir, hf_model, device, dtype))
         return SimpleNamespace(vocab_size=int(state["d2t"].numel()), draft_to_target=state["d2t"])
 
-    monkeypatch.setattr(registry, "_load_drafter", load)
+    monkeypatch.setattr(loading, "_load_drafter", load)
     return SimpleNamespace(calls=calls, state=state)
 
 
@@ -112,7 +113,7 @@ def test_explicit_path_that_does_not_exist_is_an_error_not_a_fallback(tmp_path, 
 
 
 def test_smollm2_head_asset_absent_is_reported(tmp_path, monkeypatch):
-    monkeypatch.setattr(registry, "_REPO_ROOT", tmp_path)  # a checkout without the trained head
+    monkeypatch.setattr(locate, "REPO_ROOT", tmp_path)  # a checkout without the trained head
     with pytest.raises(ModelWeightsNotFoundError) as err:
         resolve_paths(MODELS["smollm2_135m"])
     msg = str(err.value)
@@ -137,9 +138,9 @@ def test_load_from_model_dir_vicuna_format(tmp_path, monkeypatch, stub_drafter):
     ids = pair.format_chat(messages)
     assert ids[0] == WORDS.index("<s>") and ids[-1] == WORDS.index("ASSISTANT:")
     assert pair.tokenizer.decode(ids) .replace(" ", "") == text.replace(" ", "")
-    custom = pair.tokenizer.apply_chat_template([{"role": "system", "content": "Be brief."}] + messages[:1],
+    custom = pair.tokenizer.apply_chat_template([{"role": "system", "content": "Be concise."}] + messages[:1],
                                                 add_generation_prompt=True, tokenize=False)
-    assert custom == "<s>Be brief. USER: hi there ASSISTANT:"
+    assert custom == "<s>Be concise. USER: hi there ASSISTANT:"
 
 
 def test_load_with_explicit_paths_template_format(tmp_path, stub_drafter):
@@ -169,24 +170,12 @@ def test_head_config_mismatch_rejected_before_loading_weights(tmp_path, monkeypa
                                                               head_kwargs, needle):
     target = write_target(tmp_path / "t")
     head = write_head(tmp_path / "h", **head_kwargs)
-    monkeypatch.setattr(registry, "_load_target", lambda *a: pytest.fail("loaded weights of a mismatched pair"))
+    monkeypatch.setattr(loading, "_load_target", lambda *a: pytest.fail("loaded weights of a mismatched pair"))
     with pytest.raises(ModelMismatchError, match=needle):
         load_model_pair("vicuna_13b_v13", target_path=str(target), head_path=str(head))
 
 
-@pytest.mark.parametrize("d2t, needle", [
-    (torch.arange(100) + 200, r"\[200, 299\]"),        # runs past the 256-token target vocabulary
-    (torch.arange(100) - 1, r"\[-1, 98\]"),
-    (torch.zeros(100, dtype=torch.long), "two draft ids"),
-])
-def test_drafter_d2t_out_of_range_rejected(tmp_path, stub_drafter, d2t, needle):
-    stub_drafter.state["d2t"] = d2t
-    with pytest.raises(ModelMismatchError, match=needle):
-        load_model_pair("vicuna_13b_v13", dtype=torch.float32, target_path=str(write_target(tmp_path / "t")),
-                        head_path=str(write_head(tmp_path / "h")))
-
-
-# ------------------------------------------------------------------ bad input (issue 9)
+# ------------------------------------------------------------------ bad input
 def test_truncated_target_weights_name_the_file_and_the_fix(tmp_path, stub_drafter):
     from rheo.models.weights import CorruptWeightsError
 
@@ -209,8 +198,8 @@ def test_truncated_target_weights_name_the_file_and_the_fix(tmp_path, stub_draft
 ])
 def test_dtype_and_device_checked_before_anything_loads(tmp_path, monkeypatch, stub_drafter, kwargs, error, needle):
     loaded = []
-    real = registry._load_target
-    monkeypatch.setattr(registry, "_load_target", lambda *a: loaded.append(a) or real(*a))
+    real = loading._load_target
+    monkeypatch.setattr(loading, "_load_target", lambda *a: loaded.append(a) or real(*a))
     call = lambda: load_model_pair("vicuna_13b_v13", target_path=str(write_target(tmp_path / "t")),  # noqa: E731
                                    head_path=str(write_head(tmp_path / "h")), **kwargs)
     if error is None:
@@ -223,7 +212,7 @@ def test_dtype_and_device_checked_before_anything_loads(tmp_path, monkeypatch, s
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
 def test_cuda_on_a_cpu_build_is_refused_before_loading(tmp_path, monkeypatch, stub_drafter):
-    monkeypatch.setattr(registry, "_load_target", lambda *a: pytest.fail("loaded a model for an unusable device"))
+    monkeypatch.setattr(loading, "_load_target", lambda *a: pytest.fail("loaded a model for an unusable device"))
     with pytest.raises(ValueError, match="device='cuda' but CUDA is not usable here"):
         load_model_pair("vicuna_13b_v13", device="cuda", target_path=str(write_target(tmp_path / "t")),
                         head_path=str(write_head(tmp_path / "h")))
@@ -245,6 +234,6 @@ def test_truncated_head_weights_are_found_before_the_target_loads(tmp_path, monk
 
     head = write_head(tmp_path / "h")
     (head / "model.safetensors").write_bytes((head / "model.safetensors").read_bytes()[:20])
-    monkeypatch.setattr(registry, "_load_target", lambda *a: pytest.fail("loaded the target before checking the head"))
+    monkeypatch.setattr(loading, "_load_target", lambda *a: pytest.fail("loaded the target before checking the head"))
     with pytest.raises(CorruptWeightsError, match=f"EAGLE-3 head: {head / 'model.safetensors'} is unreadable"):
         load_model_pair("vicuna_13b_v13", target_path=str(write_target(tmp_path / "t")), head_path=str(head))

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from rheo.training import contamination as C
 from rheo.training import prompts as P
 from rheo.training import self_instruct as SI
 from rheo.training.corpus import DEFAULT_DIR, Corpus, concat_corpora, load_corpus, pack_samples
@@ -83,9 +84,9 @@ def test_concatenated_parts_keep_every_sequence():
 def test_committed_self_instructed_requests_are_clean_and_unique():
     with gzip.open(SI_DIR / "requests.json.gz", "rt") as f:
         requests = json.load(f)
-    bench = P.benchmark_ngrams()
+    bench = C.benchmark_ngrams()
     assert len(requests) > 500
-    assert not [r["text"][:80] for r in requests if P.shares_ngram(r["text"], bench)]
+    assert not [r["text"][:80] for r in requests if C.shares_ngram(r["text"], bench)]
     assert len({SI.normalise(r["text"]) for r in requests}) == len(requests)
     assert {r["style"] for r in requests} <= set(SI.STYLE_NAMES)
 
@@ -98,5 +99,5 @@ def test_committed_self_instructed_part_loads_and_its_user_turns_are_clean():
     assert set(np.unique(c.kind)) <= {P.KINDS.index("instruct"), P.KINDS.index("followup")}
     with gzip.open(SI_DIR / "user_turns.json.gz", "rt") as f:
         turns = json.load(f)
-    bench = P.benchmark_ngrams()
-    assert not [t[:80] for t in turns if P.shares_ngram(t, bench)]
+    bench = C.benchmark_ngrams()
+    assert not [t[:80] for t in turns if C.shares_ngram(t, bench)]

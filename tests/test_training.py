@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from rheo.training import contamination as C
 from rheo.training import prompts as P
 from rheo.training.corpus import DEFAULT_DIR, Corpus, load_corpus, pack_samples, save_corpus
 
@@ -19,19 +19,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench():
-    return P.benchmark_ngrams()
+    return C.benchmark_ngrams()
 
 
 def test_ngram_check_can_fail(bench):
     """The contamination check fires on a benchmark sentence pasted into a prompt."""
-    turn = next(iter(P.benchmark_texts()))
-    assert P.shares_ngram("Please answer this: " + " ".join(turn.split()[:12]), bench)
-    assert not P.shares_ngram("Write a short poem about honeybees and the water cycle.", bench)
+    turn = next(iter(C.benchmark_texts()))
+    assert C.shares_ngram("Please answer this: " + " ".join(turn.split()[:12]), bench)
+    assert not C.shares_ngram("Write a short poem about honeybees and the water cycle.", bench)
 
 
 def test_built_prompts_are_clean_and_cover_every_kind(bench):
     prompts = P.build_corpus_prompts(0)
-    assert not [p.text for p in prompts if P.shares_ngram(p.text, bench)]
+    assert not [p.text for p in prompts if C.shares_ngram(p.text, bench)]
     assert {p.kind for p in prompts} >= {"chat", "code", "math", "qa", "summary"}
     assert len({p.text for p in prompts}) == len(prompts)  # deduplicated
 
@@ -41,7 +41,7 @@ def test_committed_corpus_user_turns_share_no_8gram_with_benchmarks(bench):
     with gzip.open(path, "rt") as f:
         turns = json.load(f)
     assert len(turns) > 1000
-    contaminated = [t[:80] for t in turns if P.shares_ngram(t, bench)]
+    contaminated = [t[:80] for t in turns if C.shares_ngram(t, bench)]
     assert not contaminated, contaminated[:5]
 
 
@@ -57,7 +57,7 @@ def test_held_out_split_is_fixed_and_disjoint():
 def test_committed_corpus_loads_and_is_big_enough():
     c = load_corpus()
     man = json.loads((DEFAULT_DIR / "manifest.json").read_text())
-    # the issue's goal: >= 1M response tokens (passes a, f and part of b)
+    # the corpus's size target: >= 1M response tokens (passes a, f and part of b)
     assert c.response_tokens() == man["response_tokens"] >= 1_000_000
     assert len(c) == sum(man["by_pass"].values()) == man["sequences"]
     assert c.held_out.any() and (~c.held_out).any()
@@ -170,8 +170,7 @@ def test_warm_start_copies_the_output_rows_only_when_asked_and_only_for_the_same
     from rheo.models.eagle3_head import save_head
     from rheo.models.tiny import make_tiny_llama
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # as the other script tests
-    import train_draft as td
+    from rheo.training import draft_head as td
 
     target = make_tiny_llama(seed=0, vocab_size=256, num_layers=3)
     ids = torch.arange(0, 256, 2)  # [128] a draft vocabulary
@@ -198,8 +197,7 @@ def test_a_saved_heads_draft_vocabulary_is_recovered_for_eval_only(tmp_path):
     from rheo.models.eagle3_head import save_head
     from rheo.models.tiny import make_tiny_llama
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # as the other script tests
-    import train_draft as td
+    from rheo.training import draft_head as td
 
     target = make_tiny_llama(seed=0, vocab_size=256, num_layers=3)
     ids = torch.tensor([3, 7, 8, 40, 41, 200, 255])  # [7] an irregular draft vocabulary
@@ -209,3 +207,18 @@ def test_a_saved_heads_draft_vocabulary_is_recovered_for_eval_only(tmp_path):
     assert reloaded.t2d.nonzero().flatten().tolist() == ids.tolist()
     with pytest.raises(FileNotFoundError, match="no config.json"):
         td.saved_head(str(tmp_path / "missing"), target, "cpu")
+
+
+def test_training_data_features_are_the_adapters_features():
+    """The training features (rheo.training.features) and the tree adapter read the same layers (a
+    drift would silently break every head trained on the data)."""
+    from rheo.models.hf_target import HFTarget, eagle3_feature_layers
+    from rheo.models.tiny import make_tiny_llama
+    from rheo.training.features import forward_features
+
+    model = make_tiny_llama(seed=0, vocab_size=64, num_layers=7)
+    ids = [3, 9, 27, 5, 11]
+    with torch.no_grad():
+        feats = forward_features(model, [np.array(ids)], eagle3_feature_layers(7))[0]["feats"]
+        adapter = HFTarget(model).new_session().prefill(ids)  # [5, 3H]: the context's
+    torch.testing.assert_close(torch.from_numpy(feats).to(adapter.dtype), adapter, atol=2e-3, rtol=2e-3)

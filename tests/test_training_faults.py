@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from rheo.training import loop
 from rheo.training.corpus import load_corpus, pack_samples, read_shard, save_corpus
+from rheo.training.run_state import load_state, save_state
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))  # as the other script tests
@@ -32,8 +34,8 @@ def no_loading(monkeypatch):
     def loaded(*a, **k):
         raise Loaded
 
-    monkeypatch.setattr(td, "load_corpus", loaded)
-    monkeypatch.setattr(td, "load_smollm2", loaded)
+    monkeypatch.setattr(loop, "load_corpus", loaded)
+    monkeypatch.setattr(loop, "load_smollm2", loaded)
 
 
 @pytest.fixture
@@ -53,7 +55,7 @@ def _real_state(path: Path, step: int) -> dict:
     state = dict(head={"w": w.detach().clone()}, opt=opt.state_dict(), sched=sched.state_dict(), step=step, epoch=0,
                  pos=step, tokens_seen=10 * step, torch_rng=torch.get_rng_state(), draft_ids=torch.arange(5),
                  plan=dict(total=40, fitted=True), cuda_rng=None)
-    td.save_state(path, **state)
+    save_state(path, **state)
     return state
 
 
@@ -69,21 +71,21 @@ class _Payload:
 
 def test_a_real_checkpoint_loads_weights_only_and_a_crafted_one_runs_nothing(tmp_path):
     state = _real_state(tmp_path / "state.pt", step=7)
-    back = td.load_state(tmp_path / "state.pt", "cpu")
+    back = load_state(tmp_path / "state.pt", "cpu")
     assert back["step"] == 7 and back["plan"] == state["plan"] and torch.equal(back["torch_rng"], state["torch_rng"])
     assert back["opt"]["param_groups"][0]["lr"] == state["opt"]["param_groups"][0]["lr"]
 
     marker = tmp_path / "PWNED"
     torch.save(dict(step=1, payload=_Payload(marker)), tmp_path / "crafted.pt")
     with pytest.raises(SystemExit, match="not a checkpoint of this script"):
-        td.load_state(tmp_path / "crafted.pt", "cpu")
+        load_state(tmp_path / "crafted.pt", "cpu")
     assert not marker.exists()
     torch.load(tmp_path / "crafted.pt", weights_only=False)  # the payload is live: the old load ran it
     assert marker.exists()
 
     (tmp_path / "cut.pt").write_bytes((tmp_path / "state.pt").read_bytes()[:300])
     with pytest.raises(SystemExit, match="cut.pt is unreadable"):
-        td.load_state(tmp_path / "cut.pt", "cpu")
+        load_state(tmp_path / "cut.pt", "cpu")
 
 
 def test_resume_without_a_checkpoint_is_refused_before_anything_loads(tmp_path, corpus, no_loading):

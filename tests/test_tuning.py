@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from eval import tuning
 from eval.models import make_tiny_pair
-from rheo.tree import root_to_leaf_paths
+from toys import root_to_leaf_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 

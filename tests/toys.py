@@ -82,6 +82,21 @@ def assert_greedy_match(got: list[int], want: list[int], hf_model, prompt: list[
     return False
 
 
+def root_to_leaf_paths(parents: torch.Tensor) -> list[list[int]]:
+    """parents: [n] -> every root-to-leaf path as node indices (root first)."""
+    par = parents.tolist()
+    has_child = {p for p in par if p >= 0}
+    paths = []
+    for leaf in range(len(par)):
+        if leaf in has_child:
+            continue
+        path = [leaf]
+        while par[path[-1]] >= 0:
+            path.append(par[path[-1]])
+        paths.append(path[::-1])
+    return paths
+
+
 def draft_fn(lm, prompt):
     """A drafter session after ``prompt``: its ``draft`` callable, as build_tree takes it."""
     sess = lm.new_session()

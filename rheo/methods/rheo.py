@@ -46,7 +46,7 @@ def _acceptance(target_probs, draft_logits, cfg: SpecConfig) -> float:
     return node_acceptance(target_probs, draft_logits, "rheo", cfg.k, cfg.m, cfg.temperature, cfg.sparse_top)
 
 
-RHEO = register(Method(
+register(Method(
     name="rheo", display="Rheo", kind="dynamic", candidates=rheo_candidates, build=build_dynamic_tree,
     verify=verify_dynamic, fields=DYNAMIC_FIELDS + ("m", "verify_order", "proxy"), validate=_validate,
     label=rheo_label, acceptance=_acceptance, path_probs=dynamic_path_probs, candidate_sets=rheo_sets))

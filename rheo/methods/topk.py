@@ -40,7 +40,7 @@ def _acceptance(target_probs, draft_logits, cfg: SpecConfig) -> float:
     return node_acceptance(target_probs, draft_logits, "topk", cfg.k, 0, cfg.temperature, cfg.sparse_top)
 
 
-TOPK = register(Method(
+register(Method(
     name="topk", display="Top-K", kind="dynamic", candidates=topk_candidates, build=build_dynamic_tree,
     verify=verify_dynamic, fields=DYNAMIC_FIELDS, validate=_validate, acceptance=_acceptance,
     path_probs=dynamic_path_probs, candidate_sets=topk_sets))

@@ -1,4 +1,4 @@
-"""Model protocol, adapters and the model registry.
+"""Model protocol, adapters and the catalog of model pairs (catalog, locate, loading).
 
 The protocol (``rheo.models.base``) is imported eagerly; names that pull in
 ``transformers`` are imported on first access, so ``import rheo.models.toy``
@@ -23,13 +23,13 @@ _LAZY = {
     "HFTarget": "rheo.models.hf_target",
     "HFTargetSession": "rheo.models.hf_target",
     "make_tiny_llama": "rheo.models.tiny",
-    "MODELS": "rheo.models.registry",
-    "ModelEntry": "rheo.models.registry",
-    "ModelPair": "rheo.models.registry",
-    "ModelWeightsNotFoundError": "rheo.models.registry",
-    "ModelMismatchError": "rheo.models.registry",
-    "get_entry": "rheo.models.registry",
-    "load_model_pair": "rheo.models.registry",
+    "MODELS": "rheo.models.catalog",
+    "ModelEntry": "rheo.models.catalog",
+    "get_entry": "rheo.models.catalog",
+    "ModelWeightsNotFoundError": "rheo.models.locate",
+    "ModelPair": "rheo.models.loading",
+    "ModelMismatchError": "rheo.models.loading",
+    "load_model_pair": "rheo.models.loading",
 }
 
 __all__ = [

@@ -25,6 +25,7 @@ import torch
 from rheo.models.base import TreeView
 from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, attend, dequantize_int8
 from rheo.models.weights import CorruptWeightsError, check_weight_files
+from rheo.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -165,16 +166,13 @@ class Eagle3Session:
 
 
 # ---------------------------------------------------------------------- loading
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
 def head_weights_fix(head_dir: Path) -> str:
     """What to do about an unreadable weights file of the head in ``head_dir``."""
     try:
-        rel = head_dir.resolve().relative_to(_REPO_ROOT)
+        rel = head_dir.resolve().relative_to(REPO_ROOT)
     except ValueError:
         return f"re-download (or re-train) the head into {head_dir}, or point head_path at a good copy"
-    return f"restore the committed head: `git checkout -- {rel}` (in {_REPO_ROOT})"
+    return f"restore the committed head: `git checkout -- {rel}` (in {REPO_ROOT})"
 
 
 def _read_state(head_dir: Path) -> dict:
@@ -232,22 +230,8 @@ def load_eagle3_drafter(head_dir, target_hf_model, device="cpu", dtype: Optional
     declared = raw.get("target_hidden_size")
     cfg.target_hidden_size = t_hidden
     embed = _embeddings(head_dir, cfg, state.pop("embed_tokens.weight", None), declared, target_hf_model, t_vocab)
-    if "d2t" not in state:
-        state["d2t"] = torch.zeros(cfg.draft_vocab_size, dtype=torch.long)
-    if "t2d" not in state or state["t2d"].shape[0] != t_vocab:
-        t2d = torch.zeros(t_vocab, dtype=torch.bool)
-        ids = torch.arange(cfg.draft_vocab_size) + state["d2t"].long()
-        t2d[ids.clamp(0, t_vocab - 1)] = True
-        state["t2d"] = t2d
+    _check_vocabulary_maps(head_dir, cfg, state, t_vocab)
     cfg.vocab_size = t_vocab
-    d2t = state["d2t"].long()
-    if d2t.shape[0] != cfg.draft_vocab_size:
-        raise Eagle3LoadError(f"{head_dir}: d2t has {d2t.shape[0]} entries, draft_vocab_size is {cfg.draft_vocab_size}")
-    target_ids = torch.arange(cfg.draft_vocab_size) + d2t
-    if int(target_ids.min()) < 0 or int(target_ids.max()) >= t_vocab:
-        raise Eagle3LoadError(f"{head_dir}: d2t maps draft ids to target ids in [{int(target_ids.min())}, "
-                              f"{int(target_ids.max())}], outside the target vocabulary [0, {t_vocab})")
-    state["d2t"] = d2t
     head = Eagle3Head(cfg)
     try:
         missing, unexpected = head.load_state_dict(state, strict=False)
@@ -261,6 +245,24 @@ def load_eagle3_drafter(head_dir, target_hf_model, device="cpu", dtype: Optional
     head = head.to(device=device, dtype=dtype)
     head.d2t.data = head.d2t.data.long()
     return Eagle3Drafter(head, embed.to(device=device, dtype=dtype))
+
+
+def _check_vocabulary_maps(head_dir: Path, cfg: Eagle3Config, state: dict, t_vocab: int) -> None:
+    """Check the draft -> target id map and complete the state in place: ``d2t`` [draft_vocab] long
+    offsets (target id = draft id + d2t; none = identity), ``t2d`` [t_vocab] bool (derived when
+    absent or sized for another vocabulary). The map must be injective into [0, t_vocab)."""
+    d2t = state.get("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long)).long()
+    if d2t.shape[0] != cfg.draft_vocab_size:
+        raise Eagle3LoadError(f"{head_dir}: d2t has {d2t.shape[0]} entries, draft_vocab_size is {cfg.draft_vocab_size}")
+    target_ids = torch.arange(cfg.draft_vocab_size) + d2t  # [draft_vocab]
+    if int(target_ids.min()) < 0 or int(target_ids.max()) >= t_vocab:
+        raise Eagle3LoadError(f"{head_dir}: d2t maps draft ids to target ids in [{int(target_ids.min())}, "
+                              f"{int(target_ids.max())}], outside the target vocabulary [0, {t_vocab})")
+    if torch.unique(target_ids).numel() != target_ids.numel():
+        raise Eagle3LoadError(f"{head_dir}: d2t maps two draft ids to one target id")
+    state["d2t"] = d2t
+    if "t2d" not in state or state["t2d"].shape[0] != t_vocab:
+        state["t2d"] = torch.zeros(t_vocab, dtype=torch.bool).index_fill_(0, target_ids, True)
 
 
 def _follow_official_head_dim(head_dir: Path, cfg: Eagle3Config, state: dict) -> None:

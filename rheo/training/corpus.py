@@ -26,9 +26,10 @@ from typing import Dict, List
 import numpy as np
 
 from rheo.io import atomic_write, atomic_write_text
+from rheo.paths import REPO_ROOT
 from rheo.training.prompts import KINDS
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "data" / "draft_corpus"
+DEFAULT_DIR = REPO_ROOT / "data" / "draft_corpus"
 
 
 @dataclass

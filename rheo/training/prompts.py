@@ -19,23 +19,21 @@ Passages come from :mod:`rheo.training.passages`. Everything is deterministic gi
 the seed and the installed packages; the generated corpus itself is committed as
 token ids (``data/draft_corpus/``), so nobody needs to rebuild it. The held-out split
 is a fixed share chosen by a hash of the prompt text (independent of order).
-:func:`benchmark_ngrams` / :func:`shares_ngram` implement the contamination check: no
-training prompt may share an 8-gram (lower-cased whitespace tokens) with a benchmark
-prompt; :func:`build_prompts` drops any that would.
+:func:`build_corpus_prompts` drops any prompt that fails the contamination check
+(:mod:`rheo.training.contamination`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, Sequence, Set, Tuple
+from typing import List, Sequence, Tuple
 
 from rheo.training import passages as _passages
+from rheo.training.contamination import benchmark_ngrams, shares_ngram
 
-NGRAM = 8
 HELD_OUT_PERCENT = 3
 KINDS = ("chat", "code", "math", "qa", "summary", "followup", "instruct")  # append only: the corpus stores indices
 
@@ -309,33 +307,3 @@ def followup_turns(seed: int, n: int) -> List[str]:
     """``n`` second-turn user messages, deterministic given ``seed``."""
     rng = random.Random(seed)
     return [rng.choice(FOLLOWUPS) for _ in range(n)]
-
-
-# ----------------------------------------------------------------------------- contamination
-def ngrams(text: str, n: int = NGRAM) -> Set[Tuple[str, ...]]:
-    """Lower-cased whitespace-token n-grams of ``text``."""
-    toks = text.lower().split()
-    return {tuple(toks[i : i + n]) for i in range(len(toks) - n + 1)}
-
-
-def benchmark_texts(benchmark_dir: str | Path | None = None) -> Iterable[str]:
-    """Every turn of every benchmark record (``data/benchmarks/*.jsonl``)."""
-    root = Path(benchmark_dir) if benchmark_dir else Path(__file__).resolve().parents[2] / "data" / "benchmarks"
-    files = sorted(root.glob("*.jsonl"))
-    if not files:
-        raise FileNotFoundError(f"no benchmark files in {root}: the contamination check needs them")
-    for f in files:
-        for line in f.read_text().splitlines():
-            if line.strip():
-                yield from json.loads(line)["turns"]
-
-
-def benchmark_ngrams(benchmark_dir: str | Path | None = None) -> Set[Tuple[str, ...]]:
-    out: Set[Tuple[str, ...]] = set()
-    for t in benchmark_texts(benchmark_dir):
-        out |= ngrams(t)
-    return out
-
-
-def shares_ngram(text: str, bench: Set[Tuple[str, ...]]) -> bool:
-    return not ngrams(text).isdisjoint(bench)

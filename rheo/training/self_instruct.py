@@ -21,7 +21,7 @@ topics and lengths follow its own distribution of plausible user messages. The s
 
 Requests are cleaned, deduplicated exactly (normalised text) and approximately (Jaccard
 similarity of word 3-gram sets, :func:`dedupe`), and filtered for benchmark 8-grams
-(:func:`rheo.training.prompts.shares_ngram`). Every choice is a function of a hash of its
+(:func:`rheo.training.contamination.shares_ngram`). Every choice is a function of a hash of its
 inputs, so the plan is deterministic given the previous passes' outputs.
 
 Terms: *area* a broad field given by hand; *topic* a model-written subject; *style* the kind
