@@ -150,7 +150,7 @@ def reference_verify(built, target_logits: torch.Tensor, cfg: SpecConfig, rng: R
 def reference_path_probs(built, target_logits: torch.Tensor, cfg: SpecConfig, static: bool) -> list[float]:
     """Probability that the accepted path holds each kept node, by recursion from the root, the
     children of a node tried one by one as the child-by-child verifiers state it
-    (:func:`reference_verify`; ``static``: ``rheo.methods.static.reference_verify_static``)."""
+    (:func:`reference_verify`; ``static``: ``rheo.reference_static.reference_verify_static``)."""
     parents, tokens = built.tree.parents.tolist(), built.tree.tokens.tolist()
     reach = [0.0] * len(parents)
 
