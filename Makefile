@@ -275,6 +275,25 @@ gpu-train-head: ## on a lent GPU, after gpu-corpus: features + EAGLE-3 training 
 	  --warm-start rheo/assets/eagle3_smollm2_135m $(TRAIN_ARGS)
 	cp "$(HEAD_GPU_DIR)/train/metrics.jsonl" "$(HEAD_GPU_DIR)/train/info.json" "$(GPU_OUT)/head/"
 
+# ---------------------------------------------------------------- same-state paired studies
+# Every compared method builds, and the target scores, its own tree at each cycle start of one
+# driver (Top-K) decoding; the rows hold exact expected emitted tokens (docs/expected-acceptance.md).
+# m ablation at T=1 (Top-K, Rheo m=0..4) and the temperature study (Top-K, m=0..2 at SS_TEMPS), on
+# SS_ITEMS items per suite (MT-bench both turns), SS_MAX_NEW tokens; measured: 21 prompts x 32 tokens
+# took ~35 min (T=1, 6 methods) and ~15 min (T=0, 4 methods) on one core of the 2-core VM, shared.
+SS_ITEMS ?= 3
+SS_MAX_NEW ?= 32
+SS_TEMPS ?= 0.0 0.5
+SS_RESULTS ?= results/same_state
+SS := $(PY) -m eval.same_state dataset=all method=topk model=$(MODEL) device=$(DEVICE) dtype=$(TAU_DTYPE) \
+	num_threads=$(THREADS) seed=$(SEEDS) limit=$(SS_ITEMS) max_new_tokens=$(SS_MAX_NEW) output_dir="$(SS_RESULTS)"
+.PHONY: same-state-studies
+same-state-studies: $(VENV_STAMP) ## paired same-state studies (m ablation at T=1, temperature) -> results/tables/same_state.md, figure, archive
+	$(SS) temperature=1.0 'compare=[{name:topk},{name:rheo,m:0},{name:rheo,m:1},{name:rheo,m:2},{name:rheo,m:3},{name:rheo,m:4}]'
+	for t in $(SS_TEMPS); do $(SS) temperature=$$t 'compare=[{name:topk},{name:rheo,m:0},{name:rheo,m:1},{name:rheo,m:2}]' || exit 1; done
+	$(PY) -m eval.same_state_tables "$(SS_RESULTS)" --out $(TABLES)/same_state.md \
+	  --figure $(FIGURES)/same_state_$(MODEL)_n$(SS_MAX_NEW)_$(DEVICE).png --archive "$(SS_RESULTS).parquet"
+
 .PHONY: methods
 methods: ## every method at the paper's node budget (Top-K, Rheo m=1, RSD, SpecInfer, chain; T=0 and 1), ITEMS/SEEDS/MAX_NEW as above; then tables+figures
 	$(RUN) experiment=methods seed=$(SEEDS) limit=$(ITEMS) max_new_tokens=$(MAX_NEW) num_threads=$(THREADS)
