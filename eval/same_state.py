@@ -39,9 +39,10 @@ from eval import storage
 from eval.data import chat_messages, load_suite
 from eval.models import load_pair
 from eval.runner import git_sha, resolve_path
-from eval.schema import config_hash, generation_seed, method_key, register_configs, validate
+from eval.keys import config_hash, generation_seed
+from eval.schema import method_key, register_configs, validate
 from eval.validate import check_against_pair
-from rheo.methods import get_method
+from rheo.methods import get_method, method_names
 
 log = logging.getLogger("eval.same_state")
 FINGERPRINT = {"project": "rheo", "content": "rheo same-state rows", "layout": 1}
@@ -95,7 +96,7 @@ def compared_configs(cfg: DictConfig) -> list[tuple[object, dict]]:
         one = cfg.copy()
         with open_dict(one):
             one.method = entry
-        if entry.name in ("ar", "hf_generate"):
+        if entry.name in method_names("reference"):
             raise ValueError(f"compare[{i}].name must be a registered method (a tree), got {entry.name!r}")
         try:
             out.append((validate(one), method_key(one)))
@@ -107,7 +108,7 @@ def compared_configs(cfg: DictConfig) -> list[tuple[object, dict]]:
 def run(cfg: DictConfig) -> SameStateSummary:
     """Run (or resume) the same-state evaluation of one driver configuration."""
     driver = validate(cfg)
-    if driver is None:
+    if get_method(driver.method).is_reference:
         raise ValueError(f"method (the driver) must be a registered method, got {cfg.method.name!r}")
     compared = [Compared(spec, key, config_hash(key)) for spec, key in compared_configs(cfg)]
     root = resolve_path(cfg.output_dir)

@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 from eval import storage
-from eval.schema import config_hash
+from eval.keys import config_hash
 
 TREE = {"k": 10, "depth": 8, "tree_size": 60, "sparse_top": 128}
 

@@ -15,7 +15,8 @@ import eval.runner as runner
 from eval import storage
 from eval.analysis import with_speedup
 from eval.compose import compose_config
-from eval.schema import config_hash, method_key
+from eval.keys import config_hash
+from eval.schema import method_key
 from rheo.config import SpecConfig
 from rheo.methods.static import MAX_STATIC_NODES
 
