@@ -3,7 +3,7 @@
 Everything here is a function of the rows that eval/storage.py loads; nothing
 is stored twice. Terms:
 
-* **variant** - the label a row's method registers (rheo.methods): "ar", "topk",
+* **variant** - the label a row's method registers (rheo.methods): 'ar', "topk",
   "rheo m=<m>" (Rheo rows of the lossy ablations, verify_order != stochastic_first
   or proxy != rheo, are labelled as such), "static rsd (4,2,1)", "chain d=8".
 * **setting** - what must match for two variants to be compared: model,

@@ -76,7 +76,7 @@ def reference_specs(temperature: float) -> list[SpecConfig]:
 
 
 def label(spec: SpecConfig) -> str:
-    """The variant label of a row ("ar", "topk", "rheo m=1")."""
+    """The variant label of a row ('ar', 'topk', 'rheo m=1')."""
     return get_method(spec.method).variant(spec)
 
 

@@ -142,7 +142,7 @@ class TauRun:
 
     @property
     def method(self) -> str:
-        """The variant label ("ar", "topk", "rheo m=1")."""
+        """The variant label ('ar', 'topk', 'rheo m=1')."""
         return get_method(self.spec.method).variant(self.spec)
 
     @property

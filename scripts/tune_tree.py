@@ -97,7 +97,7 @@ def main(argv=None) -> int:
               "torch": torch.__version__, "threads": args.threads, "model": args.model,
               "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "prompts": len(texts), "max_new_tokens": args.max_new, "temperatures": temps,
-              "costs": {}, "ar": [], "runs": [], "expected": []}
+              "costs": {}, AR.name: [], "runs": [], "expected": []}
     pairs = {}
     for dtype in dtypes:
         pair = load_model_pair(args.model, device=args.device, dtype=DTYPES[dtype])
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
         for t in temps:
             ar = tuning.run_tau(pair, prompts, SpecConfig(method=AR.name, temperature=t), args.max_new, args.seed,
                                 args.device)
-            report["ar"].append({"dtype": dtype, "temperature": t, "tokens_per_s": ar.tokens_per_s,
+            report[AR.name].append({"dtype": dtype, "temperature": t, "tokens_per_s": ar.tokens_per_s,
                                  "new_tokens": ar.new_tokens, "wall_s": ar.wall_s})
             print(f"[{dtype}] AR T={t:g}: {ar.tokens_per_s:.1f} tok/s")
     if args.costs_only:
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     report["tau_dtype"] = tau_dtype
     pair = pairs[tau_dtype]
     prompts = [pair.format_chat([{"role": "user", "content": t}]) for t in texts]
-    ar_tps = {(a["dtype"], a["temperature"]): a["tokens_per_s"] for a in report["ar"]}
+    ar_tps = {(a["dtype"], a["temperature"]): a["tokens_per_s"] for a in report[AR.name]}
     for shape in shapes:
         for name, fields in METHODS:
             for t in temps:
@@ -213,7 +213,7 @@ def markdown(report: dict) -> str:
         lines.append(f"| {dtype} | " + " | ".join(f"{v:.1f}" for v in c["target_ms"].values())
                      + f" | {heads} | {c['commit_ms']:.1f} |")
     lines += ["", "AR tokens/s: " + ", ".join(f"{a['dtype']} T={a['temperature']:g}: {a['tokens_per_s']:.1f}"
-                                             for a in report["ar"]), "",
+                                             for a in report[AR.name]), "",
               "## Shapes (tau measured; speedup over AR in the same dtype and T)", "",
               "| method | K | depth | R | T | tau | core ms | " + " | ".join(
                   f"expected {d}" for d in report["costs"]) + f" | measured ({report['tau_dtype']}) |",

@@ -23,7 +23,7 @@ from eval.schema import method_key, validate
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.exact import decoder_distribution, target_distribution, total_variation
-from rheo.methods import get_method, method_names, unregister
+from rheo.methods import Method, get_method, method_names, unregister
 from rheo.methods.static import PRESETS, num_nodes
 from toys import toy_pair
 
@@ -236,3 +236,23 @@ def test_method_acceptance_table_matches_monte_carlo(tmp_path):
     # seeded; a 4-sigma band (false-alarm rate ~6e-4 over the 10 cases) around the closed form
     sigma = (frame["closed_form"] * (1 - frame["closed_form"]) / frame["n_cycles"]) ** 0.5
     assert ((frame["monte_carlo"] - frame["closed_form"]).abs() <= 4 * sigma + 1e-9).all(), frame
+
+
+def test_baselines_are_reference_methods_run_through_one_generate():
+    from baselines import AR, HF_GENERATE, autoregressive_generate
+    from eval.generation import generate, phase_timer
+    from eval.models import make_tiny_pair
+
+    assert method_names("reference") == sorted([AR.name, HF_GENERATE.name]) and AR.name not in method_names()
+    pair = make_tiny_pair()
+    prompt = pair.format_chat([{"role": "user", "content": "hi"}])
+    want = autoregressive_generate(pair.target, prompt, 6, 0.0).tokens
+    for name in (AR.name, HF_GENERATE.name, "topk"):
+        spec = SpecConfig(method=name, k=4, depth=2, tree_size=6, temperature=0.0)
+        assert generate(pair, spec, prompt, 6, torch.Generator().manual_seed(0)).tokens == want, name
+    assert phase_timer(SpecConfig(method=HF_GENERATE.name), "cpu") is None  # transformers runs that loop
+    assert phase_timer(SpecConfig(method=AR.name), "cpu") is not None
+    with pytest.raises(ValueError, match="reference method"):
+        speculative_generate(pair.target, pair.drafter, prompt, 4, config=SpecConfig(method=AR.name))
+    with pytest.raises(ValueError, match="needs generate"):
+        Method(name="no_loop", display="No loop", kind="reference")
