@@ -35,12 +35,13 @@ from baselines import AR
 from eval.storage import ROW_SCHEMA, load_results
 from rheo.config import SpecConfig
 from rheo.methods import get_method, method_of_variant
+from rheo.methods.topk import DYNAMIC_FIELDS
 
 log = logging.getLogger(__name__)
 
 PAIR_KEY = ["model", "target_path", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
             "max_new_tokens"]
-TREE = ["k", "depth", "tree_size", "sparse_top"]
+TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.methods)
 SETTING = ["model", "target_path", "head_path", "device", "dtype", "max_new_tokens"] + TREE
 DEFAULT_WEIGHTS = "default"
 SUITE_ORDER = ["mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq"]

@@ -29,7 +29,6 @@ from rheo.timing import PHASES
 
 PHASE_COLS = [f"phase_{p}_ms" for p in PHASES]
 GROUP = ["model", "device", "dtype", "max_new_tokens", "temperature"]
-TREE_COLS = ["k", "depth", "tree_size", "sparse_top"]
 FIRST_TREE_METHOD = "topk"  # the speed tables list the references, then Top-K, then the rest by label
 
 
