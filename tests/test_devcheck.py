@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from baselines import AR, HF_GENERATE
 from eval import devcheck as dc
 from eval import keys, schema, storage
 from eval.compose import compose_config
@@ -25,7 +26,7 @@ def test_the_gpu_check_keys_its_rows_as_the_runner_does():
                  "method.k=4", "method.depth=2", "method.tree_size=6"]
     cases = [(spec, [f"method={spec.method}"] + (["method.m=1"] if spec.method == "rheo" else []))
              for spec in dc.reference_specs(0.5) + dc.tree_specs(TREE, 0.5)]
-    assert [dc.label(spec) for spec, _ in cases] == ["ar", "hf_generate", "topk", "rheo m=1"]
+    assert [dc.label(spec) for spec, _ in cases] == [AR.name, HF_GENERATE.name, "topk", "rheo m=1"]
     for spec, extra in cases:
         want = schema.method_key(compose_config(overrides + extra))
         got = keys.method_key(spec, model="tiny_random", device="cpu", dtype="float32", seed=0, max_new_tokens=9)
@@ -53,7 +54,7 @@ def test_greedy_checks_and_rows_on_the_tiny_pair(tmp_path):
     for spec in dc.reference_specs(0.0) + dc.tree_specs(TREE, 0.0):
         dc.timed_row(pair, meta, root, prompts[0], spec, 6)
     df = storage.load_results(root)
-    assert sorted(df["method"]) == ["ar", "hf_generate", "rheo", "topk"]
+    assert sorted(df["method"]) == [AR.name, HF_GENERATE.name, "rheo", "topk"]
     assert len({tuple(t) for t in df["output_tokens"]}) == 1  # greedy: every method, the same tokens
     assert df[df["method"] == "rheo"]["phase_draft_ms"].iloc[0] > 0
 

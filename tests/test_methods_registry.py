@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import eval.runner as runner
+from baselines import AR
 from eval import storage
 from eval.analysis import add_variant, display_name
 from eval.compose import compose_config
@@ -91,7 +92,7 @@ def test_config_hashes_of_existing_methods_unchanged():
               ("method=rheo", "paired_baseline=true"): ("12bda16cfb59", "ad715d99bbe1")}
     for overrides, (own, ar) in expect.items():
         cfg = compose_config(list(overrides))
-        key, ar_key = method_key(cfg), method_key(cfg, "ar")
+        key, ar_key = method_key(cfg), method_key(cfg, AR.name)
         if ar_key["paired_with"] is not None:  # an AR row names the config it was timed next to
             assert ar_key["paired_with"] == config_hash(key)
         assert (key.pop("head_sha", None) is None) == (overrides == ("method=ar",))
@@ -178,7 +179,7 @@ def test_static_and_chain_rows_and_the_methods_table(tmp_path):
         for extra in runs:
             runner.run(compose_config(TINY + extra + [f"temperature={t}", f"output_dir={out}"]))
     df = add_variant(storage.load_results(out))
-    assert set(df["variant"]) == {"ar", "topk", "static rsd (3,1)", "static specinfer (3,1)", "chain d=2"}
+    assert set(df["variant"]) == {AR.name, "topk", "static rsd (3,1)", "static specinfer (3,1)", "chain d=2"}
     static = df[df["method"] == "static"]
     assert all(list(b) == [3, 1] for b in static["branching"]) and set(static["replacement"]) == {True, False}
     assert (static["kept_nodes_mean"] == 6).all() and static["k"].isna().all() and static["tree_size"].isna().all()
