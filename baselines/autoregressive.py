@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 import torch
 
 from rheo.decode import EosSpec, GenerationOutput, check_prompt, eos_set
+from rheo.methods import Method, register
 from rheo.models.base import DraftTree, TargetModel
 from rheo.probs import target_probs
 from rheo.random import RandomSource, TorchRandom
@@ -59,3 +60,13 @@ def autoregressive_generate(target: TargetModel, prompt: Sequence[int], max_new_
             session.commit(zero)
         root = token
     return out
+
+
+def _generate(pair, prompt: Sequence[int], max_new_tokens: int, temperature: float, generator: torch.Generator,
+              eos_token_id: EosSpec, device: torch.device | str, timer) -> GenerationOutput:
+    return autoregressive_generate(pair.target, prompt, max_new_tokens, temperature, generator, eos_token_id,
+                                   device=device, timer=timer)
+
+
+#: the baseline of every speedup (a reference method: rheo.methods.registry)
+AR = register(Method(name="ar", display="AR (ours)", kind="reference", generate=_generate))

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 import torch
 
 from rheo.decode import EosSpec, GenerationOutput, check_prompt, eos_set
+from rheo.methods import Method, register
 
 
 def hf_generate(hf_model: torch.nn.Module, prompt: Sequence[int], max_new_tokens: int,
@@ -41,3 +42,13 @@ def hf_generate(hf_model: torch.nn.Module, prompt: Sequence[int], max_new_tokens
     if hit is not None:
         tokens = tokens[: hit + 1]  # generate pads after EOS
     return GenerationOutput(tokens=tokens, accept_lengths=[1] * len(tokens))
+
+
+def _generate(pair, prompt: Sequence[int], max_new_tokens: int, temperature: float, generator: torch.Generator,
+              eos_token_id: EosSpec, device: torch.device | str, timer) -> GenerationOutput:
+    return hf_generate(pair.hf_model, prompt, max_new_tokens, temperature, generator.initial_seed(), eos_token_id)
+
+
+#: a speed reference for the AR baseline; transformers runs the loop, so its phases cannot be timed
+HF_GENERATE = register(Method(name="hf_generate", display="transformers generate", kind="reference",
+                              generate=_generate, phases=False))

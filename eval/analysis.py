@@ -3,7 +3,7 @@
 Everything here is a function of the rows that eval/storage.py loads; nothing
 is stored twice. Terms:
 
-* **variant** - "ar", or the label its method registers (rheo.methods): "topk",
+* **variant** - the label a row's method registers (rheo.methods): 'ar', "topk",
   "rheo m=<m>" (Rheo rows of the lossy ablations, verify_order != stochastic_first
   or proxy != rheo, are labelled as such), "static rsd (4,2,1)", "chain d=8".
 * **setting** - what must match for two variants to be compared: model,
@@ -31,14 +31,17 @@ from typing import Iterable, Optional, Sequence
 import pandas as pd
 import pyarrow as pa
 
+from baselines import AR
 from eval.storage import ROW_SCHEMA, load_results
+from rheo.config import SpecConfig
 from rheo.methods import get_method, method_of_variant
+from rheo.methods.topk import DYNAMIC_FIELDS
 
 log = logging.getLogger(__name__)
 
 PAIR_KEY = ["model", "target_path", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
             "max_new_tokens"]
-TREE = ["k", "depth", "tree_size", "sparse_top"]
+TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.methods)
 SETTING = ["model", "target_path", "head_path", "device", "dtype", "max_new_tokens"] + TREE
 DEFAULT_WEIGHTS = "default"
 SUITE_ORDER = ["mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq"]
@@ -76,14 +79,16 @@ def add_variant(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-#: rows of these methods are references (no draft tree, no registered method)
-REFERENCE_METHODS = ("ar", "hf_generate")
-
-
 def variant_label(row) -> str:
-    """'ar', 'hf_generate' (the speed reference), or the row's method's label (rheo.methods): 'topk',
+    """The row's method's label (rheo.methods): 'ar', 'hf_generate' (the references), 'topk',
     'rheo m=1', 'static rsd (4,2,1)', ..."""
-    return row.method if row.method in REFERENCE_METHODS else get_method(row.method).variant(row)
+    return get_method(row.method).variant(row)
+
+
+def variant_of(method: str, **fields) -> str:
+    """The label of ``method`` with ``fields`` as its rows get it: ``variant_of("rheo", m=1)`` is
+    'rheo m=1' (tables and figures name variants through the registry, never by hand)."""
+    return get_method(method).variant(SpecConfig(method=method, **fields))
 
 
 def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
@@ -97,11 +102,11 @@ def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
     """
     df = df.drop(columns=[c for c in DERIVED_COLUMNS[1:] if c in df.columns])
     cols = PAIR_KEY + ["new_tokens", "wall_s"]
-    ar = df[df["method"] == "ar"].rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s"})
+    ar = df[df["method"] == AR.name].rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s"})
     ar_cols = [c if c not in ("new_tokens", "wall_s") else f"ar_{c}" for c in cols]
     shared = ar[ar["paired_with"].isna()][ar_cols]
     paired = ar[ar["paired_with"].notna()][ar_cols + ["paired_with"]].rename(columns={"paired_with": "config_hash"})
-    is_spec = (df["method"] != "ar").to_numpy()
+    is_spec = (df["method"] != AR.name).to_numpy()
     spec = df[is_spec]
     # (left merges keep the order and number of spec's rows)
     own = spec.merge(paired, on=PAIR_KEY + ["config_hash"], how="left", validate="many_to_one")
@@ -122,7 +127,7 @@ def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
 def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
     """The non-AR rows of :func:`add_speedup` (of ``df`` as it is when it has a speedup column)."""
     full = df if "speedup" in df.columns else add_speedup(df)
-    return full[full["method"] != "ar"].reset_index(drop=True)
+    return full[full["method"] != AR.name].reset_index(drop=True)
 
 
 def _drop_unusable_speedups(out: pd.DataFrame) -> None:

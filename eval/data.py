@@ -7,7 +7,7 @@ error names where the record is: ``file:line`` for a JSON-lines file (checked
 line by line before ``datasets`` reads it), ``source, record i`` otherwise.
 
 * The six suites (``dataset.path`` and ``dataset.hub`` unset): the JSON-lines files
-  of ``data_dir`` (eval.schema.SUITE_FILES). ``question_id`` an integer unique in
+  of ``data_dir`` (eval.keys.SUITE_FILES). ``question_id`` an integer unique in
   its file, ``turns`` a non-empty list of non-empty strings (MT-bench has two),
   ``category`` a string when present.
 * A user's prompt set (``dataset.path`` or ``dataset.hub``; eval/prompt_sources.py):
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from eval.schema import SUITE_FILES
+from eval.keys import SUITE_FILES
 
 
 class BenchmarkDataError(ValueError):

@@ -4,7 +4,8 @@ Hydra-, omegaconf- and ``datasets``-free on purpose (a GPU machine without a pac
 registry runs it with torch, transformers, pandas and pyarrow, plus the ``gguf`` and
 ``accelerate`` wheels the SmolLM2 GGUF needs): prompts are read from the JSONL files
 directly, and rows are written with :mod:`eval.storage` in the harness layout, keyed
-and hashed as :mod:`eval.schema` does (tests check both copies agree).
+and hashed by :mod:`eval.keys` as the runner's are. Every generation goes through
+:func:`eval.generation.generate`; methods are given as :class:`rheo.config.SpecConfig`.
 
 Terms: *identity* - greedy output token-for-token equal to ``generate(do_sample=False)``;
 *agreement* - tokens before the first divergence; *margin* - the target's top-1 minus
@@ -15,7 +16,6 @@ not a bug; a wide margin is).
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -24,16 +24,14 @@ from typing import Optional, Sequence
 
 import torch
 
-from baselines.autoregressive import autoregressive_generate
-from baselines.hf_generate import hf_generate
+from baselines import AR, HF_GENERATE
 from eval import storage
+from eval.generation import generate, phase_timer
+from eval.keys import SUITE_FILES, config_hash, generation_seed, method_key
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
-from rheo.timing import PhaseTimer
+from rheo.methods import get_method
 
-#: same as eval.schema.SUITE_FILES (kept here so this module needs no hydra)
-SUITE_FILES = {"alpaca": "alpaca.jsonl", "gsm8k": "gsm8k.jsonl", "humaneval": "humaneval.jsonl",
-               "mt_bench": "mt_bench.jsonl", "nq": "qa.jsonl", "cnn_dm": "sum.jsonl"}
 SUITE_ORDER = ("mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq")
 PAPER_TREE = dict(k=10, depth=8, tree_size=60, sparse_top=128)
 
@@ -56,16 +54,6 @@ def load_prompts(data_dir: Path, per_suite: int, suites: Sequence[str] = SUITE_O
     return out
 
 
-def generation_seed(suite: str, item_id: int, turn: int, seed: int) -> int:
-    """Same recipe as eval.schema.generation_seed."""
-    return int.from_bytes(hashlib.sha256(f"{suite}/{item_id}/{turn}/{seed}".encode()).digest()[:7], "little")
-
-
-def config_hash(key: dict) -> str:
-    """Same recipe as eval.schema.config_hash."""
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
 def sync(device) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
@@ -75,8 +63,21 @@ def generator(device, seed: int) -> torch.Generator:
     return torch.Generator(device=torch.device(device).type).manual_seed(seed)
 
 
-def spec(method: str, temperature: float, tree: dict) -> SpecConfig:
-    return SpecConfig(method="topk" if method == "topk" else "rheo", m=1, temperature=temperature, **tree)
+def tree_specs(tree: dict, temperature: float) -> list[SpecConfig]:
+    """The tree methods every check compares: Top-K and Rheo m=1 on ``tree`` (k, depth, tree_size, sparse_top)."""
+    return [SpecConfig(method="topk", temperature=temperature, **tree),
+            SpecConfig(method="rheo", m=1, temperature=temperature, **tree)]
+
+
+def reference_specs(temperature: float) -> list[SpecConfig]:
+    """The reference methods of the speed check: our AR and transformers generate."""
+    return [SpecConfig(method=AR.name, temperature=temperature), SpecConfig(method=HF_GENERATE.name,
+                                                                            temperature=temperature)]
+
+
+def label(spec: SpecConfig) -> str:
+    """The variant label of a row ('ar', 'topk', 'rheo m=1')."""
+    return get_method(spec.method).variant(spec)
 
 
 # ------------------------------------------------------------------ greedy identity / agreement
@@ -104,11 +105,10 @@ def greedy_vs_generate(pair, prompts: list[Prompt], max_new: int, tree: dict, de
     rows = []
     for p in prompts:
         ids = pair.format_chat([{"role": "user", "content": p.text}])
-        ref = hf_generate(pair.hf_model, ids, max_new, 0.0, eos_token_id=eos).tokens
-        outs = {"ar": autoregressive_generate(pair.target, ids, max_new, 0.0, eos_token_id=eos, device=device)}
-        for method in ("topk", "rheo m=1"):
-            outs[method] = speculative_generate(pair.target, pair.drafter, ids, max_new, spec(method, 0.0, tree),
-                                                generator(device, 0), eos)
+        ref = generate(pair, SpecConfig(method=HF_GENERATE.name, temperature=0.0), ids, max_new,
+                       generator(device, 0), eos, device).tokens
+        outs = {label(one): generate(pair, one, ids, max_new, generator(device, 0), eos, device)
+                for one in [SpecConfig(method=AR.name, temperature=0.0)] + tree_specs(tree, 0.0)}
         for method, out in outs.items():
             div = first_divergence(ref, out.tokens)
             row = {"suite": p.suite, "item_id": p.item_id, "method": method, "dtype": dtype, "ref_len": len(ref),
@@ -129,10 +129,9 @@ def greedy_runs(pair, prompts: list[Prompt], max_new: int, tree: dict, device) -
     rows = []
     for p in prompts:
         ids = pair.format_chat([{"role": "user", "content": p.text}])
-        for method in ("topk", "rheo m=1"):
-            out = speculative_generate(pair.target, pair.drafter, ids, max_new, spec(method, 0.0, tree),
-                                       generator(device, 0), eos)
-            rows.append({"suite": p.suite, "method": method, "tau": out.tau, "tokens": out.tokens})
+        for one in tree_specs(tree, 0.0):
+            out = generate(pair, one, ids, max_new, generator(device, 0), eos, device)
+            rows.append({"suite": p.suite, "method": label(one), "tau": out.tau, "tokens": out.tokens})
     return rows
 
 
@@ -143,10 +142,9 @@ def same_seed_twice(pair, prompts: list[Prompt], max_new: int, tree: dict, devic
     rows = []
     for p in prompts:
         ids = pair.format_chat([{"role": "user", "content": p.text}])
-        for method in ("topk", "rheo m=1"):
-            runs = [speculative_generate(pair.target, pair.drafter, ids, max_new, spec(method, 1.0, tree),
-                                         generator(device, 1234), eos).tokens for _ in range(2)]
-            rows.append({"suite": p.suite, "method": method, "same": runs[0] == runs[1], "len": len(runs[0])})
+        for one in tree_specs(tree, 1.0):
+            runs = [generate(pair, one, ids, max_new, generator(device, 1234), eos, device).tokens for _ in range(2)]
+            rows.append({"suite": p.suite, "method": label(one), "same": runs[0] == runs[1], "len": len(runs[0])})
     return rows
 
 
@@ -184,54 +182,24 @@ def chi_square_on_device(device, n_runs: int) -> list[dict]:
 
 
 # ------------------------------------------------------------------ speed rows (harness layout)
-def method_key(model: str, device: str, dtype: str, method: str, temperature: float, max_new: int,
-               tree: Optional[dict]) -> dict:
-    """The harness's method key (eval.schema.method_key, seed 0, default weights, shared AR)."""
-    key = {"model": model, "target_path": None, "head_path": None, "device": device, "dtype": dtype,
-           "method": "rheo" if method.startswith("rheo") else method, "temperature": float(temperature),
-           "seed": 0, "max_new_tokens": int(max_new), "k": None, "m": None, "depth": None, "tree_size": None,
-           "sparse_top": None, "verify_order": None, "proxy": None, "paired_with": None}
-    if tree is not None:
-        key.update(k=tree["k"], depth=tree["depth"], tree_size=tree["tree_size"], sparse_top=tree["sparse_top"])
-    if key["method"] == "rheo":
-        key.update(m=1, verify_order="stochastic_first", proxy="rheo")
-    if tree is not None:
-        from rheo.models.catalog import MODELS
-        from rheo.models.locate import head_fingerprint
-
-        if model in MODELS:
-            key["head_sha"] = head_fingerprint(model)
-    return key
-
-
 @torch.inference_mode()
-def timed_row(pair, meta: dict, root: Optional[Path], p: Prompt, method: str, temperature: float, max_new: int,
-              tree: Optional[dict]) -> dict:
-    """Generate once (timed, phases profiled) and store the row under ``root`` (None: a warm-up,
-    not stored); returns it."""
-    key = method_key(meta["model"], meta["device"], meta["dtype"], method, temperature, max_new, tree)
+def timed_row(pair, meta: dict, root: Optional[Path], p: Prompt, spec: SpecConfig, max_new: int) -> dict:
+    """Generate once with ``spec`` (timed, phases profiled) and store the row under ``root`` (None: a
+    warm-up, not stored); returns it. Keyed as the runner keys a run of seed 0 with default weights."""
+    device = meta["device"]
+    key = method_key(spec, model=meta["model"], device=device, dtype=meta["dtype"], seed=0, max_new_tokens=max_new)
     chash = config_hash(key)
     ids = pair.format_chat([{"role": "user", "content": p.text}])
     eos = list(pair.eos_token_ids) or None
     seed = generation_seed(p.suite, p.item_id, 0, 0)
-    device = meta["device"]
-    tm = PhaseTimer(device) if method != "hf_generate" else None
+    tm = phase_timer(spec, device)
     g = generator(device, seed)
     sync(device)
     t0 = time.perf_counter()
-    if method == "ar":
-        out = autoregressive_generate(pair.target, ids, max_new, temperature, g, eos, device=device, timer=tm)
-    elif method == "hf_generate":
-        out = hf_generate(pair.hf_model, ids, max_new, temperature, seed, eos)
-    else:
-        out = speculative_generate(pair.target, pair.drafter, ids, max_new, spec(method, temperature, tree), g,
-                                   eos, timer=tm)
+    out = generate(pair, spec, ids, max_new, g, eos, device, timer=tm)
     sync(device)
     wall = time.perf_counter() - t0
-    row = {c: None for c in storage.COLUMNS}
-    row.update({k: key[k] for k in ("model", "target_path", "head_path", "method", "m", "temperature", "seed",
-                                     "k", "depth", "tree_size", "sparse_top", "verify_order", "proxy",
-                                     "max_new_tokens", "paired_with")})
+    row = storage.key_row(key)
     row.update(meta, dataset=p.suite, item_id=p.item_id, turn=0, category=p.category, gen_seed=seed,
                config_hash=chash, prompt_tokens=len(ids), new_tokens=len(out.tokens),
                target_calls=out.target_calls, tau=out.tau, accept_lengths=list(out.accept_lengths),

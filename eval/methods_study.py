@@ -22,10 +22,10 @@ from typing import Optional
 
 import pandas as pd
 
-from eval.analysis import (DEFAULT_WEIGHTS, REFERENCE_METHODS, display_name, fmt, restrict_to_common, variant_summary,
+from eval.analysis import (DEFAULT_WEIGHTS, display_name, fmt, restrict_to_common, variant_summary,
                            with_speedup)
 from eval.tables import frame_markdown
-from rheo.methods import get_method
+from rheo.methods import get_method, method_names
 from rheo.methods.registry import KINDS, registration_rank
 
 BASE = ["model", "target_path", "head_path", "device", "dtype", "max_new_tokens", "sparse_top"]
@@ -54,7 +54,7 @@ def _order(rows: pd.DataFrame) -> list[str]:
 def studies(df: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:
     """(setting, method rows with entry and speedup) of every setting that has a static-tree method."""
     spec = with_speedup(df)
-    spec = spec[~spec["method"].isin(REFERENCE_METHODS)]  # e.g. the `generate` speed reference
+    spec = spec[~spec["method"].isin(method_names("reference"))]  # e.g. the `generate` speed reference
     if spec.empty:
         return []
     out = []

@@ -18,10 +18,10 @@ import pandas as pd  # noqa: E402
 
 from eval.analysis import (DEFAULT_WEIGHTS, display_name, restrict_to_common, setting_title,  # noqa: E402
                            settings, suites_in, temperature_cells, variant_summary)
-from eval.tables import ABLATION_MS, MAIN_T, TEMPERATURE_MS  # noqa: E402
+from rheo.methods import get_method  # noqa: E402
+from eval.tables import ABLATION_MS, MAIN_T, PAPER_RHEO, TEMPERATURE_MS, TOPK, rheo_variant  # noqa: E402
 
-COLORS = {"topk": "#7f7f7f", "rheo m=0": "#9ecae1", "rheo m=1": "#d62728", "rheo m=2": "#3182bd",
-          "rheo m=3": "#08519c"}
+COLORS = {TOPK: "#7f7f7f", **{rheo_variant(m): c for m, c in enumerate(("#9ecae1", "#d62728", "#3182bd", "#08519c"))}}
 
 
 
@@ -52,18 +52,18 @@ def m_ablation_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
     """tau (pooled, 95% CI) vs m at T=1, with Top-K as a horizontal band."""
     out = []
     for setting, rows in settings(df[df["temperature"] == MAIN_T]):
-        ms = [m for m in ABLATION_MS if (rows["variant"] == f"rheo m={m}").any()]
-        if "topk" not in set(rows["variant"]) or len(ms) < 2:
+        ms = [m for m in ABLATION_MS if (rows["variant"] == rheo_variant(m)).any()]
+        if TOPK not in set(rows["variant"]) or len(ms) < 2:
             continue
-        rows = restrict_to_common(rows, ["topk"] + [f"rheo m={m}" for m in ms])
-        cells = [variant_summary(rows[rows["variant"] == f"rheo m={m}"]) for m in ms]
-        top = variant_summary(rows[rows["variant"] == "topk"])
+        rows = restrict_to_common(rows, [TOPK] + [rheo_variant(m) for m in ms])
+        cells = [variant_summary(rows[rows["variant"] == rheo_variant(m)]) for m in ms]
+        top = variant_summary(rows[rows["variant"] == TOPK])
         fig, ax = plt.subplots(figsize=(6.0, 3.2))
-        ax.axhspan(top["tau"] - _z(top["tau_ci"]), top["tau"] + _z(top["tau_ci"]), color=COLORS["topk"], alpha=0.2,
-                   label=f"{display_name('topk')} 95% CI")
-        ax.axhline(top["tau"], color=COLORS["topk"], ls="--", label=display_name("topk"))
+        ax.axhspan(top["tau"] - _z(top["tau_ci"]), top["tau"] + _z(top["tau_ci"]), color=COLORS[TOPK], alpha=0.2,
+                   label=f"{display_name(TOPK)} 95% CI")
+        ax.axhline(top["tau"], color=COLORS[TOPK], ls="--", label=display_name(TOPK))
         ax.errorbar(ms, [c["tau"] for c in cells], yerr=[_z(c["tau_ci"]) for c in cells], marker="o",
-                    color=COLORS["rheo m=1"], capsize=3, label=f"{display_name('rheo')} (95% CI)")
+                    color=COLORS[PAPER_RHEO], capsize=3, label=f"{get_method('rheo').display} (95% CI)")
         ax.set(xlabel="m (lead slots per expanded node)", ylabel=TAU_LABEL, xticks=ms)
         ax.set_title(_title({**setting, "temperature": MAIN_T}, width=60), fontsize=7)
         legend_outside(ax)
@@ -77,7 +77,7 @@ def temperature_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
     (a variant run at one temperature only is a lone marker); side by side so the CI bars stay apart."""
     out = []
     for setting, rows in settings(df):
-        study = temperature_cells(rows, ["topk"] + [f"rheo m={m}" for m in TEMPERATURE_MS])
+        study = temperature_cells(rows, [TOPK] + [rheo_variant(m) for m in TEMPERATURE_MS])
         if study is None:
             continue
         variants, temps, cells = study
@@ -106,7 +106,7 @@ def suite_bar_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
     """Per-suite bars of tau, Top-K vs Rheo m=1, at T=1; and of speedup when AR rows are paired
     (a tau experiment has none: its figure has the tau panel only)."""
     out = []
-    variants = ["topk", "rheo m=1"]
+    variants = [TOPK, PAPER_RHEO]
     for setting, rows in settings(df[df["temperature"] == MAIN_T]):
         rows = restrict_to_common(rows, variants)
         if rows.empty:

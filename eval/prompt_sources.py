@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from eval.data import BenchmarkDataError, Fields, read_records
-from eval.schema import SUITE_FILES
+from eval.keys import SUITE_FILES
 
 FORMATS = {".jsonl": "json", ".parquet": "parquet", ".arrow": "arrow"}
 SAVED_MARKERS = ("dataset_dict.json", "state.json")  # what save_to_disk writes

@@ -31,11 +31,16 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from eval import storage
+from baselines import AR
 from eval.data import Item, chat_messages, load_prompts
+from eval.generation import generate, phase_timer
+from eval.keys import config_hash, generation_seed
 from eval.models import load_pair
-from eval.schema import config_hash, generation_seed, method_key, validate
+from eval.schema import method_key, spec_config, validate
 from eval.validate import check_against_pair
-from rheo.timing import PhaseTimer, device_name
+from rheo.config import SpecConfig
+from rheo.methods import get_method
+from rheo.timing import device_name
 
 log = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -68,10 +73,13 @@ class RunInterrupted(KeyboardInterrupt):
 
 @dataclass
 class _Job:
-    method: str
-    spec: object  # SpecConfig or None for AR
+    spec: SpecConfig  # the run's method, or the AR baseline next to it
     chash: str
     cdir: Path
+
+    @property
+    def method(self) -> str:
+        return self.spec.method
 
 
 def run(cfg: DictConfig) -> RunSummary:
@@ -110,16 +118,16 @@ def run(cfg: DictConfig) -> RunSummary:
     return summary
 
 
-def _jobs(cfg: DictConfig, spec, root: Path) -> list[_Job]:
-    methods = [cfg.method.name]
-    if cfg.baseline and cfg.method.name != "ar":
-        methods.append("ar")
+def _jobs(cfg: DictConfig, spec: SpecConfig, root: Path) -> list[_Job]:
+    specs = [spec]
+    if cfg.baseline and spec.method != AR.name:
+        specs.append(spec_config(cfg, AR.name))
     jobs = []
-    for method in methods:
-        key = method_key(cfg, method)
+    for one in specs:
+        key = method_key(cfg, one.method)
         chash = config_hash(key)
         cdir = storage.prepare_config_dir(root, cfg.model.name, chash, key)
-        jobs.append(_Job(method, spec if method != "ar" else None, chash, cdir))
+        jobs.append(_Job(one, chash, cdir))
     return jobs
 
 
@@ -160,7 +168,7 @@ JOB_ENV = "RHEO_JOB"
 
 def progress_bar(cfg: DictConfig, rows: int) -> tqdm:
     """One compact line: "job 3/13 rheo m=1 T=1: 12/56 rows [01:10<05:20, tau=2.1]" (rows = turns)."""
-    method = cfg.method.name + (f" m={cfg.method.m}" if cfg.method.name == "rheo" else "")
+    method = get_method(cfg.method.name).variant(spec_config(cfg))
     job = os.environ.get(JOB_ENV, "").strip()
     desc = f"{'job ' + job + ' ' if job else ''}{method} T={float(cfg.temperature):g} {cfg.dataset.name}"
     return tqdm(total=rows, desc=desc, unit="row", disable=not cfg.progress, mininterval=10 if job else 0.1,
@@ -178,7 +186,7 @@ def _run_pending(cfg: DictConfig, pair, meta: dict, pending: list, summary: RunS
             bar.update(1)
             if row["status"] == "ok":
                 consecutive_failures = 0
-                if job.method != "ar":
+                if not get_method(job.method).is_reference:
                     taus.append(row["tau"])
             else:
                 consecutive_failures += 1
@@ -216,7 +224,7 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
             prompt = pair.format_chat(chat_messages(item, turn, answers[:turn]))
             row["prompt_tokens"] = len(prompt)
             generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(gen_seed)
-            timer = PhaseTimer(cfg.device) if cfg.profile_phases and job.method != "hf_generate" else None
+            timer = phase_timer(job.spec, cfg.device, cfg.profile_phases)
             out, wall = _timed(lambda: _generate(pair, job, prompt, cfg, generator, timer=timer), cfg.device)
             row.update(_metrics(out, wall))
             if timer is not None:
@@ -232,21 +240,8 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
 
 def _generate(pair, job: _Job, prompt: list[int], cfg: DictConfig, generator: torch.Generator,
               max_new_tokens: Optional[int] = None, timer=None):
-    max_new = max_new_tokens or int(cfg.max_new_tokens)
-    eos = list(pair.eos_token_ids) or None
-    if job.method == "ar":
-        from baselines.autoregressive import autoregressive_generate
-
-        return autoregressive_generate(pair.target, prompt, max_new, float(cfg.temperature), generator, eos,
-                                       device=cfg.device, timer=timer)
-    if job.method == "hf_generate":
-        from baselines.hf_generate import hf_generate
-
-        return hf_generate(pair.hf_model, prompt, max_new, float(cfg.temperature), generator.initial_seed(), eos)
-    from rheo.decode import speculative_generate
-
-    return speculative_generate(pair.target, pair.drafter, prompt, max_new, config=job.spec,
-                                generator=generator, eos_token_id=eos, timer=timer)
+    return generate(pair, job.spec, prompt, max_new_tokens or int(cfg.max_new_tokens), generator,
+                    list(pair.eos_token_ids) or None, device=cfg.device, timer=timer)
 
 
 def _warmup(pair, jobs: list[_Job], item: Item, cfg: DictConfig) -> None:
@@ -295,12 +290,7 @@ def _mean(xs) -> Optional[float]:
 
 
 def _base_row(cfg, meta: dict, job: _Job, item: Item, turn: int, gen_seed: int) -> dict:
-    key = method_key(cfg, job.method)
-    row = {c: None for c in storage.COLUMNS}
-    row.update({k: key[k] for k in ("model", "target_path", "head_path", "method", "m", "temperature", "seed", "k", "depth",
-                                    "tree_size", "sparse_top", "verify_order", "proxy", "max_new_tokens",
-                                    "paired_with")})
-    row.update({k: v for k, v in key.items() if k in storage.LATER_COLUMNS})  # e.g. a static tree's branching
+    row = storage.key_row(method_key(cfg, job.method))
     row.update(meta, dataset=item.suite, item_id=item.item_id, turn=turn, category=item.category,
                turns_sha=item.turns_sha, gen_seed=gen_seed, config_hash=job.chash, accept_lengths=[], output_tokens=[])
     return row

@@ -39,9 +39,10 @@ from eval import storage
 from eval.data import chat_messages, load_suite
 from eval.models import load_pair
 from eval.runner import git_sha, resolve_path
-from eval.schema import config_hash, generation_seed, method_key, register_configs, validate
+from eval.keys import config_hash, generation_seed
+from eval.schema import method_key, register_configs, validate
 from eval.validate import check_against_pair
-from rheo.methods import get_method
+from rheo.methods import get_method, method_names
 
 log = logging.getLogger("eval.same_state")
 FINGERPRINT = {"project": "rheo", "content": "rheo same-state rows", "layout": 1}
@@ -52,9 +53,7 @@ _KEY_COLUMNS = [("model", pa.string()), ("dataset", pa.string()), ("item_id", pa
                 ("driver", pa.string()), ("driver_hash", pa.string())]
 ROW_SCHEMA = pa.schema(_KEY_COLUMNS + [
     ("state", pa.int64()), ("method", pa.string()), ("variant", pa.string()), ("config_hash", pa.string()),
-    ("m", pa.int64()), ("k", pa.int64()), ("depth", pa.int64()), ("tree_size", pa.int64()),
-    ("sparse_top", pa.int64()), ("verify_order", pa.string()), ("proxy", pa.string()),
-    ("branching", pa.list_(pa.int64())), ("replacement", pa.bool_()),
+    *storage.method_columns(),  # the method parameters (rheo.config.method_parameters)
     ("expected_emitted", pa.float64()), ("kept_nodes", pa.int64()), ("depth_accept", pa.list_(pa.float64())),
     ("sampled_share", pa.float64()), ("probe_drawn", pa.list_(pa.int64())), ("probe_kept", pa.list_(pa.int64())),
     ("calib_n", pa.list_(pa.int64())), ("calib_q", pa.list_(pa.float64())), ("calib_p", pa.list_(pa.float64())),
@@ -67,7 +66,6 @@ DRIVER_SCHEMA = pa.schema(_KEY_COLUMNS + [
     ("expected_accept_lengths", pa.list_(pa.float64())), ("answer", pa.string()), ("git_sha", pa.string()),
     ("finished_at", pa.string()),
 ])
-_METHOD_FIELDS = ("m", "k", "depth", "tree_size", "sparse_top", "verify_order", "proxy", "branching", "replacement")
 
 
 @dataclass
@@ -95,7 +93,7 @@ def compared_configs(cfg: DictConfig) -> list[tuple[object, dict]]:
         one = cfg.copy()
         with open_dict(one):
             one.method = entry
-        if entry.name in ("ar", "hf_generate"):
+        if entry.name in method_names("reference"):
             raise ValueError(f"compare[{i}].name must be a registered method (a tree), got {entry.name!r}")
         try:
             out.append((validate(one), method_key(one)))
@@ -107,7 +105,7 @@ def compared_configs(cfg: DictConfig) -> list[tuple[object, dict]]:
 def run(cfg: DictConfig) -> SameStateSummary:
     """Run (or resume) the same-state evaluation of one driver configuration."""
     driver = validate(cfg)
-    if driver is None:
+    if get_method(driver.method).is_reference:
         raise ValueError(f"method (the driver) must be a registered method, got {cfg.method.name!r}")
     compared = [Compared(spec, key, config_hash(key)) for spec, key in compared_configs(cfg)]
     root = resolve_path(cfg.output_dir)
@@ -164,7 +162,7 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list
             "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     for i, c in enumerate(todo):
         own = {**base, "method": c.spec.method, "variant": get_method(c.spec.method).variant(c.spec),
-               "config_hash": c.chash, **{f: c.key.get(f) for f in _METHOD_FIELDS}}
+               "config_hash": c.chash, **{f: c.key.get(f) for f in storage.METHOD_COLUMNS}}
         rows = [{**own, "state": t.state, **t.columns, "driver_emitted": out.accept_lengths[t.state],
                  "driver_expected": out.expected_accept_lengths[t.state]} for t in got.trees if t.method == i]
         _write(storage.shard_path(c.cdir, item.suite, item.item_id, turn), rows, ROW_SCHEMA)

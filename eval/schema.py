@@ -5,45 +5,35 @@ The dataclasses below are registered with Hydra's ConfigStore as the schema of
 ``method`` groups is merged into a typed node, so an unknown key or a value of
 the wrong type fails at start-up, before anything is loaded.
 
-Derived values (the :class:`rheo.config.SpecConfig` of a run, the config hash
-that names its results directory, the per-(item, turn) generation seed) are
-computed in one place each: :func:`spec_config`, :func:`method_key`,
-:func:`generation_seed`.
+The ``method`` node is derived from :class:`rheo.config.SpecConfig`
+(:func:`method_conf_type`). Derived values (the SpecConfig of a run, the config
+hash that names its results directory, the per-(item, turn) generation seed) are
+computed in one place each: :func:`spec_config` here, the rest in the Hydra-free
+:mod:`eval.keys`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass, field, make_dataclass
 from typing import List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from rheo.config import SpecConfig
-from rheo.methods import get_method, method_names
+from baselines import AR
+from eval import keys
+from eval.keys import SUITE_FILES, config_hash
+from rheo.config import SpecConfig, method_parameters
+from rheo.methods import method_names
 from rheo.models.catalog import MODELS as REGISTRY
-from rheo.models.locate import head_fingerprint
 from rheo.placement import DTYPE_NAMES
 
-#: columns of the config hash that predate the method registry: present (None when unused) in every
-#: key, so the hashes of existing results stay the same; a method's other fields enter only its own key
-LEGACY_KEY_FIELDS = ("k", "m", "depth", "tree_size", "sparse_top", "verify_order", "proxy")
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
 PAPER_MODELS = tuple(REGISTRY)
 TEST_MODELS = ("tiny_random",)
 MODELS = PAPER_MODELS + TEST_MODELS
-#: harness suite name -> file under data_dir (file names as in the EAGLE repository)
-SUITE_FILES = {
-    "alpaca": "alpaca.jsonl",
-    "gsm8k": "gsm8k.jsonl",
-    "humaneval": "humaneval.jsonl",
-    "mt_bench": "mt_bench.jsonl",
-    "nq": "qa.jsonl",
-    "cnn_dm": "sum.jsonl",
-}
 SUITES = tuple(SUITE_FILES)
 DTYPES = DTYPE_NAMES
 
@@ -74,21 +64,29 @@ class DatasetConf:
     suite_prefix: str = ""  # prepended to suite_field values
 
 
-_SPEC_DEFAULTS = SpecConfig()  # the method defaults live in one place: rheo.config.SpecConfig
+def method_conf_type(spec_type: type = SpecConfig) -> type:
+    """The typed node of the ``method`` group: ``name`` (a registered method) plus every method
+    parameter of ``spec_type`` (rheo.config.method_parameters) with its type and default."""
+    hints = typing.get_type_hints(spec_type)
+    fields = [("name", str, field(default=MISSING))]
+    fields += [(f.name, _node_type(hints[f.name]), field(default=f.default)) for f in method_parameters(spec_type)]
+    node = make_dataclass("MethodConf", fields)
+    node.__module__ = __name__
+    return node
 
 
-@dataclass
-class MethodConf:
-    name: str = MISSING  # ar, or a registered method (rheo.methods): topk | rheo | static | chain
-    k: int = _SPEC_DEFAULTS.k
-    m: int = _SPEC_DEFAULTS.m
-    depth: int = _SPEC_DEFAULTS.depth
-    tree_size: int = _SPEC_DEFAULTS.tree_size
-    sparse_top: Optional[int] = _SPEC_DEFAULTS.sparse_top
-    verify_order: str = _SPEC_DEFAULTS.verify_order
-    proxy: str = _SPEC_DEFAULTS.proxy
-    branching: Optional[List[int]] = None  # static trees: children per node at each depth
-    replacement: bool = _SPEC_DEFAULTS.replacement  # static trees: SpecInfer (true) or RSD (false)
+def _node_type(annotation):
+    """A SpecConfig annotation as omegaconf types it: a variable-length tuple is a List."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        return Optional[_node_type(inner[0])] if len(inner) == 1 else annotation
+    if typing.get_origin(annotation) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return List[args[0]]
+    return annotation
+
+
+MethodConf = method_conf_type()
 
 
 @dataclass
@@ -137,10 +135,10 @@ def register_configs() -> None:
     cs.store(name="base_same_state", node=SameStateConf)
 
 
-def validate(cfg: DictConfig) -> SpecConfig | None:
+def validate(cfg: DictConfig) -> SpecConfig:
     """Check everything that can be checked without a model; return the SpecConfig.
 
-    Raises ValueError with the allowed choices. Returns None for method ``ar``.
+    Raises ValueError with the allowed choices.
     """
     from eval.validate import check_config
 
@@ -173,58 +171,32 @@ def _check_dataset(cfg: DictConfig) -> None:
         _choice("dataset suite", suite, SUITES)
 
 
-def spec_config(cfg: DictConfig) -> SpecConfig | None:
-    """The decoder configuration of a run (None for the autoregressive baselines)."""
-    if cfg.method.name in ("ar", "hf_generate"):
-        return None
+def spec_config(cfg: DictConfig, method: Optional[str] = None) -> SpecConfig:
+    """The decoding configuration of the run's method, or of ``method`` run next to it (the AR
+    baseline, which reads none of the method node's parameters)."""
+    if method is not None and method != cfg.method.name:
+        return SpecConfig(method=method, temperature=float(cfg.temperature))
     fields = {f: v for f, v in to_plain(cfg.method).items() if f != "name" and f in SpecConfig.__dataclass_fields__}
     return SpecConfig(method=cfg.method.name, temperature=float(cfg.temperature), **fields)
 
 
-def method_key(cfg: DictConfig, method: str | None = None) -> dict:
-    """Everything that determines the rows of one method: hashed into config_hash.
-
-    A drafting method's key also holds ``head_sha``, the fingerprint of the head's weight files
-    (``rheo.models.locate.head_fingerprint``): rows of a replaced head are never resumed.
-    Parameters a method does not use are None (Top-K has no m, AR has no tree),
-    so e.g. a sweep over m reuses the Top-K and AR rows instead of recomputing them.
-    The parameters a method uses are its registered ``fields`` (rheo.methods).
-    """
-    method = method or cfg.method.name
-    key = {
-        "model": cfg.model.name, "target_path": cfg.model.target_path, "head_path": cfg.model.head_path,
-        "device": cfg.device, "dtype": cfg.dtype, "method": method,
-        "temperature": float(cfg.temperature), "seed": int(cfg.seed),
-        "max_new_tokens": int(cfg.max_new_tokens), **dict.fromkeys(LEGACY_KEY_FIELDS),
-    }
-    key["paired_with"] = None
-    if method in ("ar", "hf_generate"):
-        key.update(head_path=None)  # AR never uses the drafter
-        if method == "ar" and cfg.paired_baseline and cfg.method.name != "ar":
-            key["paired_with"] = config_hash(method_key(cfg))
-    else:
-        plain = to_plain(cfg.method)
-        key.update({f: plain[f] for f in get_method(method).fields})
-        if cfg.model.name in REGISTRY:  # the head's weights, not only its path (a retrained default)
-            key["head_sha"] = head_fingerprint(cfg.model.name, cfg.model.head_path)
-    return key
+def method_key(cfg: DictConfig, method: Optional[str] = None) -> dict:
+    """The key of the run's method (or of ``method`` run next to it) hashed into config_hash
+    (eval.keys.method_key); the AR baseline of ``paired_baseline=true`` is keyed by the config it was
+    timed next to."""
+    spec = spec_config(cfg, method)
+    paired = None
+    if spec.method == AR.name and cfg.method.name != AR.name and cfg.paired_baseline:
+        paired = config_hash(method_key(cfg))
+    return keys.method_key(spec, model=cfg.model.name, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed,
+                           max_new_tokens=cfg.max_new_tokens, target_path=cfg.model.target_path,
+                           head_path=cfg.model.head_path, paired_with=paired)
 
 
 def methods() -> list[str]:
-    """Values of method.name: "ar", "hf_generate" (transformers generate, a speed reference) and the
-    registered methods."""
-    return ["ar", "hf_generate"] + method_names()
-
-
-def config_hash(key: dict) -> str:
-    blob = json.dumps(key, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
-
-
-def generation_seed(suite: str, item_id: int, turn: int, seed: int) -> int:
-    """Seed of the torch.Generator for one (suite, item, turn, seed): same for every method."""
-    blob = f"{suite}/{item_id}/{turn}/{seed}".encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:7], "little")
+    """Values of method.name: the reference methods (``baselines``: AR, transformers generate) and the
+    registered tree methods."""
+    return method_names("reference") + method_names()
 
 
 def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:

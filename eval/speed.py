@@ -21,13 +21,15 @@ from typing import Optional
 
 import pandas as pd
 
+from baselines import AR
 from eval.analysis import display_name, fmt, mean_ci, speedup_ratio_of_sums, with_speedup
 from eval.devcheck import first_divergence
+from rheo.methods import method_names
 from rheo.timing import PHASES
 
 PHASE_COLS = [f"phase_{p}_ms" for p in PHASES]
 GROUP = ["model", "device", "dtype", "max_new_tokens", "temperature"]
-METHOD_ORDER = {"ar": 0, "hf_generate": 1, "topk": 2}
+FIRST_TREE_METHOD = "topk"  # the speed tables list the references, then Top-K, then the rest by label
 
 
 def _md(header: list[str], rows: list[list[str]]) -> str:
@@ -42,12 +44,11 @@ def tree_label(row) -> str:
     return f"K={int(row['k'])} d={int(row['depth'])} R={int(row['tree_size'])}{top}"
 
 
-def _label(variant: str) -> str:
-    return {"ar": "AR (ours)", "hf_generate": "transformers generate"}.get(variant, display_name(variant))
-
-
 def _order(variant: str) -> tuple:
-    return (METHOD_ORDER.get(variant, 3), variant)
+    refs = method_names("reference")
+    if variant in refs:
+        return (refs.index(variant), variant)
+    return (len(refs) + (variant != FIRST_TREE_METHOD), variant)
 
 
 def _title(key: dict) -> str:
@@ -81,7 +82,7 @@ def phase_table(df: pd.DataFrame) -> Optional[str]:
             cycle = sum(means.values())
             tau = part["new_tokens"].sum() / part["target_calls"].sum()
             tps = part["new_tokens"].sum() / part["wall_s"].sum()
-            body.append([_label(variant), tree, str(len(part))] + [f"{means[c]:.2f}" for c in PHASE_COLS]
+            body.append([display_name(variant), tree, str(len(part))] + [f"{means[c]:.2f}" for c in PHASE_COLS]
                         + [f"{cycle:.2f}", f"{tau:.2f}", f"{tps:.1f}"]
                         + [f"{100 * means['phase_score_ms'] / cycle:.0f}%" if cycle > 0 else "-"])
         header = ["method", "tree", "rows"] + [f"{p} ms" for p in PHASES] + ["cycle ms", "τ", "tok/s", "target share"]
@@ -95,7 +96,7 @@ def phase_table(df: pd.DataFrame) -> Optional[str]:
 
 def speed_table(df: pd.DataFrame) -> Optional[str]:
     """tokens/s and speedup over the AR rows timed next to each config, with the generate reference."""
-    if df.empty or not (df["method"] == "ar").any():
+    if df.empty or not (df["method"] == AR.name).any():
         return None
     spec = with_speedup(df)
     spec = spec[spec["ar_wall_s"].notna()]
@@ -110,7 +111,7 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
             sp, sp_ci, n = mean_ci(part["speedup"])
             tau, tau_ci, _ = mean_ci(part["tau"])
             ar_tps = part["ar_new_tokens"].sum() / part["ar_wall_s"].sum()
-            body.append([_label(variant), tree, str(n), fmt(tau, tau_ci),
+            body.append([display_name(variant), tree, str(n), fmt(tau, tau_ci),
                          f"{part['new_tokens'].sum() / part['wall_s'].sum():.1f}", f"{ar_tps:.1f}",
                          fmt(speedup_ratio_of_sums(part)), fmt(sp, sp_ci)])
         header = ["method", "tree", "n", "τ", "tok/s", "AR tok/s (paired)", "speedup", "speedup per item"]
@@ -136,8 +137,8 @@ def agreement_table(df: pd.DataFrame) -> Optional[str]:
     if df.empty or "output_tokens" not in df:
         return None
     greedy = df[(df["temperature"] == 0) & df["output_tokens"].notna()]
-    ar = greedy[greedy["method"] == "ar"]
-    spec = greedy[greedy["method"] != "ar"]
+    ar = greedy[greedy["method"] == AR.name]
+    spec = greedy[greedy["method"] != AR.name]
     if ar.empty or spec.empty:
         return None
     by_pair = {(r.paired_with, *[getattr(r, k) for k in AGREE_KEY]): list(r.output_tokens)
@@ -168,7 +169,7 @@ def agreement_table(df: pd.DataFrame) -> Optional[str]:
         body = []
         for (variant, tree), part in sorted(rows.groupby(["variant", "tree"]), key=lambda kv: (_order(kv[0][0]), kv[0][1])):
             diverged = part[~part["identical"]]["agree"]
-            body.append([_label(variant), tree, str(len(part)), f"{int(part['identical'].sum())}/{len(part)}",
+            body.append([display_name(variant), tree, str(len(part)), f"{int(part['identical'].sum())}/{len(part)}",
                          f"{part['agree'].sum() / max(1, part['ref_len'].sum()):.3f}",
                          "-" if diverged.empty else f"{int(diverged.min())} / {float(diverged.median()):g}"])
         header = ["method", "tree", "outputs", "identical to AR", "agreement", "first divergence (min / median)"]

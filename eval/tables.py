@@ -14,12 +14,22 @@ from typing import Optional
 import pandas as pd
 
 from eval.analysis import (display_name, fmt, mean_ci, paired, restrict_to_common, setting_title, settings,
-                           suites_in, temperature_cells, variant_summary)
+                           suites_in, temperature_cells, variant_of, variant_summary)
 from eval.stats import permutation_test, sign_test
 
 MAIN_T = 1.0
 ABLATION_MS = (0, 1, 2, 3)
 TEMPERATURE_MS = (0, 1, 2, 3)
+#: the variants the paper's tables compare, labelled by the registry (rheo.methods)
+TOPK = variant_of("topk")
+
+
+def rheo_variant(m: int) -> str:
+    """The label of Rheo with m leads ('rheo m=1' is the paper's configuration)."""
+    return variant_of("rheo", m=m)
+
+
+PAPER_RHEO = rheo_variant(1)
 
 
 def _md(header: list[str], rows: list[list[str]]) -> str:
@@ -55,14 +65,14 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
     """Top-K vs Rheo m=1 at T=1 per model x suite: tau, paired difference, speedup."""
     blocks = []
     for setting, rows in settings(df[df["temperature"] == MAIN_T]):
-        rows = restrict_to_common(rows, ["topk", "rheo m=1"])
+        rows = restrict_to_common(rows, [TOPK, PAPER_RHEO])
         if rows.empty:
             continue
         body = []
         for suite, part in _by_suite(rows):
-            a = variant_summary(part[part["variant"] == "topk"])
-            b = variant_summary(part[part["variant"] == "rheo m=1"])
-            diffs = paired(part, "topk", "rheo m=1")["diff"]
+            a = variant_summary(part[part["variant"] == TOPK])
+            b = variant_summary(part[part["variant"] == PAPER_RHEO])
+            diffs = paired(part, TOPK, PAPER_RHEO)["diff"]
             d, d_ci, n = mean_ci(diffs)
             body.append([suite, str(n), fmt(a["tau"], a["tau_ci"]), fmt(b["tau"], b["tau_ci"]),
                          fmt(d, d_ci, 3), _pct(b["tau"], a["tau"]), _p(sign_test(diffs)),
@@ -88,8 +98,8 @@ def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
     """tau of Top-K and Rheo m=0..3 at T=1 per suite (needs Top-K and >= 2 values of m)."""
     blocks = []
     for setting, rows in settings(df[df["temperature"] == MAIN_T]):
-        variants = ["topk"] + [f"rheo m={m}" for m in ABLATION_MS if (rows["variant"] == f"rheo m={m}").any()]
-        if "topk" not in set(rows["variant"]) or len(variants) < 3:
+        variants = [TOPK] + [rheo_variant(m) for m in ABLATION_MS if (rows["variant"] == rheo_variant(m)).any()]
+        if TOPK not in set(rows["variant"]) or len(variants) < 3:
             continue
         rows = restrict_to_common(rows, variants)
         if rows.empty:
@@ -114,7 +124,7 @@ def temperature_table(df: pd.DataFrame) -> Optional[str]:
     variant was not run at that temperature."""
     blocks = []
     for setting, rows in settings(df):
-        study = temperature_cells(rows, ["topk"] + [f"rheo m={m}" for m in TEMPERATURE_MS])
+        study = temperature_cells(rows, [TOPK] + [rheo_variant(m) for m in TEMPERATURE_MS])
         if study is None:
             continue
         variants, temps, cells = study

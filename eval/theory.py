@@ -236,7 +236,7 @@ def theory_markdown(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> str:
 
 def theory_figure(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000):
     """Closed form vs Monte-Carlo scatter, and the Lemma-1 first-token distributions."""
-    from eval.analysis import display_name
+    from eval.analysis import display_name, variant_of
     from eval.plots import plt
 
     frames = load_or_compute(out_dir, n_cycles)
@@ -253,7 +253,7 @@ def theory_figure(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000):
     axes[0].set_title("Lemma 1: first token of a cycle", fontsize=9)
     axes[0].legend(fontsize=7, loc="upper left")  # the bars are low on the left (P(A), P(B) <= 0.3)
     node = frames["node_acceptance"].assign(
-        rule=lambda d: [display_name(m if m == "topk" else f"{m} m={int(k)}") for m, k in zip(d["method"], d["m"].fillna(0))])
+        rule=lambda d: [display_name(variant_of(method, m=int(m))) for method, m in zip(d["method"], d["m"].fillna(0))])
     rules = frames["method_acceptance"]
     static = rules[rules["method"].isin(["static", "chain"])]
     both = pd.concat([node, static])

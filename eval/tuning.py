@@ -31,7 +31,9 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from eval.generation import generate
 from rheo.config import SpecConfig
+from rheo.methods import get_method
 from rheo.models.base import DraftTree, TreeView
 from rheo.timing import PhaseTimer
 from rheo.tree import ancestor_mask
@@ -132,13 +134,25 @@ def _interp(table: dict, x: float) -> float:
 
 @dataclass
 class TauRun:
-    method: str  # "topk" | "rheo m=1" | "ar"
-    shape: Optional[Shape]
-    temperature: float
+    spec: SpecConfig  # the method, its tree and T
     new_tokens: int
     target_calls: int
     wall_s: float
     phases_ms: dict  # total ms per phase name over the runs (rheo.timing names)
+
+    @property
+    def method(self) -> str:
+        """The variant label ('ar', 'topk', 'rheo m=1')."""
+        return get_method(self.spec.method).variant(self.spec)
+
+    @property
+    def shape(self) -> Optional[Shape]:
+        return None if get_method(self.spec.method).is_reference else (self.spec.k, self.spec.depth,
+                                                                       self.spec.tree_size)
+
+    @property
+    def temperature(self) -> float:
+        return self.spec.temperature
 
     @property
     def tau(self) -> float:
@@ -157,12 +171,9 @@ class TauRun:
 
 
 @torch.inference_mode()
-def run_tau(pair, prompts: Sequence[Sequence[int]], method: str, shape: Optional[Shape], temperature: float,
-            max_new: int, seed: int, device="cpu") -> TauRun:
-    """Generate from every prompt with one config; totals over the prompts."""
-    from baselines.autoregressive import autoregressive_generate
-    from rheo.decode import speculative_generate
-
+def run_tau(pair, prompts: Sequence[Sequence[int]], spec: SpecConfig, max_new: int, seed: int,
+            device="cpu") -> TauRun:
+    """Generate from every prompt with one config (eval.generation.generate); totals over the prompts."""
     eos = list(pair.eos_token_ids) or None
     new = calls = 0
     wall = 0.0
@@ -172,20 +183,20 @@ def run_tau(pair, prompts: Sequence[Sequence[int]], method: str, shape: Optional
         tm = PhaseTimer(device)
         _sync(device)
         t0 = time.perf_counter()
-        if method == "ar":
-            out = autoregressive_generate(pair.target, prompt, max_new, temperature, gen, eos, device=device, timer=tm)
-        else:
-            k, depth, size = shape
-            cfg = SpecConfig(method="topk" if method == "topk" else "rheo", m=1, k=k, depth=depth,
-                             tree_size=size, temperature=temperature)
-            out = speculative_generate(pair.target, pair.drafter, prompt, max_new, cfg, gen, eos, timer=tm)
+        out = generate(pair, spec, prompt, max_new, gen, eos, device, timer=tm)
         _sync(device)
         wall += time.perf_counter() - t0
         new += len(out.tokens)
         calls += out.target_calls
         for name, ms in tm.totals_ms().items():
             phases[name] = phases.get(name, 0.0) + ms
-    return TauRun(method, shape, temperature, new, calls, wall, phases)
+    return TauRun(spec, new, calls, wall, phases)
+
+
+def tree_spec(method: str, shape: Shape, temperature: float, **fields) -> SpecConfig:
+    """``method`` on the tree ``shape`` = (k, depth, tree_size) at ``temperature``."""
+    k, depth, size = shape
+    return SpecConfig(method=method, k=k, depth=depth, tree_size=size, temperature=temperature, **fields)
 
 
 def expected(costs: dict, run: TauRun) -> dict:

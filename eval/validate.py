@@ -6,8 +6,8 @@
   stored (a seed beyond int64, ``num_threads`` < 1 or above the cores, a device this torch build
   does not have).
 * :func:`check_against_pair`, once the model pair is loaded and before the
-  first generation: what only the models know (``method.k`` against the draft
-  vocabulary, prompt + ``max_new_tokens`` against the target's context length).
+  first generation: what only the models know (the method's most children per
+  node, ``SpecConfig.max_children``, against the draft vocabulary, prompt + ``max_new_tokens`` against the target's context length).
 
 Every error names the config key and what is wanted.
 """
@@ -20,6 +20,8 @@ from typing import Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from rheo.config import SpecConfig
+from rheo.methods import get_method
 from rheo.placement import as_device
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -64,14 +66,13 @@ def check_config(cfg: DictConfig) -> None:
 
 
 def check_against_pair(cfg: DictConfig, spec, pair, prompts: Sequence[Sequence[int]]) -> None:
-    """After the load, before the first generation: k vs the draft vocabulary, prompt + new tokens
+    """After the load, before the first generation: children per node vs the draft vocabulary, prompt + new tokens
     vs the target's context length (``prompts``: the first-turn prompts of the pending rows)."""
-    if spec is not None:
+    if not get_method(spec.method).is_reference:
         vocab = int(pair.drafter.vocab_size)
         if spec.max_children > vocab:
-            key = f"method.k={spec.k}" if spec.branching is None else f"max(method.branching)={spec.max_children}"
-            raise ValueError(f"{key} exceeds the draft vocabulary of model {cfg.model.name!r} "
-                             f"({vocab} tokens): choose {key.split('=')[0]} <= {vocab}")
+            raise ValueError(f"{_children_key(spec)}={spec.max_children} exceeds the draft vocabulary of model "
+                             f"{cfg.model.name!r} ({vocab} tokens): choose {_children_key(spec)} <= {vocab}")
     context = context_length(pair)
     if context is None:
         return
@@ -84,6 +85,16 @@ def check_against_pair(cfg: DictConfig, spec, pair, prompts: Sequence[Sequence[i
         raise ValueError(f"max_new_tokens={max_new} plus the longest prompt ({longest} tokens) exceeds the "
                          f"context length of model {cfg.model.name!r} ({context} positions): choose "
                          f"max_new_tokens <= {context - longest}")
+
+
+def _children_key(spec: SpecConfig) -> str:
+    """The method parameter that sets ``spec.max_children`` (the most children one node gets), as
+    the config names it."""
+    if spec.max_children == spec.k and "k" in get_method(spec.method).fields:
+        return "method.k"
+    if spec.branching is not None and spec.max_children == max(spec.branching):
+        return "max(method.branching)"
+    return f"method {spec.method}'s children per node"
 
 
 def context_length(pair) -> Optional[int]:

@@ -1,16 +1,32 @@
-"""SpecConfig: the one typed description of a speculative-decoding method."""
+"""SpecConfig: the one typed description of a decoding method, and the one list of its parameters.
+
+A harness derives everything else from the fields below (:func:`method_parameters`):
+the typed Hydra node of ``configs/method/*.yaml``, the method columns of a result row
+and the config-hash key (a method's key holds the fields it registers as ``fields``,
+rheo.methods). A new parameter is one field here, plus its default in the YAML of the
+methods that read it and its name in their ``fields``.
+"""
 
 from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Optional
 
 from rheo.methods.registry import get_method
 
 PROXIES = ("rheo", "fixed")
 VERIFY_ORDERS = ("stochastic_first", "deterministic_first")
+#: field metadata: held (None where unused) by the harness key of every method, whatever it reads, so
+#: the config hashes of rows stay what they were; other fields enter only the keys of methods that read
+#: them. Marking another field so changes every config hash.
+IN_EVERY_KEY = {"in_every_key": True}
+#: field metadata: a library setting only, no harness parameter (no config key, no row column)
+LIBRARY_ONLY = {"harness": False}
+#: fields a harness takes from the run rather than from the method node
+RUN_FIELDS = ("method", "temperature")
 
 
 @dataclass(frozen=True)
@@ -19,7 +35,8 @@ class SpecConfig:
 
     method:       a registered method (rheo.methods): "rheo" (m leads + 1 sample + fills),
                   "topk" (EAGLE-2/3 rule), "static" (static stochastic tree), "chain"
-                  (chain speculative sampling); each reads only some of the fields below
+                  (chain speculative sampling), or a reference method without a tree that
+                  a harness registers (its baselines); each reads only some of the fields below
     k:            candidate slots per expanded node, and frontier width per layer
     m:            lead slots (rheo only), 0 <= m <= k-1
     depth:        drafted layers below the root
@@ -36,16 +53,16 @@ class SpecConfig:
     """
 
     method: str = "rheo"
-    k: int = 10
-    m: int = 1
-    depth: int = 8
-    tree_size: int = 60
+    k: int = field(default=10, metadata=IN_EVERY_KEY)
+    m: int = field(default=1, metadata=IN_EVERY_KEY)
+    depth: int = field(default=8, metadata=IN_EVERY_KEY)
+    tree_size: int = field(default=60, metadata=IN_EVERY_KEY)
     temperature: float = 1.0
-    sparse_top: Optional[int] = 128
-    proxy: str = "rheo"
-    proxy_value: float = 0.25
-    verify_order: str = "stochastic_first"
-    proxy_eps: float = 1e-6
+    sparse_top: Optional[int] = field(default=128, metadata=IN_EVERY_KEY)
+    proxy: str = field(default="rheo", metadata=IN_EVERY_KEY)
+    proxy_value: float = field(default=0.25, metadata=LIBRARY_ONLY)
+    verify_order: str = field(default="stochastic_first", metadata=IN_EVERY_KEY)
+    proxy_eps: float = field(default=1e-6, metadata=LIBRARY_ONLY)
     branching: Optional[tuple[int, ...]] = None
     replacement: bool = False
 
@@ -92,6 +109,13 @@ class SpecConfig:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+
+def method_parameters(spec_type: type = SpecConfig) -> tuple[dataclasses.Field, ...]:
+    """The fields of ``spec_type`` (SpecConfig or an extension of it) that a harness exposes as
+    method parameters, in declaration order: all but the run's own and the library-only ones."""
+    return tuple(f for f in dataclasses.fields(spec_type)
+                 if f.name not in RUN_FIELDS and f.metadata.get("harness", True))
 
 
 def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:

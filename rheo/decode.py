@@ -169,6 +169,9 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
         raise ValueError(f"{config.max_children} children per node (k, or max(branching) of a static tree) "
                          f"exceed the draft vocabulary size {drafter.vocab_size}")
     method = get_method(config.method)  # looked up once: its plug-ins drive every cycle
+    if method.is_reference:
+        raise ValueError(f"method {config.method!r} is a reference method without a draft tree: run it "
+                         f"through its registered generate (rheo.methods.get_method({config.method!r}).generate)")
     if record_expected and method.path_probs is None:
         raise ValueError(f"record_expected needs the method's path_probs; {config.method!r} registers none")
     if drafter.draft_to_target is None and drafter.vocab_size > target.vocab_size:

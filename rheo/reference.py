@@ -4,7 +4,7 @@ Each mirrors an optimised function and consumes randomness the same way where
 the tests compare them under one generator:
 
 * :func:`reference_select` – per-node, per-slot candidate selection
-  (== :func:`rheo.methods.select_candidates`).
+  (== :func:`rheo.methods.select_candidates`), one twin per candidate rule.
 * :func:`reference_build_tree` – the dynamic tree with Python lists
   (== :func:`rheo.methods.build_tree`).
 * :func:`reference_verify` – verification exactly as the method states it: the
@@ -23,6 +23,9 @@ import torch
 
 from rheo.candidates import FILL, LEAD, SAMPLE
 from rheo.config import SpecConfig
+from rheo.methods import get_method
+from rheo.methods.rheo import rheo_candidates
+from rheo.methods.topk import topk_candidates
 from rheo.models.base import TreeView
 from rheo.probs import target_probs, tempered
 from rheo.random import RandomSource
@@ -37,40 +40,66 @@ def _sorted_support(logits: list[float], sparse_top: Optional[int]) -> list[int]
 
 def reference_select(draft_logits: torch.Tensor, cfg: SpecConfig, rng: RandomSource,
                      draft_to_target: Optional[torch.Tensor] = None) -> list[list[tuple[int, float, int, float]]]:
-    """draft_logits: [f, Vd] -> per node, its slots as (token, log score, kind, q~ of sample)."""
+    """draft_logits: [f, Vd] -> per node, its slots as (token, log score, kind, q~ of sample): the
+    twin of ``cfg.method``'s candidate rule (Top-K's or Rheo's, found by the rule it registers)."""
+    twin = _TWINS.get(get_method(cfg.method).candidates)
+    if twin is None:
+        raise ValueError(f"method {cfg.method!r}: its candidate rule has no reference twin (Top-K's and Rheo's do)")
     rows = draft_logits.to(torch.float64).tolist()
     supports = [_sorted_support(r, cfg.sparse_top) for r in rows]
     slots = min(cfg.k, len(supports[0]))
+    d2t = draft_to_target
+    return [[(int(d2t[t]) if d2t is not None else t, s, kd, qt) for t, s, kd, qt in chosen if s > -math.inf]
+            for chosen in twin(rows, supports, slots, cfg, rng)]
+
+
+def _log_q(r: list[float], sup: list[int]) -> dict[int, float]:
+    """log q of the support's tokens (the truncated draft distribution), -inf where undrawable."""
+    finite = [i for i in sup if math.isfinite(r[i])]
+    lse = math.log(sum(math.exp(r[i] - r[finite[0]]) for i in finite)) + r[finite[0]]
+    return {i: r[i] - lse if math.isfinite(r[i]) else -math.inf for i in sup}
+
+
+def _leads(r: list[float], sup: list[int], count: int) -> list[tuple[int, float, int, float]]:
+    log_q = _log_q(r, sup)
+    return [(i, log_q[i], LEAD, 0.0) for i in sup[:count]]
+
+
+def _topk_slots(rows, supports, slots: int, cfg: SpecConfig, rng: RandomSource) -> list[list[tuple]]:
+    """Top-K: every slot a lead (no randomness)."""
+    return [_leads(r, sup, slots) for r, sup in zip(rows, supports)]
+
+
+def _rheo_slots(rows, supports, slots: int, cfg: SpecConfig, rng: RandomSource) -> list[list[tuple]]:
+    """Rheo: m leads, one sample from the residual (one categorical draw over all nodes), fills."""
     m = cfg.m
     resid_rows = []
     for r, sup in zip(rows, supports):
         vals = torch.tensor([r[i] for i in sup], dtype=torch.float64)
         resid_rows.append(tempered(vals[m:], cfg.temperature) if math.isfinite(vals[m]) else torch.ones(len(sup) - m))
-    picks = rng.categorical(torch.stack(resid_rows)).tolist() if cfg.method == "rheo" else None
+    picks = rng.categorical(torch.stack(resid_rows)).tolist()
     out = []
     for node, (r, sup) in enumerate(zip(rows, supports)):
-        finite = [i for i in sup if math.isfinite(r[i])]
-        lse = math.log(sum(math.exp(r[i] - r[finite[0]]) for i in finite)) + r[finite[0]]
-        log_q = {i: r[i] - lse if math.isfinite(r[i]) else -math.inf for i in sup}
-        if cfg.method == "topk" or not math.isfinite(r[sup[m]]):
-            chosen = [(i, log_q[i], LEAD, 0.0) for i in sup[:slots]]
+        if not math.isfinite(r[sup[m]]):  # the leads hold all the mass
+            out.append(_leads(r, sup, slots))
+            continue
+        log_q = _log_q(r, sup)
+        sample = sup[m + picks[node]]
+        q = [math.exp(log_q[i]) for i in sup]
+        if cfg.proxy == "fixed":
+            proxy = cfg.proxy_value
+        elif m == 0:
+            proxy = min(q[0] + cfg.proxy_eps, 1.0)
         else:
-            sample = sup[m + picks[node]]
-            q = [math.exp(log_q[i]) for i in sup]
-            if cfg.proxy == "fixed":
-                proxy = cfg.proxy_value
-            elif m == 0:
-                proxy = min(q[0] + cfg.proxy_eps, 1.0)
-            else:
-                proxy = min(q[m - 1], sum(q[m:]))
-            fills = [i for i in sup[m:] if i != sample][: slots - m - 1]
-            q_t = float(resid_rows[node][picks[node]])
-            chosen = ([(i, log_q[i], LEAD, 0.0) for i in sup[:m]] + [(sample, math.log(proxy), SAMPLE, q_t)]
-                      + [(i, log_q[i], FILL, 0.0) for i in fills])
-        d2t = draft_to_target
-        out.append([(int(d2t[t]) if d2t is not None else t, s, kd, qt) for t, s, kd, qt in chosen
-                    if s > -math.inf])
+            proxy = min(q[m - 1], sum(q[m:]))
+        fills = [i for i in sup[m:] if i != sample][: slots - m - 1]
+        q_t = float(resid_rows[node][picks[node]])
+        out.append(_leads(r, sup, m) + [(sample, math.log(proxy), SAMPLE, q_t)]
+                   + [(i, log_q[i], FILL, 0.0) for i in fills])
     return out
+
+
+_TWINS = {topk_candidates: _topk_slots, rheo_candidates: _rheo_slots}
 
 
 def reference_build_tree(draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomSource,

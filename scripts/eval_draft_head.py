@@ -53,7 +53,7 @@ def held_out_prompts(n: int, corpus: str) -> list[tuple[str, list[int]]]:
 
 def suite_prompts(tok, items: int) -> list[tuple[str, list[int]]]:
     from eval.data import load_suite
-    from eval.schema import SUITE_FILES
+    from eval.keys import SUITE_FILES
 
     root = REPO_ROOT / "data" / "benchmarks"
     out = []

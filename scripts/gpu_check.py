@@ -37,8 +37,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
 
+from baselines import AR  # noqa: E402
 from eval import devcheck as dc  # noqa: E402
 from eval import storage  # noqa: E402
+from rheo.config import SpecConfig  # noqa: E402
 from rheo.timing import device_name  # noqa: E402
 from rheo.placement import DTYPES as PLACEMENT_DTYPES  # noqa: E402
 from rheo.cli import ArgumentParser, positive_int, run_main  # noqa: E402
@@ -115,7 +117,7 @@ def md_table(rows: list[dict], cols: list[str]) -> str:
 
 
 def greedy_section(rows: list[dict], dtype: str, strict: bool) -> tuple[str, bool]:
-    spec_rows = [r for r in rows if r["method"] != "ar"]
+    spec_rows = [r for r in rows if r["method"] != AR.name]
     same = sum(r["identical"] for r in rows)
     agree = sum(r["agree"] for r in rows) / max(1, sum(r["ref_len"] for r in rows))
     failed = strict and any(not r["identical"] and (r["margin"] is None or r["margin"] > 0.05) for r in rows)
@@ -134,7 +136,7 @@ def tau_parity(rows: list[dict], reference: dict) -> tuple[list[dict], str]:
     out = []
     for r in rows:
         c = ref.get((r["suite"], r["method"]))
-        if c is None or r["method"] == "ar":
+        if c is None or r["method"] == AR.name:
             continue
         div = dc.first_divergence(c["tokens"], r["tokens"])
         out.append({"suite": r["suite"], "method": r["method"], "tau_device": r["tau"], "tau_cpu": c["tau"],
@@ -254,28 +256,28 @@ def speed(args, report: Report, started: float) -> None:
     trees = [{**args.tree, "tree_size": int(s)} for s in args.sweep.split(",") if s]
 
     def paper(prompts):
-        return [(p, m, t, args.tree if m not in ("ar", "hf_generate") else None)
-                for t in temps for p in prompts for m in ("ar", "hf_generate", "topk", "rheo m=1")]
+        return [(p, one) for t in temps for p in prompts
+                for one in dc.reference_specs(t) + dc.tree_specs(args.tree, t)]
     # order: the first item(s) of every suite on every tree, then the other items on the paper tree,
     # so a run cut by the time limit still has a complete small picture
-    plan = paper(first) + [(p, m, t, tree) for tree in trees for t in temps for p in first
-                           for m in ("topk", "rheo m=1")]
+    plan = paper(first) + [(p, one) for tree in trees for t in temps for p in first for one in dc.tree_specs(tree, t)]
     if args.tuned:
-        plan += [(p, m, t, tree) for m, tree in tuned_trees() for t in temps for p in first]
+        plan += [(p, one) for t in temps for one in tuned_specs(t) for p in first]
     plan += paper([p for p in items if p not in first])
     warm = dc.Prompt("warmup", -1, "warmup", "Say hello.")
-    for m in ("ar", "hf_generate", "topk", "rheo m=1"):  # kernels, allocator, cuBLAS handles: untimed
-        dc.timed_row(pair, meta, None, warm, m, 1.0, 8, args.tree if m in ("topk", "rheo m=1") else None)
+    for one in dc.reference_specs(1.0) + dc.tree_specs(args.tree, 1.0):  # kernels, allocator, cuBLAS handles: untimed
+        dc.timed_row(pair, meta, None, warm, one, 8)
     done, stopped, errors = 0, None, []
-    for p, m, t, tree in plan:
+    for p, one in plan:
         if time.perf_counter() - started > args.time_limit:
             stopped = f"stopped at the time limit ({args.time_limit:.0f} s) after {done} of {len(plan)} generations"
             break
         try:
-            dc.timed_row(pair, meta, root, p, m, t, args.max_new, tree)
+            dc.timed_row(pair, meta, root, p, one, args.max_new)
             done += 1
         except Exception as e:  # recorded, the plan goes on
-            errors.append(f"{m} {p.suite}/{p.item_id} T={t:g} {tree}: {type(e).__name__}: {e}")
+            errors.append(f"{dc.label(one)} {p.suite}/{p.item_id} T={one.temperature:g} k={one.k} depth={one.depth} "
+                          f"R={one.tree_size}: {type(e).__name__}: {e}")
     df = add_variant(storage.load_results(root))
     tables = {"speed": speed_table(df), "phases": phase_table(df)}
     for name, text in tables.items():
@@ -291,19 +293,19 @@ def speed(args, report: Report, started: float) -> None:
                    t.replace("## ", "### ", 1) for t in tables.values() if t), failed=bool(errors))
 
 
-def tuned_trees() -> list[tuple[str, dict]]:
-    """(method, tree) of configs/experiment/tuned_{topk,rheo}.yaml, read without omegaconf."""
+def tuned_specs(temperature: float) -> list[SpecConfig]:
+    """The trees of configs/experiment/tuned_{topk,rheo}.yaml at ``temperature``, read without omegaconf."""
     out = []
-    for method, name in (("topk", "tuned_topk"), ("rheo m=1", "tuned_rheo")):
+    for method, name in (("topk", "tuned_topk"), ("rheo", "tuned_rheo")):
         path = ROOT / "configs" / "experiment" / f"{name}.yaml"
         if not path.exists():
             continue
         vals = {}
         for line in path.read_text().splitlines():
             key, _, value = line.strip().partition(":")
-            if key in ("k", "depth", "tree_size") and value.strip():
+            if key in ("k", "m", "depth", "tree_size") and value.strip():
                 vals[key] = int(value)
-        out.append((method, {**dc.PAPER_TREE, **vals}))
+        out.append(SpecConfig(method=method, temperature=temperature, **{**dc.PAPER_TREE, **vals}))
     return out
 
 

@@ -28,13 +28,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from baselines import AR  # noqa: E402
 from eval import tuning  # noqa: E402
+from rheo.config import SpecConfig  # noqa: E402
+from rheo.methods import get_method  # noqa: E402
 from rheo.timing import device_name  # noqa: E402
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
 from rheo.cli import ArgumentParser, positive_int, run_main
 
 DTYPES = PLACEMENT_DTYPES
-METHODS = ("topk", "rheo m=1")
+#: the tuned methods: (name, the fields they are tuned with besides the tree shape)
+METHODS = (("topk", {}), ("rheo", {"m": 1}))
 DEFAULT_SHAPES = "2x2x2,3x2x4,4x3x6,4x4x8,6x4x12,6x5x16,8x6x24,10x8x60"
 
 
@@ -93,7 +97,7 @@ def main(argv=None) -> int:
               "torch": torch.__version__, "threads": args.threads, "model": args.model,
               "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "prompts": len(texts), "max_new_tokens": args.max_new, "temperatures": temps,
-              "costs": {}, "ar": [], "runs": [], "expected": []}
+              "costs": {}, AR.name: [], "runs": [], "expected": []}
     pairs = {}
     for dtype in dtypes:
         pair = load_model_pair(args.model, device=args.device, dtype=DTYPES[dtype])
@@ -106,8 +110,9 @@ def main(argv=None) -> int:
         print(f"[{dtype}] head ms per layer by width: " + ", ".join(f"{f}:{v:.1f}" for f, v in costs["head_ms"].items())
               + f"; commit {costs['commit_ms']:.1f} ms")
         for t in temps:
-            ar = tuning.run_tau(pair, prompts, "ar", None, t, args.max_new, args.seed, args.device)
-            report["ar"].append({"dtype": dtype, "temperature": t, "tokens_per_s": ar.tokens_per_s,
+            ar = tuning.run_tau(pair, prompts, SpecConfig(method=AR.name, temperature=t), args.max_new, args.seed,
+                                args.device)
+            report[AR.name].append({"dtype": dtype, "temperature": t, "tokens_per_s": ar.tokens_per_s,
                                  "new_tokens": ar.new_tokens, "wall_s": ar.wall_s})
             print(f"[{dtype}] AR T={t:g}: {ar.tokens_per_s:.1f} tok/s")
     if args.costs_only:
@@ -119,11 +124,13 @@ def main(argv=None) -> int:
     report["tau_dtype"] = tau_dtype
     pair = pairs[tau_dtype]
     prompts = [pair.format_chat([{"role": "user", "content": t}]) for t in texts]
-    ar_tps = {(a["dtype"], a["temperature"]): a["tokens_per_s"] for a in report["ar"]}
+    ar_tps = {(a["dtype"], a["temperature"]): a["tokens_per_s"] for a in report[AR.name]}
     for shape in shapes:
-        for method in METHODS:
+        for name, fields in METHODS:
             for t in temps:
-                run = tuning.run_tau(pair, prompts, method, shape, t, args.max_new, args.seed, args.device)
+                spec = tuning.tree_spec(name, shape, t, **fields)
+                run = tuning.run_tau(pair, prompts, spec, args.max_new, args.seed, args.device)
+                method = run.method
                 measured = run.tokens_per_s / ar_tps[(tau_dtype, t)]
                 report["runs"].append({"method": method, "shape": list(shape), "temperature": t, "dtype": tau_dtype,
                                        "tau": run.tau, "tokens_per_s": run.tokens_per_s, "core_ms": run.core_ms,
@@ -137,7 +144,8 @@ def main(argv=None) -> int:
                                                "expected_speedup": exp["tokens_per_s"] / ar_tps[(dtype, t)]})
                 print(f"{method:9s} {shape} T={t:g}: tau {run.tau:.2f}, measured {run.tokens_per_s:.1f} tok/s "
                       f"({measured:.2f}x AR, {tau_dtype}), core {run.core_ms:.1f} ms/cycle")
-    report["best"] = {m: tuning.pick_best(report["expected"], m) for m in METHODS}
+    tuned = {label(name, fields): SpecConfig(method=name, **fields) for name, fields in METHODS}
+    report["best"] = {m: tuning.pick_best(report["expected"], m) for m in tuned}
     report["wall_s"] = time.perf_counter() - started
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "tune.json").write_text(json.dumps(_jsonable(report), indent=1))
@@ -145,7 +153,7 @@ def main(argv=None) -> int:
     figure(report, args.out / "speedup_vs_tree.png")
     for method, best in report["best"].items():
         if best is not None:
-            write_config(args.config_dir, method, best, report)
+            write_config(args.config_dir, tuned[method], best, report)
     print(f"wrote {args.out}/tune.json, tune.md, speedup_vs_tree.png and tuned configs in {args.config_dir} "
           f"({report['wall_s']:.0f} s)")
     return 0
@@ -159,10 +167,16 @@ def _jsonable(obj):
     return obj
 
 
-def write_config(folder: Path, method: str, best: dict, report: dict) -> Path:
-    name = "tuned_topk" if method == "topk" else "tuned_rheo"
+def label(method: str, fields: dict) -> str:
+    """The variant label of a tuned method ("rheo m=1"), as the report and the tables name it."""
+    return get_method(method).variant(SpecConfig(method=method, **fields))
+
+
+def write_config(folder: Path, spec: SpecConfig, best: dict, report: dict) -> Path:
+    """configs/experiment/tuned_<method>.yaml: ``spec``'s method and fields on the best shape."""
+    name, method = f"tuned_{spec.method}", get_method(spec.method).variant(spec)
     k, depth, size = best["shape"]
-    m_line = "  m: 1\n" if method != "topk" else ""
+    m_line = f"  m: {spec.m}\n" if "m" in get_method(spec.method).fields else ""
     text = (f"# @package _global_\n"
             f"# Tree tuned by measurement (scripts/tune_tree.py, `make tune`) for {method}: best expected tokens/s\n"
             f"# averaged over T in {report['temperatures']} ({best['expected_tokens_per_s']:.1f} tok/s).\n"
@@ -171,7 +185,7 @@ def write_config(folder: Path, method: str, best: dict, report: dict) -> Path:
             f"# Tau from {report['prompts']} held-out training-style prompts x {report['max_new_tokens']} tokens.\n"
             f"# Another machine: rerun `make tune`. A speed experiment (like experiment=speed) on this tree:\n"
             f"#   python -m eval.run -m experiment={name} limit=2 max_new_tokens=128 num_threads=1\n"
-            f"defaults:\n  - override /dataset: all\n  - override /method: {'topk' if method == 'topk' else 'rheo'}\n"
+            f"defaults:\n  - override /dataset: all\n  - override /method: {spec.method}\n"
             f"experiment: {name}\n"
             f"baseline: true\npaired_baseline: true\nprofile_phases: true\n"
             f"dtype: {best['dtype']}\n"
@@ -199,7 +213,7 @@ def markdown(report: dict) -> str:
         lines.append(f"| {dtype} | " + " | ".join(f"{v:.1f}" for v in c["target_ms"].values())
                      + f" | {heads} | {c['commit_ms']:.1f} |")
     lines += ["", "AR tokens/s: " + ", ".join(f"{a['dtype']} T={a['temperature']:g}: {a['tokens_per_s']:.1f}"
-                                             for a in report["ar"]), "",
+                                             for a in report[AR.name]), "",
               "## Shapes (tau measured; speedup over AR in the same dtype and T)", "",
               "| method | K | depth | R | T | tau | core ms | " + " | ".join(
                   f"expected {d}" for d in report["costs"]) + f" | measured ({report['tau_dtype']}) |",
@@ -230,7 +244,7 @@ def figure(report: dict, path: Path) -> None:
     temps = report["temperatures"]
     fig, axes = plt.subplots(1, len(temps), figsize=(5.5 * len(temps), 4), squeeze=False)
     for ax, t in zip(axes[0], temps):
-        for method, color in zip(METHODS, ("tab:blue", "tab:orange")):
+        for method, color in zip([label(n, f) for n, f in METHODS], ("tab:blue", "tab:orange")):
             for dtype, style in zip(report["costs"], ("-", "--", ":")):
                 pts = sorted((e["shape"][2], e["expected_speedup"]) for e in report["expected"]
                              if e["method"] == method and e["temperature"] == t and e["dtype"] == dtype)

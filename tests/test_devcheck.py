@@ -1,4 +1,4 @@
-"""The GPU check's pieces on CPU: hydra-free copies agree with eval.schema, divergence and
+"""The GPU check's pieces on CPU: rows keyed as the runner keys them, divergence and
 margin reporting, rows in the harness layout, the import closure, the GGUF bundle round trip."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from baselines import AR, HF_GENERATE
 from eval import devcheck as dc
-from eval import schema, storage
+from eval import keys, schema, storage
 from eval.compose import compose_config
 from eval.models import make_tiny_pair
 
@@ -19,16 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 TREE = dict(k=4, depth=2, tree_size=6, sparse_top=128)
 
 
-def test_hydra_free_copies_agree_with_the_schema():
-    assert dc.SUITE_FILES == schema.SUITE_FILES
-    assert dc.generation_seed("gsm8k", 7, 1, 2) == schema.generation_seed("gsm8k", 7, 1, 2)
-    for method, extra in (("ar", []), ("topk", ["method=topk"]), ("rheo m=1", ["method=rheo", "method.m=1"]),
-                          ("hf_generate", ["method=hf_generate"])):
-        cfg = compose_config(["model=tiny_random", "dtype=float32", "temperature=0.5", "seed=0", "max_new_tokens=9",
-                              "method.k=4", "method.depth=2", "method.tree_size=6"] + extra)
-        want = schema.method_key(cfg, "ar" if method == "ar" else None)
-        got = dc.method_key("tiny_random", "cpu", "float32", method, 0.5, 9, None if method in ("ar", "hf_generate") else TREE)
-        assert got == want and dc.config_hash(got) == schema.config_hash(want), method
+def test_the_gpu_check_keys_its_rows_as_the_runner_does():
+    """Both key and hash with eval.keys; the GPU check's SpecConfigs are the runner's configs."""
+    overrides = ["model=tiny_random", "dtype=float32", "temperature=0.5", "seed=0", "max_new_tokens=9",
+                 "method.k=4", "method.depth=2", "method.tree_size=6"]
+    cases = [(spec, [f"method={spec.method}"] + (["method.m=1"] if spec.method == "rheo" else []))
+             for spec in dc.reference_specs(0.5) + dc.tree_specs(TREE, 0.5)]
+    assert [dc.label(spec) for spec, _ in cases] == [AR.name, HF_GENERATE.name, "topk", "rheo m=1"]
+    for spec, extra in cases:
+        want = schema.method_key(compose_config(overrides + extra))
+        got = keys.method_key(spec, model="tiny_random", device="cpu", dtype="float32", seed=0, max_new_tokens=9)
+        assert got == want, spec.method
 
 
 def test_first_divergence():
@@ -49,10 +51,10 @@ def test_greedy_checks_and_rows_on_the_tiny_pair(tmp_path):
     root = tmp_path / "runs"
     storage.prepare_output_dir(root)
     meta = {"model": "tiny_random", "device": "cpu", "dtype": "float32", "device_name": "x", "git_sha": "s"}
-    for method in ("ar", "hf_generate", "topk", "rheo m=1"):
-        dc.timed_row(pair, meta, root, prompts[0], method, 0.0, 6, None if method in ("ar", "hf_generate") else TREE)
+    for spec in dc.reference_specs(0.0) + dc.tree_specs(TREE, 0.0):
+        dc.timed_row(pair, meta, root, prompts[0], spec, 6)
     df = storage.load_results(root)
-    assert sorted(df["method"]) == ["ar", "hf_generate", "rheo", "topk"]
+    assert sorted(df["method"]) == [AR.name, HF_GENERATE.name, "rheo", "topk"]
     assert len({tuple(t) for t in df["output_tokens"]}) == 1  # greedy: every method, the same tokens
     assert df[df["method"] == "rheo"]["phase_draft_ms"].iloc[0] > 0
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from nbclient import NotebookClient
 
+from baselines import AR, HF_GENERATE
 from eval import analysis, storage
 from eval.synthetic import write_synthetic_results
 
@@ -39,9 +40,9 @@ def test_mean_ci_and_ratio_of_sums():
 def test_speedup_pairs_each_row_with_its_own_ar_row(synthetic):
     df = analysis.load(synthetic)
     speed = analysis.with_speedup(df)
-    assert len(speed) == (df["method"] != "ar").sum() and speed["speedup"].notna().all()
+    assert len(speed) == (df["method"] != AR.name).sum() and speed["speedup"].notna().all()
     r = speed.iloc[0]
-    ar = df[(df["method"] == "ar") & (df["dataset"] == r["dataset"]) & (df["item_id"] == r["item_id"])
+    ar = df[(df["method"] == AR.name) & (df["dataset"] == r["dataset"]) & (df["item_id"] == r["item_id"])
             & (df["turn"] == r["turn"]) & (df["seed"] == r["seed"]) & (df["temperature"] == r["temperature"])]
     assert len(ar) == 1
     assert r["speedup"] == pytest.approx(r["tokens_per_s"] / ar["tokens_per_s"].iloc[0])
@@ -52,7 +53,7 @@ def test_loaded_rows_are_tidy_with_speedup_as_a_column(synthetic, tmp_path):
     assert len(df) == len(storage.load_results(synthetic))  # every ok row, AR rows included
     for col in analysis.INT_COLUMNS:
         assert str(df[col].dtype) == "Int64", col
-    ar, spec = df[df["method"] == "ar"], df[df["method"] != "ar"]
+    ar, spec = df[df["method"] == AR.name], df[df["method"] != AR.name]
     assert ar["m"].isna().all() and ar["speedup"].isna().all() and ar["ar_partner"].isna().all()
     assert (spec["ar_partner"] == "shared").all() and spec["speedup"].notna().all()
     r = spec.iloc[0]
@@ -60,7 +61,7 @@ def test_loaded_rows_are_tidy_with_speedup_as_a_column(synthetic, tmp_path):
     tau_only = tmp_path / "tau"  # no AR rows (baseline=false): speedup NaN, tau usable
     write_synthetic_results(tau_only, suites=("gsm8k",), n_items=2, seeds=(0,), temperatures=(1.0,), ms=(1,))
     for shard in storage.iter_shards(tau_only):
-        if storage.read_row(shard)["method"] == "ar":
+        if storage.read_row(shard)["method"] == AR.name:
             shard.unlink()
     df = analysis.load(tau_only)
     assert len(df) == 4 and df["speedup"].isna().all() and df["tau"].notna().all()
@@ -102,7 +103,7 @@ def test_figures_draw_only_panels_with_data_legends_outside_registry_names(tmp_p
     write_synthetic_results(runs, suites=("gsm8k",), n_items=3, seeds=(0,), temperatures=(0.0, 0.5, 1.0), ms=(0, 1))
     write_synthetic_results(runs, suites=("gsm8k",), n_items=3, seeds=(0,), temperatures=(1.0,), ms=(2, 3))
     for shard in storage.iter_shards(runs):
-        if storage.read_row(shard)["method"] == "ar":
+        if storage.read_row(shard)["method"] == AR.name:
             shard.unlink()
     df = analysis.load(runs)
     allowed = {analysis.display_name(v) for v in df["variant"].unique()} | {analysis.display_name("rheo")}
@@ -262,13 +263,13 @@ def test_agreement_table_counts_tokens_before_the_first_divergence():
     def row(method, item, turn, tokens, chash, paired=None, t=0.0):
         return {"model": "m", "device": "cpu", "dtype": "bfloat16", "max_new_tokens": 8, "dataset": "mt_bench",
                 "item_id": item, "turn": turn, "seed": 0, "temperature": t, "method": method,
-                "variant": method, "k": None if method == "ar" else 4, "depth": 3, "tree_size": 6,
+                "variant": method, "k": None if method == AR.name else 4, "depth": 3, "tree_size": 6,
                 "sparse_top": 128, "output_tokens": tokens, "config_hash": chash, "paired_with": paired}
 
     ar0, ar1 = [1, 2, 3, 4], [5, 6, 7, 8]
-    rows = [row("ar", 0, 0, ar0, "a", paired="t"), row("ar", 0, 1, ar1, "a", paired="t"),
+    rows = [row(AR.name, 0, 0, ar0, "a", paired="t"), row(AR.name, 0, 1, ar1, "a", paired="t"),
             row("topk", 0, 0, [1, 2, 3, 4], "t"), row("topk", 0, 1, [5, 6, 0, 0], "t"),  # turn 2 parts at 2
-            row("ar", 1, 0, ar0, "a", paired="t"), row("ar", 1, 1, ar1, "a", paired="t"),
+            row(AR.name, 1, 0, ar0, "a", paired="t"), row(AR.name, 1, 1, ar1, "a", paired="t"),
             row("topk", 1, 0, [1, 9, 9, 9], "t"), row("topk", 1, 1, ar1, "t"),  # turn 1 differs: turn 2 skipped
             row("topk", 2, 0, [1, 2, 3, 4], "t", t=1.0)]  # T>0: not compared
     text = agreement_table(pd.DataFrame(rows))
@@ -277,16 +278,16 @@ def test_agreement_table_counts_tokens_before_the_first_divergence():
     # compared: item 0 turns 0 and 1, item 1 turn 0 -> 3 outputs, 1 identical; agree = 4 + 2 + 1 of 12
     assert cells[2:5] == ["3", "1/3", f"{7 / 12:.3f}"]
     assert cells[5] == "1 / 1.5"
-    assert agreement_table(pd.DataFrame([r for r in rows if r["method"] != "ar"])) is None
+    assert agreement_table(pd.DataFrame([r for r in rows if r["method"] != AR.name])) is None
 
 
 def test_generate_reference_rows_get_their_own_variant(tmp_path):
     """`method=hf_generate` rows (the speed reference) load next to registered methods."""
-    df = pd.DataFrame([{"method": "hf_generate", "m": None, "k": None, "depth": None, "tree_size": None,
+    df = pd.DataFrame([{"method": HF_GENERATE.name, "m": None, "k": None, "depth": None, "tree_size": None,
                         "sparse_top": None, "target_path": None, "head_path": None},
-                       {"method": "ar", "m": None, "k": None, "depth": None, "tree_size": None,
+                       {"method": AR.name, "m": None, "k": None, "depth": None, "tree_size": None,
                         "sparse_top": None, "target_path": None, "head_path": None}])
-    assert analysis.add_variant(df)["variant"].tolist() == ["hf_generate", "ar"]
+    assert analysis.add_variant(df)["variant"].tolist() == [HF_GENERATE.name, AR.name]
 
 
 def test_results_archive_reads_like_its_directory(synthetic, tmp_path):

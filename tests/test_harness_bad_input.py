@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import eval.runner as runner
+from baselines import AR
 from eval import storage
 from eval.compose import compose_config
 from eval.data import BenchmarkDataError, load_suite
@@ -95,7 +96,7 @@ def _fail_rheo(monkeypatch):
 def test_failures_are_counted_per_method(tmp_path, monkeypatch):
     _fail_rheo(monkeypatch)
     summary = runner.run(_cfg(tmp_path, "limit=2"))
-    assert summary.failed_by_method == {"rheo": 2, "ar": 0} and summary.computed == 2
+    assert summary.failed_by_method == {"rheo": 2, AR.name: 0} and summary.computed == 2
     assert summary.failure_report() == "rheo: 2 of 2 rows failed"
     assert "simulated failure" in summary.first_error
 
@@ -135,7 +136,7 @@ def test_sweep_runs_every_job_then_exits_non_zero_when_rows_failed(tmp_path):
     out = done.stdout + done.stderr
     assert "rheo: 1 of 1 rows failed" in out and "1 row(s) FAILED in 1 sweep job(s)" in out
     rows = load_results(tmp_path / "out", include_failed=True)
-    assert set(zip(rows["method"], rows["status"])) == {("topk", "ok"), ("ar", "ok"), ("rheo", "failed")}
+    assert set(zip(rows["method"], rows["status"])) == {("topk", "ok"), (AR.name, "ok"), ("rheo", "failed")}
 
 
 def test_sweep_validates_every_combination_before_the_first_job(tmp_path):

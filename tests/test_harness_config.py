@@ -10,6 +10,7 @@ from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 import eval.runner as runner
+from baselines import AR
 from eval.compose import compose_config
 from eval.storage import FINGERPRINT, MANIFEST, OutputDirError
 
@@ -28,7 +29,7 @@ def no_model(monkeypatch):
 @pytest.mark.parametrize("group,choices", [
     ("model", ["smollm2_135m", "llama31_8b_instruct", "vicuna_13b_v13", "r1_distill_llama_8b", "tiny_random"]),
     ("dataset", ["alpaca", "gsm8k", "humaneval", "mt_bench", "nq", "cnn_dm", "all"]),
-    ("method", ["ar", "topk", "rheo"]),
+    ("method", [AR.name, "topk", "rheo"]),
 ])
 def test_unknown_group_choice_lists_the_choices(group, choices):
     with pytest.raises(MissingConfigException) as err:
@@ -137,8 +138,8 @@ def test_method_key_drops_unused_parameters():
     assert len({runner.config_hash(k) for k in topk}) == 1 and topk[0]["m"] is None
     rheo = [runner.config_hash(runner.method_key(compose_config(["method=rheo", f"method.m={m}"]))) for m in (0, 1)]
     assert rheo[0] != rheo[1]
-    ar = runner.method_key(compose_config(["method=rheo", "model.head_path=/elsewhere/head"]), "ar")
-    assert ar["k"] is None and ar["tree_size"] is None and ar["method"] == "ar" and ar["head_path"] is None
+    ar = runner.method_key(compose_config(["method=rheo", "model.head_path=/elsewhere/head"]), AR.name)
+    assert ar["k"] is None and ar["tree_size"] is None and ar["method"] == AR.name and ar["head_path"] is None
 
 
 def test_output_dir_being_initialised_by_a_parallel_job_is_accepted(tmp_path):
@@ -187,4 +188,4 @@ def test_method_key_holds_the_head_weights_fingerprint(tmp_path, monkeypatch):
         fh.write(bytes([last[0] ^ 1]))
     after = runner.method_key(cfg)
     assert after["head_sha"] != before["head_sha"] and runner.config_hash(after) != runner.config_hash(before)
-    assert "head_sha" not in runner.method_key(cfg, "ar")  # AR never uses the head
+    assert "head_sha" not in runner.method_key(cfg, AR.name)  # AR never uses the head

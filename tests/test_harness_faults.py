@@ -12,10 +12,12 @@ import pandas as pd
 import pytest
 
 import eval.runner as runner
+from baselines import AR
 from eval import storage
 from eval.analysis import with_speedup
 from eval.compose import compose_config
-from eval.schema import config_hash, method_key
+from eval.keys import config_hash
+from eval.schema import method_key
 from rheo.config import SpecConfig
 from rheo.methods.static import MAX_STATIC_NODES
 
@@ -84,7 +86,7 @@ def test_rows_without_usable_timings_are_reported_not_silently_dropped(caplog):
                 turn=0, paired_with=None, target_path=None, head_path=None)
     rows = []
     for item in (0, 1):
-        rows.append(dict(base, method="ar", config_hash="a", item_id=item, new_tokens=4, wall_s=1.0, tokens_per_s=4.0))
+        rows.append(dict(base, method=AR.name, config_hash="a", item_id=item, new_tokens=4, wall_s=1.0, tokens_per_s=4.0))
         rows.append(dict(base, method="rheo", config_hash="r", item_id=item, new_tokens=4,
                          wall_s=0.5 if item == 0 else 0.0, tokens_per_s=8.0 if item == 0 else None))
     with caplog.at_level(logging.WARNING):

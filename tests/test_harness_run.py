@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import eval.runner as runner
+from baselines import AR
 from eval import storage
 from eval.analysis import PAIR_KEY, add_variant, with_speedup
 from eval.compose import compose_config
@@ -35,14 +36,14 @@ def test_rows_baseline_and_resume(tmp_path, monkeypatch):
     assert summary.computed == 4 and summary.failed == 0  # (rheo, ar) x 2 turns
     df = load_results(tmp_path / "out")
     assert len(df) == 4 and not df.duplicated(ROW_KEY).any()
-    assert set(df["method"]) == {"rheo", "ar"} and set(df["turn"]) == {0, 1}
+    assert set(df["method"]) == {"rheo", AR.name} and set(df["turn"]) == {0, 1}
     for r in df.itertuples():
         assert r.new_tokens == 5 == sum(r.accept_lengths)
         assert r.tau == pytest.approx(r.new_tokens / r.target_calls)
         assert r.wall_s > 0 and r.tokens_per_s == pytest.approx(r.new_tokens / r.wall_s)
         assert r.status == "ok" and r.error is None and r.device == "cpu" and r.dtype == "float32"
         assert r.torch_version and r.transformers_version and r.git_sha and r.config_hash
-    ar = df[df["method"] == "ar"]
+    ar = df[df["method"] == AR.name]
     assert (ar["target_calls"] == ar["new_tokens"]).all() and ar["m"].isna().all() and ar["k"].isna().all()
     rheo = df[df["method"] == "rheo"]
     assert (rheo["m"] == 1).all() and (rheo["tree_size"] == 6).all()
@@ -166,7 +167,7 @@ def test_paired_baseline_times_an_ar_row_next_to_each_config(tmp_path):
     runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", "method.m=2"))  # shared AR
     df = add_variant(load_results(tmp_path / "out"))
     rheo = df[df["method"] == "rheo"].set_index("m")
-    ar = df[df["method"] == "ar"]
+    ar = df[df["method"] == AR.name]
     assert len(ar) == 3 and set(ar["paired_with"].dropna()) == {rheo.loc[0, "config_hash"], rheo.loc[1, "config_hash"]}
     speed = with_speedup(df).set_index("m")
     for m in (0, 1, 2):

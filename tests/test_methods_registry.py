@@ -15,14 +15,16 @@ import pytest
 import torch
 
 import eval.runner as runner
+from baselines import AR
 from eval import storage
 from eval.analysis import add_variant, display_name
 from eval.compose import compose_config
-from eval.schema import config_hash, method_key, validate
+from eval.keys import config_hash
+from eval.schema import method_key, validate
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.exact import decoder_distribution, target_distribution, total_variation
-from rheo.methods import get_method, method_names, unregister
+from rheo.methods import Method, get_method, method_names, unregister
 from rheo.methods.static import PRESETS, num_nodes
 from toys import toy_pair
 
@@ -90,7 +92,7 @@ def test_config_hashes_of_existing_methods_unchanged():
               ("method=rheo", "paired_baseline=true"): ("12bda16cfb59", "ad715d99bbe1")}
     for overrides, (own, ar) in expect.items():
         cfg = compose_config(list(overrides))
-        key, ar_key = method_key(cfg), method_key(cfg, "ar")
+        key, ar_key = method_key(cfg), method_key(cfg, AR.name)
         if ar_key["paired_with"] is not None:  # an AR row names the config it was timed next to
             assert ar_key["paired_with"] == config_hash(key)
         assert (key.pop("head_sha", None) is None) == (overrides == ("method=ar",))
@@ -176,7 +178,7 @@ def test_static_and_chain_rows_and_the_methods_table(tmp_path):
         for extra in runs:
             runner.run(compose_config(TINY + extra + [f"temperature={t}", f"output_dir={out}"]))
     df = add_variant(storage.load_results(out))
-    assert set(df["variant"]) == {"ar", "topk", "static rsd (3,1)", "static specinfer (3,1)", "chain d=2"}
+    assert set(df["variant"]) == {AR.name, "topk", "static rsd (3,1)", "static specinfer (3,1)", "chain d=2"}
     static = df[df["method"] == "static"]
     assert all(list(b) == [3, 1] for b in static["branching"]) and set(static["replacement"]) == {True, False}
     assert (static["kept_nodes_mean"] == 6).all() and static["k"].isna().all() and static["tree_size"].isna().all()
@@ -203,7 +205,7 @@ def test_shards_written_before_the_static_columns_still_load(tmp_path, monkeypat
     shards = list(storage.iter_shards(tmp_path / "out"))
     for shard in shards:  # rewrite each shard as an older version of the code wrote it
         table = pq.read_table(shard)
-        pq.write_table(table.drop_columns(list(storage.LATER_COLUMNS)), shard)
+        pq.write_table(table.drop_columns(sorted(storage.OPTIONAL_COLUMNS & set(storage.METHOD_COLUMNS))), shard)
     rows = storage.load_results(tmp_path / "out")
     assert len(rows) == len(shards) == 2 and rows["branching"].isna().all()
 
@@ -234,3 +236,23 @@ def test_method_acceptance_table_matches_monte_carlo(tmp_path):
     # seeded; a 4-sigma band (false-alarm rate ~6e-4 over the 10 cases) around the closed form
     sigma = (frame["closed_form"] * (1 - frame["closed_form"]) / frame["n_cycles"]) ** 0.5
     assert ((frame["monte_carlo"] - frame["closed_form"]).abs() <= 4 * sigma + 1e-9).all(), frame
+
+
+def test_baselines_are_reference_methods_run_through_one_generate():
+    from baselines import AR, HF_GENERATE, autoregressive_generate
+    from eval.generation import generate, phase_timer
+    from eval.models import make_tiny_pair
+
+    assert method_names("reference") == sorted([AR.name, HF_GENERATE.name]) and AR.name not in method_names()
+    pair = make_tiny_pair()
+    prompt = pair.format_chat([{"role": "user", "content": "hi"}])
+    want = autoregressive_generate(pair.target, prompt, 6, 0.0).tokens
+    for name in (AR.name, HF_GENERATE.name, "topk"):
+        spec = SpecConfig(method=name, k=4, depth=2, tree_size=6, temperature=0.0)
+        assert generate(pair, spec, prompt, 6, torch.Generator().manual_seed(0)).tokens == want, name
+    assert phase_timer(SpecConfig(method=HF_GENERATE.name), "cpu") is None  # transformers runs that loop
+    assert phase_timer(SpecConfig(method=AR.name), "cpu") is not None
+    with pytest.raises(ValueError, match="reference method"):
+        speculative_generate(pair.target, pair.drafter, prompt, 4, config=SpecConfig(method=AR.name))
+    with pytest.raises(ValueError, match="needs generate"):
+        Method(name="no_loop", display="No loop", kind="reference")

@@ -15,7 +15,8 @@ import pytest
 from eval.compose import compose_config
 from eval.data import BenchmarkDataError, Item, builtin_datasets, load_prompts, load_suite, read_records
 from eval.runner import resolve_path
-from eval.schema import SUITE_FILES, config_hash, generation_seed, method_key, validate
+from eval.keys import SUITE_FILES, config_hash, generation_seed
+from eval.schema import method_key, validate
 from eval.storage import load_results
 
 ROOT = Path(__file__).resolve().parent.parent

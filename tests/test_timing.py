@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import eval.runner as runner
+from baselines import AR, HF_GENERATE
 from baselines.autoregressive import autoregressive_generate
 from baselines.hf_generate import hf_generate
 from eval import storage
@@ -73,7 +74,7 @@ def test_rows_carry_phases_unless_switched_off(tmp_path):
     assert len(df) == 2 and df["device_name"].notna().all()
     for c in phase_columns():
         assert df[c].notna().all(), c
-    spec, ar = df[df["method"] == "rheo"].iloc[0], df[df["method"] == "ar"].iloc[0]
+    spec, ar = df[df["method"] == "rheo"].iloc[0], df[df["method"] == AR.name].iloc[0]
     assert spec["phase_draft_ms"] > 0 and ar["phase_draft_ms"] == 0 and ar["phase_score_ms"] > 0
     per_cycle = sum(spec[f"phase_{p}_ms"] for p in PHASES) * spec["target_calls"] + spec["phase_prefill_ms"]
     assert per_cycle == pytest.approx(spec["wall_s"] * 1e3, rel=1e-6)
@@ -87,8 +88,8 @@ def test_hf_generate_rows_are_timed_next_to_their_own_ar(tmp_path):
     runner.run(compose_config(TINY + [f"output_dir={tmp_path / 'o'}", "method=hf_generate", "temperature=0",
                                       "paired_baseline=true"]))
     df = load_results(tmp_path / "o")
-    assert sorted(df["method"]) == ["ar", "hf_generate"]
-    hf, ar = df[df["method"] == "hf_generate"].iloc[0], df[df["method"] == "ar"].iloc[0]
+    assert sorted(df["method"]) == [AR.name, HF_GENERATE.name]
+    hf, ar = df[df["method"] == HF_GENERATE.name].iloc[0], df[df["method"] == AR.name].iloc[0]
     assert hf["output_tokens"] == ar["output_tokens"] and ar["paired_with"] == hf["config_hash"]
 
 

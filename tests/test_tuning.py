@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from baselines import AR
 from eval import tuning
 from eval.models import make_tiny_pair
+from rheo.config import SpecConfig
 from toys import root_to_leaf_paths
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,11 +43,11 @@ def test_costs_tau_runs_expected_and_pick_on_the_tiny_pair():
     costs = tuning.measure_costs(pair, prompts[0], [1, 4, 8], [2, 4], reps=2)
     assert set(costs["target_ms"]) == {1, 4, 8} and all(v > 0 for v in costs["target_ms"].values())
     assert set(costs["head_ms"]) == {2, 4} and costs["commit_ms"] >= 0
-    ar = tuning.run_tau(pair, prompts, "ar", None, 0.0, 6, 0)
+    ar = tuning.run_tau(pair, prompts, SpecConfig(method=AR.name, temperature=0.0), 6, 0)
     assert ar.tau == 1.0 and ar.new_tokens == 12
     rows = []
     for shape in ((2, 2, 3), (4, 3, 8)):
-        run = tuning.run_tau(pair, prompts, "rheo m=1", shape, 1.0, 6, 0)
+        run = tuning.run_tau(pair, prompts, tuning.tree_spec("rheo", shape, 1.0, m=1), 6, 0)
         assert run.tau >= 1.0 and run.core_ms > 0 and run.phases_ms["draft"] > 0
         exp = tuning.expected(costs, run)
         k, depth, size = shape
@@ -65,8 +67,8 @@ def test_written_config_is_a_speed_preset_the_gpu_check_reads(tmp_path, monkeypa
 
     report = {"temperatures": [0.0, 1.0], "machine": "cpu x", "host": "h", "device": "cpu", "threads": 1,
               "torch": "t", "date": "d", "prompts": 3, "max_new_tokens": 8}
-    path = tune_tree.write_config(tmp_path, "rheo m=1", {"shape": (6, 5, 16), "dtype": "bfloat16",
-                                                         "expected_tokens_per_s": 30.0}, report)
+    path = tune_tree.write_config(tmp_path, SpecConfig(method="rheo", m=1), {"shape": (6, 5, 16), "dtype": "bfloat16",
+                                                                             "expected_tokens_per_s": 30.0}, report)
     conf = OmegaConf.load(path)
     assert conf.method.k == 6 and conf.method.depth == 5 and conf.method.tree_size == 16 and conf.method.m == 1
     assert conf.dtype == "bfloat16" and conf.paired_baseline and conf.experiment == "tuned_rheo"
@@ -74,4 +76,5 @@ def test_written_config_is_a_speed_preset_the_gpu_check_reads(tmp_path, monkeypa
     monkeypatch.setattr(gpu_check, "ROOT", tmp_path.parent)
     (tmp_path.parent / "configs" / "experiment").mkdir(parents=True)
     path.rename(tmp_path.parent / "configs" / "experiment" / "tuned_rheo.yaml")
-    assert gpu_check.tuned_trees() == [("rheo m=1", {"k": 6, "depth": 5, "tree_size": 16, "sparse_top": 128})]
+    assert gpu_check.tuned_specs(0.5) == [SpecConfig(method="rheo", m=1, k=6, depth=5, tree_size=16, sparse_top=128,
+                                                     temperature=0.5)]

@@ -22,6 +22,11 @@ about it:
   its **display name**, its row **label** and, optionally, its single-node
   acceptance in closed form (``rheo.theory``-style, used by the theory table).
 
+A **reference** method drafts no tree: it has a ``generate`` entry instead of the
+three plug-ins (the autoregressive baseline and ``transformers`` ``generate``,
+registered by :mod:`baselines`), so a harness runs every method through one
+function and names it through this registry.
+
 A method module registers its methods when imported; the package
 (``rheo/methods/__init__.py``) imports the built-in ones by name, and a new
 method is one module plus one line there (see the README, "Adding a verification
@@ -35,7 +40,7 @@ validates itself against this registry) other than for annotations.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
 
 import torch
 
@@ -49,7 +54,8 @@ if TYPE_CHECKING:  # only for annotations: the registry imports no mechanism
     from rheo.tree import BuiltTree, DraftFn
     from rheo.verify import VerifyResult
 
-KINDS = ("dynamic", "static")
+TREE_KINDS = ("dynamic", "static")
+KINDS = TREE_KINDS + ("reference",)
 
 
 class CandidateRule(Protocol):
@@ -72,6 +78,14 @@ class Verifier(Protocol):
         """target_logits: [n, V] untempered, one row per kept node of ``built``."""
 
 
+class Generate(Protocol):
+    def __call__(self, pair: Any, prompt: Sequence[int], max_new_tokens: int, temperature: float,
+                 generator: torch.Generator, eos_token_id: Any, device: torch.device | str,
+                 timer: Any) -> Any:
+        """One generation of a reference method with ``pair`` (a rheo.models ModelPair) ->
+        rheo.decode.GenerationOutput; ``timer``: a rheo.timing.PhaseTimer or None."""
+
+
 class PathProbs(Protocol):
     def __call__(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig") -> torch.Tensor:
         """target_logits: [n, V] untempered (reads the rows of nodes with children only) ->
@@ -90,10 +104,14 @@ def _k(cfg: "SpecConfig") -> int:
 class Method:
     """name:        SpecConfig.method, configs/method/<name>.yaml, the row's ``method`` column
     display:     name in tables and figures ("Top-K")
-    kind:        "dynamic" (context-aware tree, pruned) or "static" (fixed shape, no pruning)
-    candidates:  the candidate rule
+    kind:        "dynamic" (context-aware tree, pruned), "static" (fixed shape, no pruning) or
+                 "reference" (no tree: ``generate`` instead of the three plug-ins)
+    candidates:  the candidate rule (tree kinds)
     build:       the tree builder (rheo.tree.build_dynamic_tree for dynamic methods)
     verify:      the verifier
+    generate:    a reference method's generation (module docstring); None for tree methods,
+                 which run the speculative loop (rheo.decode)
+    phases:      whether rheo.timing can time the method's phases (False: a library's own loop)
     fields:      SpecConfig fields the method reads (temperature aside, which every method reads)
     validate:    extra checks of a SpecConfig of this method (raise ValueError naming the field)
     max_children: the most children one node can get (checked against the draft vocabulary)
@@ -110,10 +128,12 @@ class Method:
     name: str
     display: str
     kind: str
-    candidates: CandidateRule
-    build: TreeBuilder
-    verify: Verifier
-    fields: tuple[str, ...]
+    candidates: Optional[CandidateRule] = None
+    build: Optional[TreeBuilder] = None
+    verify: Optional[Verifier] = None
+    fields: tuple[str, ...] = ()
+    generate: Optional[Generate] = None
+    phases: bool = True
     validate: Callable[["SpecConfig"], None] = _no_checks
     max_children: Callable[["SpecConfig"], int] = _k
     label: Optional[Callable[[Any], str]] = None
@@ -123,10 +143,20 @@ class Method:
     candidate_sets: Optional[Callable[["DraftDist", "SpecConfig"], Optional[list]]] = None
 
     def __post_init__(self) -> None:
-        if not self.name.isidentifier() or self.name == "ar":
-            raise ValueError(f"method name must be an identifier other than 'ar', got {self.name!r}")
+        if not self.name.isidentifier():
+            raise ValueError(f"method name must be an identifier, got {self.name!r}")
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {list(KINDS)}, got {self.kind!r}")
+        plugins = (self.candidates, self.build, self.verify)
+        if self.is_reference and (self.generate is None or any(p is not None for p in plugins)):
+            raise ValueError(f"reference method {self.name!r} needs generate and no tree plug-ins")
+        if not self.is_reference and (self.generate is not None or any(p is None for p in plugins)):
+            raise ValueError(f"{self.kind} method {self.name!r} needs candidates, build and verify, not generate")
+
+    @property
+    def is_reference(self) -> bool:
+        """A reference method: no draft tree (the baselines)."""
+        return self.kind == "reference"
 
     def build_tree(self, draft_fn: "DraftFn", root_token: int, cfg: "SpecConfig", rng: "RandomSource",
                    draft_to_target: Optional[torch.Tensor] = None, device: torch.device | str = "cpu") -> "BuiltTree":
@@ -194,13 +224,16 @@ def get_method(name: str) -> Method:
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
-        choices = ", ".join(f"{kind} trees {method_names(kind)}" for kind in KINDS)
+        choices = ", ".join(f"{kind} trees {method_names(kind)}" for kind in TREE_KINDS)
+        if method_names("reference"):
+            choices += f", references {method_names('reference')}"
         raise ValueError(f"method must be a registered method: {choices}; got {name!r}") from None
 
 
 def method_names(kind: Optional[str] = None) -> list[str]:
-    """Registered method names (sorted), optionally of one kind."""
-    return sorted(n for n, m in _REGISTRY.items() if kind is None or m.kind == kind)
+    """Registered method names (sorted) of one kind; None: the tree methods (dynamic and static)."""
+    kinds = TREE_KINDS if kind is None else (kind,)
+    return sorted(n for n, m in _REGISTRY.items() if m.kind in kinds)
 
 
 def registration_rank(name: str) -> int:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import torch
+
 from rheo.candidates import Candidates, select_rheo
 from rheo.expected import dynamic_path_probs
 from rheo.methods.registry import Method, register
-from rheo.methods.topk import DYNAMIC_FIELDS, check_sparse_top
+from rheo.methods.topk import DYNAMIC_FIELDS, check_sparse_top, top_slots_mass
 from rheo.ot import rheo_sets
-from rheo.probs import DraftDist
+from rheo.probs import DraftDist, clamp_probability, draft_distribution, tempered
 from rheo.random import RandomSource
 from rheo.tree import build_dynamic_tree
 from rheo.verify import verify_dynamic
@@ -40,13 +42,37 @@ def rheo_label(row) -> str:
     return label
 
 
-def _acceptance(target_probs, draft_logits, cfg: SpecConfig) -> float:
-    from rheo.theory import node_acceptance
-
-    return node_acceptance(target_probs, draft_logits, "rheo", cfg.k, cfg.m, cfg.temperature, cfg.sparse_top)
+def rheo_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg: SpecConfig) -> float:
+    """alpha_rheo = sum_y min(p, q~) + (1/beta) sum_y max(q~(y) - p(y), 0) * sum_{x in L u F_y} max(p(x) - q~(x), 0)
+    with L the m leads, F_y the fills when the sample is y, beta = sum_y max(p(y) - q~(y), 0).
+    target_probs: [V] (tempered), draft_logits: [V]."""
+    p = target_probs.to(torch.float64)
+    dist = draft_distribution(draft_logits.to(torch.float64)[None], cfg.sparse_top)
+    ids, logits = dist.ids[0], dist.logits[0]  # [S]
+    finite = torch.isfinite(logits)  # [S]
+    slots, m = min(cfg.k, ids.shape[0]), cfg.m
+    if not 0 <= m < slots:
+        raise ValueError(f"m must be in [0, {slots - 1}], got {m}")
+    if not finite[m]:  # leads hold all the mass: deterministic fallback
+        return top_slots_mass(p, draft_logits, cfg.sparse_top, slots)
+    q_t = tempered(logits[m:], cfg.temperature)  # [S-m] residual q~ on the tail slots
+    p_tail = p[ids[m:]]  # [S-m]
+    lead_mass = float(p[ids[:m]].sum())
+    excess = (p_tail - q_t).clamp(min=0) * finite[m:]  # max(p - q~, 0) on drafted-able slots
+    beta = float((p - torch.zeros_like(p).scatter_(0, ids[m:], q_t)).clamp(min=0).sum())
+    direct = float(torch.minimum(p_tail, q_t).sum())
+    if beta <= 0:
+        return clamp_probability(direct)
+    n_fill = slots - m - 1
+    head = excess[: n_fill + 1]  # fills come from the first n_fill+1 tail slots
+    fill_mass = torch.full_like(q_t, float(head[:n_fill].sum()))  # sample outside the head
+    in_head = torch.arange(q_t.shape[0]) < n_fill + 1
+    fill_mass[in_head] = float(head.sum()) - head[in_head[: head.shape[0]]]
+    overflow = (q_t - p_tail).clamp(min=0)  # [S-m]
+    return clamp_probability(direct + float((overflow * (lead_mass + fill_mass)).sum()) / beta)
 
 
 register(Method(
     name="rheo", display="Rheo", kind="dynamic", candidates=rheo_candidates, build=build_dynamic_tree,
     verify=verify_dynamic, fields=DYNAMIC_FIELDS + ("m", "verify_order", "proxy"), validate=_validate,
-    label=rheo_label, acceptance=_acceptance, path_probs=dynamic_path_probs, candidate_sets=rheo_sets))
+    label=rheo_label, acceptance=rheo_acceptance, path_probs=dynamic_path_probs, candidate_sets=rheo_sets))

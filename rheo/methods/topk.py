@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import torch
+
 from rheo.candidates import Candidates, select_topk
 from rheo.expected import dynamic_path_probs
 from rheo.methods.registry import Method, register
 from rheo.ot import topk_sets
-from rheo.probs import DraftDist
+from rheo.probs import DraftDist, clamp_probability, draft_distribution
 from rheo.random import RandomSource
 from rheo.tree import build_dynamic_tree
 from rheo.verify import verify_dynamic
@@ -34,13 +36,20 @@ def _validate(cfg: SpecConfig) -> None:
     check_sparse_top(cfg, cfg.k, "k")
 
 
-def _acceptance(target_probs, draft_logits, cfg: SpecConfig) -> float:
-    from rheo.theory import node_acceptance
+def top_slots_mass(target_probs: torch.Tensor, draft_logits: torch.Tensor, sparse_top, slots: int) -> float:
+    """target_probs: [V], draft_logits: [V] -> p of the draft's top-``slots`` tokens (drawable ones)."""
+    dist = draft_distribution(draft_logits.to(torch.float64)[None], sparse_top)
+    ids, finite = dist.ids[0][:slots], torch.isfinite(dist.logits[0][:slots])  # [<= slots]
+    return clamp_probability(target_probs.to(torch.float64)[ids][finite].sum())
 
-    return node_acceptance(target_probs, draft_logits, "topk", cfg.k, 0, cfg.temperature, cfg.sparse_top)
+
+def topk_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg: SpecConfig) -> float:
+    """alpha_topk = p(top-K of q): the children are point masses, one is accepted iff the target's
+    sample is one of them. target_probs: [V] (tempered), draft_logits: [V]."""
+    return top_slots_mass(target_probs, draft_logits, cfg.sparse_top, cfg.k)
 
 
 register(Method(
     name="topk", display="Top-K", kind="dynamic", candidates=topk_candidates, build=build_dynamic_tree,
-    verify=verify_dynamic, fields=DYNAMIC_FIELDS, validate=_validate, acceptance=_acceptance,
+    verify=verify_dynamic, fields=DYNAMIC_FIELDS, validate=_validate, acceptance=topk_acceptance,
     path_probs=dynamic_path_probs, candidate_sets=topk_sets))

@@ -1,0 +1,36 @@
+"""One generation of any registered method: the run, the GPU check and the tree tuning all call it.
+
+A tree method runs the speculative loop (:func:`rheo.decode.speculative_generate`); a
+reference method (:mod:`baselines`: AR, ``transformers`` ``generate``) its registered
+``generate``. Which one is the method's registration, not its name.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from rheo.config import SpecConfig
+from rheo.decode import EosSpec, GenerationOutput, speculative_generate
+from rheo.methods import get_method
+from rheo.timing import PhaseTimer
+
+
+def generate(pair, spec: SpecConfig, prompt: Sequence[int], max_new_tokens: int, generator: torch.Generator,
+             eos_token_id: EosSpec = None, device: torch.device | str = "cpu",
+             timer: Optional[PhaseTimer] = None) -> GenerationOutput:
+    """Up to ``max_new_tokens`` tokens after ``prompt`` (token ids) with ``pair`` (a rheo.models
+    ModelPair) under ``spec`` (its method and temperature; a tree method's parameters)."""
+    method = get_method(spec.method)
+    if method.is_reference:
+        return method.generate(pair, prompt, max_new_tokens, spec.temperature, generator, eos_token_id, device,
+                               timer)
+    return speculative_generate(pair.target, pair.drafter, prompt, max_new_tokens, config=spec,
+                                generator=generator, eos_token_id=eos_token_id, timer=timer)
+
+
+def phase_timer(spec: SpecConfig, device: torch.device | str, profile: bool = True) -> Optional[PhaseTimer]:
+    """A PhaseTimer for one generation of ``spec``'s method, or None when ``profile`` is off or the
+    method's phases cannot be timed (a library's own loop)."""
+    return PhaseTimer(device) if profile and get_method(spec.method).phases else None
