@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
-import subprocess
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -38,12 +37,12 @@ from eval.keys import config_hash, generation_seed
 from eval.models import load_pair
 from eval.schema import method_key, spec_config, validate
 from eval.validate import check_against_pair
+from rheo.paths import REPO_ROOT, git_sha
 from rheo.config import SpecConfig
 from rheo.methods import get_method
 from rheo.timing import device_name
 
 log = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 WARMUP_TOKENS = 4
 
 
@@ -318,18 +317,6 @@ def _rheo_version() -> str:
         return "unknown"
 
 
-def git_sha() -> str:
-    """HEAD of the project repository, suffixed '-dirty' when the tree has changes."""
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
-                             text=True, check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
-                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return sha + ("-dirty" if dirty else "")
-
-
 def _generator_device(device: str) -> str:
     return "cuda" if str(device).startswith("cuda") else "cpu"
 
@@ -340,4 +327,4 @@ def resolve_path(path: str, must_exist: bool = False) -> Path:
     p = Path(path).expanduser()
     if p.is_absolute() or not must_exist or p.exists():
         return p.absolute()
-    return PROJECT_ROOT / p
+    return REPO_ROOT / p

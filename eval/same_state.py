@@ -38,7 +38,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from eval import storage
 from eval.data import chat_messages, load_suite
 from eval.models import load_pair
-from eval.runner import git_sha, resolve_path
+from eval.runner import resolve_path
+from rheo.paths import git_sha
 from eval.keys import config_hash, generation_seed
 from eval.schema import method_key, register_configs, validate
 from eval.validate import check_against_pair

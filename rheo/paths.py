@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 #: the folder holding ``rheo/``, ``data/``, ``configs/`` (the package is installed editable)
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def git_sha() -> str:
+    """HEAD of the checkout, suffixed '-dirty' when tracked files have changes; 'unknown' outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return sha + ("-dirty" if dirty else "")

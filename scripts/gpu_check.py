@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # before rheo is importable: it goes on sys.path
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
@@ -44,6 +43,7 @@ from rheo.config import SpecConfig  # noqa: E402
 from rheo.timing import device_name  # noqa: E402
 from rheo.placement import DTYPES as PLACEMENT_DTYPES  # noqa: E402
 from rheo.cli import ArgumentParser, positive_int, run_main  # noqa: E402
+from rheo.paths import git_sha  # noqa: E402
 
 DTYPES = {k: v for k, v in PLACEMENT_DTYPES.items() if k != "float16"}
 REFERENCE = ROOT / "results" / "gpu" / "cpu_reference.json"
@@ -76,14 +76,6 @@ def parse(argv):
         ap.error(f"--tree must be K,DEPTH,R (e.g. 10,8,60), got {args.tree!r}")
     args.tree = {**dc.PAPER_TREE, "k": k, "depth": depth, "tree_size": size}
     return args
-
-
-def git_sha() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 class Report:
