@@ -54,7 +54,8 @@ def check_inputs(args) -> None:
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default=str(DEFAULT_DIR))
+    ap.add_argument("--corpus", default=str(DEFAULT_DIR),
+                    help="a corpus folder, or several comma-separated (e.g. data/draft_corpus,data/draft_corpus/selfinstruct)")
     ap.add_argument("--features", default=".cache/draft_features")
     ap.add_argument("--run-dir", default=".cache/train_head")
     ap.add_argument("--out", default=".cache/train_head/head")

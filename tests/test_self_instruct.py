@@ -101,3 +101,20 @@ def test_committed_self_instructed_part_loads_and_its_user_turns_are_clean():
         turns = json.load(f)
     bench = C.benchmark_ngrams()
     assert not [t[:80] for t in turns if C.shares_ngram(t, bench)]
+
+
+def test_several_corpus_folders_load_as_one(tmp_path):
+    from rheo.training.corpus import load_corpora, save_corpus, sha256
+
+    a = pack_samples([dict(prompt=[1, 2], response=[3], kind="math", temperature=0.0, split="train")])
+    b = pack_samples([dict(prompt=[4], response=[5, 6], kind="instruct", temperature=1.0, split="heldout")])
+    save_corpus(a, tmp_path / "a", {})
+    save_corpus(b, tmp_path / "b", {})
+    one, sha_a = load_corpora(tmp_path / "a")
+    assert len(one) == 1 and sha_a == sha256(tmp_path / "a" / "corpus.npz")  # one folder: its own hash
+    both, sha_ab = load_corpora(f"{tmp_path / 'a'},{tmp_path / 'b'}")
+    assert [both.sequence(s).tolist() for s in range(2)] == [[1, 2, 3], [4, 5, 6]]
+    assert sha_ab not in (sha_a, load_corpora(tmp_path / "b")[1])
+    assert load_corpora(f"{tmp_path / 'b'},{tmp_path / 'a'}")[1] != sha_ab  # the order is part of it
+    with pytest.raises(ValueError, match="--corpus is empty"):
+        load_corpora(" , ")

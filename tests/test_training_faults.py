@@ -34,7 +34,7 @@ def no_loading(monkeypatch):
     def loaded(*a, **k):
         raise Loaded
 
-    monkeypatch.setattr(loop, "load_corpus", loaded)
+    monkeypatch.setattr(loop, "load_corpora", loaded)
     monkeypatch.setattr(loop, "load_smollm2", loaded)
 
 

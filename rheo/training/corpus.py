@@ -143,3 +143,17 @@ def concat_corpora(parts: List[Corpus]) -> Corpus:
                   kind=np.concatenate([c.kind for c in parts]),
                   temperature=np.concatenate([c.temperature for c in parts]),
                   held_out=np.concatenate([c.held_out for c in parts]))
+
+
+def load_corpora(spec: str | Path) -> tuple[Corpus, str]:
+    """``spec``: a corpus folder, or several joined by commas (e.g. the templated corpus, then
+    ``data/draft_corpus/selfinstruct``), concatenated in that order. Returns (corpus, fingerprint):
+    the SHA-256 of a single folder's ``corpus.npz``, or of the parts' hashes joined."""
+    folders = [Path(p.strip()) for p in str(spec).split(",") if p.strip()]
+    if not folders:
+        raise ValueError("--corpus is empty: give a corpus folder (or several, comma-separated)")
+    parts = [load_corpus(f) for f in folders]
+    shas = [sha256(f / "corpus.npz") for f in folders]
+    if len(parts) == 1:
+        return parts[0], shas[0]
+    return concat_corpora(parts), hashlib.sha256(",".join(shas).encode()).hexdigest()

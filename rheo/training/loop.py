@@ -27,7 +27,7 @@ from rheo.models.eagle3_head import Eagle3Head, save_head
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.models.weights import CorruptWeightsError
-from rheo.training.corpus import load_corpus, sha256
+from rheo.training.corpus import load_corpora
 from rheo.training.draft_head import coverage, draft_vocab, init_head, saved_head
 from rheo.training.eagle3_train import batch_from_sequences, ttt_forward
 from rheo.training.features import FeatureCache, build_features, import_shard_features, length_batches
@@ -124,9 +124,9 @@ def train(args) -> None:
 
 def prepare_data(args, device) -> TrainingData:
     """Load the corpus and the target, and compute (or import) the target features not cached yet."""
-    corpus = load_corpus(args.corpus)
+    corpus, corpus_sha = load_corpora(args.corpus)
     target, _ = load_smollm2()
-    meta = dict(corpus_sha256=sha256(Path(args.corpus) / "corpus.npz"), dtype="bfloat16",
+    meta = dict(corpus_sha256=corpus_sha, dtype="bfloat16",
                 layers=list(eagle3_feature_layers(target.config.num_hidden_layers)))
     cache = FeatureCache(args.features, corpus, target.config.hidden_size, meta, create=True)
     if args.shard_features and Path(args.shard_features).is_dir() and not cache.done.all():
