@@ -87,7 +87,7 @@ SPEED := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEE
 
 # (the commands below regenerate the committed results on purpose: --update-committed, --replace)
 UPDATE := --update-committed
-reproduce: $(VENV_STAMP) check-vars ## CPU protocol: tau on the paper tree (2 parallel jobs), then speed alone; tables+figures; archives for git
+reproduce: check-vars $(VENV_STAMP) ## CPU protocol: tau on the paper tree (2 parallel jobs), then speed alone; tables+figures; archives for git
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)" TABLE_ARGS=$(UPDATE) FIGURE_ARGS=$(UPDATE)
 	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS="--no-theory $(UPDATE)"
