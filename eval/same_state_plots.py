@@ -12,18 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from eval.analysis import display_name as display  # noqa: E402
 from eval.same_state_tables import BASELINE, mechanism_table, paired_differences  # noqa: E402
-
-
-def display(variant: str) -> str:
-    """Row variant -> the name tables and figures use ("topk" -> "Top-K", "rheo m=1" -> "Rheo m=1")."""
-    from rheo.methods import get_method
-
-    name, _, rest = variant.partition(" ")
-    try:
-        return f"{get_method(name).display} {rest}".strip()
-    except (KeyError, ValueError):
-        return variant
 
 
 def draw(rows: pd.DataFrame, out: Path | str) -> Path:
