@@ -43,18 +43,13 @@ from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.training import self_instruct as SI
-from rheo.training.corpus import pack_samples, save_corpus
+from rheo.training.corpus import pack_samples, read_shard, save_corpus
 from rheo.training.contamination import benchmark_ngrams, shares_ngram
 from rheo.training.prompts import is_held_out
 
 ANSWER_SETTINGS = (0.0, 0.0, 0.7, 1.0)
 META_PASSES = ("t", "u", "w", "r", "q")
 MAX_TOPICS = 2400
-
-
-def read_shard(path: Path) -> Dict:
-    with gzip.open(path, "rt") as f:
-        return json.load(f)
 
 
 def write_shard(path: Path, record: Dict) -> None:

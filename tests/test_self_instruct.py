@@ -118,3 +118,17 @@ def test_several_corpus_folders_load_as_one(tmp_path):
     assert load_corpora(f"{tmp_path / 'b'},{tmp_path / 'a'}")[1] != sha_ab  # the order is part of it
     with pytest.raises(ValueError, match="--corpus is empty"):
         load_corpora(" , ")
+
+
+def test_a_truncated_compressed_shard_is_named(tmp_path):
+    import gzip as _gzip
+
+    from rheo.training.corpus import read_shard
+
+    good = tmp_path / "s_00000.json.gz"
+    good.write_bytes(_gzip.compress(json.dumps({"samples": [{"response": [1]}]}).encode()))
+    assert read_shard(good)["samples"] == [{"response": [1]}]
+    bad = tmp_path / "s_00001.json.gz"
+    bad.write_bytes(good.read_bytes()[:12])
+    with pytest.raises(ValueError, match="s_00001.json.gz is unreadable"):
+        read_shard(bad)

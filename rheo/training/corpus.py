@@ -16,6 +16,7 @@ is refused with a message instead of training on it.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import zipfile
@@ -119,13 +120,15 @@ def load_corpus(folder: Path | str = DEFAULT_DIR) -> Corpus:
 
 
 def read_shard(path: Path | str) -> Dict:
-    """A generation shard (``scripts/gen_corpus.py``): a JSON object with a ``samples`` list."""
+    """A generation shard (``scripts/gen_corpus.py``; ``.json.gz`` from ``scripts/gen_selfinstruct.py``):
+    a JSON object with a ``samples`` list."""
     path = Path(path)
     try:
-        rec = json.loads(path.read_text())
+        raw = path.read_bytes()
+        rec = json.loads(gzip.decompress(raw) if path.name.endswith(".gz") else raw)
         if not isinstance(rec, dict) or not isinstance(rec.get("samples"), list):
             raise ValueError("not an object with a 'samples' list")
-    except (ValueError, UnicodeDecodeError, IsADirectoryError) as e:
+    except (ValueError, UnicodeDecodeError, IsADirectoryError, gzip.BadGzipFile, EOFError) as e:
         raise ValueError(f"generation shard {path} is unreadable ({type(e).__name__}: {e}): truncated by a "
                          f"killed writer? Delete it and rerun scripts/gen_corpus.py to regenerate it") from None
     return rec
