@@ -37,30 +37,27 @@ test-slow: $(VENV_STAMP) ## slow tests too (real SmolLM2, large Monte-Carlo)
 # ---------------------------------------------------------------- benchmark harness
 # `make reproduce` = tau experiments (hardware-independent) + a speed experiment (this machine).
 # Tau (paper tree K=10/depth 8/R=60/top-128, no AR baseline, TAU_DTYPE): the main table (Top-K vs
-# Rheo m=1, T=1) on MAIN_ITEMS items per suite (MT-bench both turns: MAIN_ITEMS x 7 prompts), the m
-# ablation (m=0..3, T=1) and the temperature study (Top-K, m=0, m=1 at STUDY_TEMPS and T=1) on ITEMS
-# items per suite, SEEDS; MAX_NEW new tokens for the main table, STUDY_MAX_NEW for the studies (so
-# no rows are shared). It runs as 13 one-thread jobs (one per method x temperature), TAU_JOBS (2) at a
-# time, longest first (xargs -P): 952 generations at the defaults. Then speed, alone (SPEED_DTYPE, one
-# thread): Top-K, Rheo m=1 and `transformers generate`
-# at T=0 and 1 on the paper tree, each timed next to its own AR (paired_baseline), on SPEED_ITEMS
-# items per suite, and, if `make tune` wrote configs/experiment/tuned_{topk,rheo}.yaml, the same on
-# the tuned trees, into SPEED_RESULTS (tables: SPEED_TABLES). A rerun resumes (finished rows are kept).
-# Time on a 2-core CPU machine (bf16, SmolLM2 + the default head), from cold: 57 min 44 s = tau 48 min
-# (main table ~31 min: 336 generations x 128 tokens at a paper-tree cycle of ~183 ms; 11 study jobs of
-# ~3 min: 616 x 32 tokens) + speed ~9 min + tables, figures and archives 20 s. The per-call costs of a
-# machine are measured by `make tune`. Where it runs over: skip reproduce-speed (make reproduce-tau
-# tables figures) or ITEMS=4.
+# Rheo m=1, T=1, realized tau with the exact expected tau beside it) on MAIN_ITEMS items per suite
+# (MT-bench both turns: MAIN_ITEMS x 7 prompts), MAX_NEW new tokens; and the same-state paired studies
+# (eval.same_state: a Top-K driver, every compared method's own tree scored at each of its states,
+# exact expected emitted tokens; docs/expected-acceptance.md): the m ablation at T=1 (Top-K, Rheo
+# m=0..4) and the temperature study (Top-K, m=0..2 at each of SS_TEMPS), on SS_ITEMS items per suite,
+# SS_MAX_NEW tokens, into SS_RESULTS. They run as one-thread jobs, TAU_JOBS (2) at a time, longest
+# first (xargs -P). Then speed, alone (SPEED_DTYPE, one thread): Top-K, Rheo m=1 and `transformers
+# generate` at T=0 and 1 on the paper tree, each timed next to its own AR (paired_baseline), on
+# SPEED_ITEMS items per suite, and, if `make tune` wrote configs/experiment/tuned_{topk,rheo}.yaml,
+# the same on the tuned trees, into SPEED_RESULTS (tables: SPEED_TABLES). A rerun resumes (finished
+# rows are kept). Its time from cold on the 2-core CPU machine is in docs/harness.md. The per-call
+# costs of a machine are measured by `make tune`. Where it runs over: skip reproduce-speed
+# (make reproduce-tau tables figures same-state-tables).
 # Two threads per job are ~10x slower whenever another process shares the cores (OpenMP barriers).
 MODEL ?= smollm2_135m
 MAIN_ITEMS ?= 24
 ITEMS ?= 8
 SEEDS ?= 0
 MAX_NEW ?= 128
-STUDY_MAX_NEW ?= 32
 TAU_JOBS ?= 2
 TAU_JOBFILE ?= .reproduce-tau.jobs
-STUDY_TEMPS ?= 0,0.5
 TAU_DTYPE ?= bfloat16
 SPEED_DTYPE ?= bfloat16
 SPEED_ITEMS ?= 1
@@ -91,11 +88,12 @@ reproduce: check-vars $(VENV_STAMP) ## CPU protocol: tau on the paper tree (2 pa
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)" TABLE_ARGS=$(UPDATE) FIGURE_ARGS=$(UPDATE)
 	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS="--no-theory $(UPDATE)"
+	$(MAKE) same-state-tables
 	$(PY) scripts/export_results.py --results "$(RESULTS)" --out "$(RESULTS).parquet" --replace
 	$(PY) scripts/export_results.py --results "$(SPEED_RESULTS)" --out "$(SPEED_RESULTS).parquet" --replace
 
 # every size of `make reproduce` is checked before its first job (MAIN_ITEMS=0 refuses everything)
-REPRODUCE_VARS = MAIN_ITEMS ITEMS MAX_NEW STUDY_MAX_NEW TAU_JOBS SPEED_ITEMS SPEED_MAX_NEW THREADS
+REPRODUCE_VARS = MAIN_ITEMS SS_ITEMS MAX_NEW SS_MAX_NEW TAU_JOBS SPEED_ITEMS SPEED_MAX_NEW THREADS
 check-vars:
 	@for v in $(foreach v,$(REPRODUCE_VARS),'$(v)=$($(v))'); do case "$${v#*=}" in ''|*[!0-9]*|0*) \
 	  echo "make: $$v must be an integer >= 1 (e.g. $${v%%=*}=2): nothing was started" >&2; exit 2;; esac; done
@@ -104,14 +102,12 @@ check-vars:
 LOGS = hydra.sweep.dir=multirun/reproduce-$(STAMP)
 STAMP := $(shell date +%Y%m%d-%H%M%S)
 
-reproduce-tau: check-vars ## the tau experiments only (main table, m ablation, temperature study): 13 one-thread jobs, longest first, TAU_JOBS at a time
+reproduce-tau: check-vars ## the tau experiments only (main table with expected tau; same-state m ablation and temperature study): one-thread jobs, longest first, TAU_JOBS at a time
 	@printf '%s\n' \
 	  '$(TAU) experiment=main_table method=topk limit=$(MAIN_ITEMS) max_new_tokens=$(MAX_NEW) $(LOGS)-main-topk' \
 	  '$(TAU) experiment=main_table method=rheo method.m=1 limit=$(MAIN_ITEMS) max_new_tokens=$(MAX_NEW) $(LOGS)-main-m1' \
-	  '$(TAU) experiment=m_ablation method=topk method.m=0 limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-abl-topk' \
-	  $(foreach m,0 1 2 3,'$(TAU) experiment=m_ablation method=rheo method.m=$(m) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-abl-m$(m)') \
-	  $(foreach t,$(shell echo $(STUDY_TEMPS) | tr ',' ' ' | tr ' ' '\n' | sort -rg),'$(TAU) experiment=temperature method=topk method.m=0 temperature=$(t) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-t$(t)-topk' \
-	  $(foreach m,0 1,'$(TAU) experiment=temperature method=rheo method.m=$(m) temperature=$(t) limit=$(ITEMS) max_new_tokens=$(STUDY_MAX_NEW) $(LOGS)-t$(t)-m$(m)')) \
+	  '$(SS) $(SS_ARGS) temperature=1.0 "compare=$(SS_M_ABLATION)" hydra.run.dir=$(SS_LOGS)-t1' \
+	  $(foreach t,$(shell echo $(SS_TEMPS) | tr ',' ' ' | tr ' ' '\n' | sort -rg),'$(SS) $(SS_ARGS) temperature=$(t) "compare=$(SS_T_STUDY)" hydra.run.dir=$(SS_LOGS)-t$(t)') \
 	  > $(TAU_JOBFILE)
 	@echo "$$(wc -l < $(TAU_JOBFILE)) tau jobs, $(TAU_JOBS) at a time (longest first; list: $(TAU_JOBFILE))"
 	awk -v n="$$(wc -l < $(TAU_JOBFILE))" '{print "RHEO_JOB=" NR "/" n " " $$0}' $(TAU_JOBFILE) | \
@@ -283,16 +279,24 @@ gpu-train-head: ## on a lent GPU, after gpu-corpus: features + EAGLE-3 training 
 # took ~35 min (T=1, 6 methods) and ~15 min (T=0, 4 methods) on one core of the 2-core VM, shared.
 SS_ITEMS ?= 3
 SS_MAX_NEW ?= 32
-SS_TEMPS ?= 0.0 0.5
+SS_TEMPS ?= 0.5,0.0
 SS_RESULTS ?= results/same_state
-SS := $(PY) -m eval.same_state dataset=all method=topk model=$(MODEL) device=$(DEVICE) dtype=$(TAU_DTYPE) \
-	num_threads=$(THREADS) seed=$(SEEDS) limit=$(SS_ITEMS) max_new_tokens=$(SS_MAX_NEW) output_dir="$(SS_RESULTS)"
-.PHONY: same-state-studies
-same-state-studies: $(VENV_STAMP) ## paired same-state studies (m ablation at T=1, temperature) -> results/tables/same_state.md, figure, archive
-	$(SS) temperature=1.0 'compare=[{name:topk},{name:rheo,m:0},{name:rheo,m:1},{name:rheo,m:2},{name:rheo,m:3},{name:rheo,m:4}]'
-	for t in $(SS_TEMPS); do $(SS) temperature=$$t 'compare=[{name:topk},{name:rheo,m:0},{name:rheo,m:1},{name:rheo,m:2}]' || exit 1; done
-	$(PY) -m eval.same_state_tables "$(SS_RESULTS)" --out $(TABLES)/same_state.md \
-	  --figure $(FIGURES)/same_state_$(MODEL)_n$(SS_MAX_NEW)_$(DEVICE).png --archive "$(SS_RESULTS).parquet"
+SS_M_ABLATION = [{name:topk},{name:rheo,m:0},{name:rheo,m:1},{name:rheo,m:2},{name:rheo,m:3},{name:rheo,m:4}]
+SS_T_STUDY = [{name:topk},{name:rheo,m:0},{name:rheo,m:1},{name:rheo,m:2}]
+SS := $(PY) -m eval.same_state
+SS_ARGS = dataset=all method=topk model=$(MODEL) device=$(DEVICE) dtype=$(TAU_DTYPE) num_threads=$(THREADS) \
+	seed=$(SEEDS) limit=$(SS_ITEMS) max_new_tokens=$(SS_MAX_NEW) output_dir="$(SS_RESULTS)"
+SS_LOGS = multirun/same-state-$(STAMP)
+.PHONY: same-state-studies same-state-tables
+same-state-studies: $(VENV_STAMP) ## the same-state m ablation (T=1) and temperature study alone (SS_ITEMS, SS_MAX_NEW, SS_TEMPS), then their tables
+	$(SS) $(SS_ARGS) temperature=1.0 'compare=$(SS_M_ABLATION)' hydra.run.dir=$(SS_LOGS)-t1
+	for t in $$(echo $(SS_TEMPS) | tr ',' ' '); do \
+	  $(SS) $(SS_ARGS) temperature=$$t 'compare=$(SS_T_STUDY)' hydra.run.dir=$(SS_LOGS)-t$$t || exit 1; done
+	$(MAKE) same-state-tables
+
+same-state-tables: ## tables, figure and archive of the same-state rows in SS_RESULTS (its archive when the folder is absent)
+	$(PY) -m eval.same_state_tables $(if $(wildcard $(SS_RESULTS)/MANIFEST.json),"$(SS_RESULTS)" --archive "$(SS_RESULTS).parquet","$(SS_RESULTS).parquet") \
+	  --out $(TABLES)/same_state.md --figure $(FIGURES)/same_state_$(MODEL)_n$(SS_MAX_NEW)_$(DEVICE).png
 
 .PHONY: methods
 methods: ## every method at the paper's node budget (Top-K, Rheo m=1, RSD, SpecInfer, chain; T=0 and 1), ITEMS/SEEDS/MAX_NEW as above; then tables+figures

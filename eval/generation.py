@@ -19,15 +19,18 @@ from rheo.timing import PhaseTimer
 
 def generate(pair, spec: SpecConfig, prompt: Sequence[int], max_new_tokens: int, generator: torch.Generator,
              eos_token_id: EosSpec = None, device: torch.device | str = "cpu",
-             timer: Optional[PhaseTimer] = None) -> GenerationOutput:
+             timer: Optional[PhaseTimer] = None, record_expected: bool = False) -> GenerationOutput:
     """Up to ``max_new_tokens`` tokens after ``prompt`` (token ids) with ``pair`` (a rheo.models
-    ModelPair) under ``spec`` (its method and temperature; a tree method's parameters)."""
+    ModelPair) under ``spec`` (its method and temperature; a tree method's parameters).
+    ``record_expected``: a tree method also records each cycle's expected emitted tokens (a
+    reference method has no cycles and ignores it)."""
     method = get_method(spec.method)
     if method.is_reference:
         return method.generate(pair, prompt, max_new_tokens, spec.temperature, generator, eos_token_id, device,
                                timer)
     return speculative_generate(pair.target, pair.drafter, prompt, max_new_tokens, config=spec,
-                                generator=generator, eos_token_id=eos_token_id, timer=timer)
+                                generator=generator, eos_token_id=eos_token_id, timer=timer,
+                                record_expected=record_expected)
 
 
 def phase_timer(spec: SpecConfig, device: torch.device | str, profile: bool = True) -> Optional[PhaseTimer]:

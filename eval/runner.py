@@ -29,7 +29,7 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from eval import storage
+from eval import rows, storage
 from baselines import AR
 from eval.data import Item, chat_messages, load_prompts
 from eval.generation import generate, phase_timer
@@ -37,10 +37,9 @@ from eval.keys import config_hash, generation_seed
 from eval.models import load_pair
 from eval.schema import method_key, spec_config, validate
 from eval.validate import check_against_pair
-from rheo.paths import REPO_ROOT, git_sha
+from rheo.paths import REPO_ROOT
 from rheo.config import SpecConfig
 from rheo.methods import get_method
-from rheo.timing import device_name
 
 log = logging.getLogger(__name__)
 WARMUP_TOKENS = 4
@@ -75,6 +74,7 @@ class _Job:
     spec: SpecConfig  # the run's method, or the AR baseline next to it
     chash: str
     cdir: Path
+    record_expected: bool = False  # a tree method of a record_expected run
 
     @property
     def method(self) -> str:
@@ -104,7 +104,7 @@ def run(cfg: DictConfig) -> RunSummary:
     pair = load_pair(cfg.model.name, cfg.device, cfg.dtype, cfg.model.target_path, cfg.model.head_path)
     first_items = list({id(item): item for _, item in pending}.values())
     check_against_pair(cfg, spec, pair, [pair.format_chat(chat_messages(item, 0, [])) for item in first_items])
-    meta = _run_metadata(cfg, pair)
+    meta = rows.run_metadata(cfg, pair)
     try:
         if cfg.warmup:
             _warmup(pair, [j for j in jobs if any(pj is j for pj, _ in pending)], pending[0][1], cfg)
@@ -126,12 +126,17 @@ def _jobs(cfg: DictConfig, spec: SpecConfig, root: Path) -> list[_Job]:
         key = method_key(cfg, one.method)
         chash = config_hash(key)
         cdir = storage.prepare_config_dir(root, cfg.model.name, chash, key)
-        jobs.append(_Job(one, chash, cdir))
+        tree = not get_method(one.method).is_reference
+        jobs.append(_Job(one, chash, cdir, record_expected=bool(cfg.record_expected) and tree))
     return jobs
 
 
 def _all_items(suites: dict[str, list[Item]]) -> list[Item]:
     return [item for items in suites.values() for item in items]
+
+
+def _needs_expected(job: _Job) -> bool:
+    return job.record_expected
 
 
 def _expect(job: _Job, item: Item, turn: int) -> dict:
@@ -142,17 +147,21 @@ def _item_done(job: _Job, item: Item, summary: RunSummary) -> bool:
     done = 0
     for turn in range(len(item.turns)):
         path = storage.shard_path(job.cdir, item.suite, item.item_id, turn)
-        done += _reusable(storage.load_existing(path, _expect(job, item, turn)), item, path)
+        done += _reusable(storage.load_existing(path, _expect(job, item, turn)), item, path, _needs_expected(job))
     if done == len(item.turns):
         summary.skipped += done
         return True
     return False
 
 
-def _reusable(row: Optional[dict], item: Item, path: Path) -> bool:
+def _reusable(row: Optional[dict], item: Item, path: Path, needs_expected: bool = False) -> bool:
     """A stored ok row made from the item's current text (rows stored before turns_sha existed
-    cannot be checked and are reused)."""
+    cannot be checked and are reused) that holds the expected-acceptance columns if the run records
+    them (the same tokens again, with the expectations added)."""
     if row is None or row["status"] != "ok":
+        return False
+    if needs_expected and row.get("expected_tau") is None:
+        log.info("%s has no expected acceptance (record_expected=true): recomputing it", path)
         return False
     if row.get("turns_sha") not in (None, item.turns_sha):
         log.warning("%s was made from other text of %s item %s (turns hash %s, now %s): recomputing it",
@@ -212,10 +221,10 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
     """Generate (or reuse) one row and store it; returns the row."""
     path = storage.shard_path(job.cdir, item.suite, item.item_id, turn)
     existing = storage.load_existing(path, _expect(job, item, turn))
-    if _reusable(existing, item, path):
+    if _reusable(existing, item, path, _needs_expected(job)):
         return {**existing, "_reused": True}
     gen_seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
-    row = _base_row(cfg, meta, job, item, turn, gen_seed)
+    row = rows.base_row(cfg, meta, job.spec.method, job.chash, item, turn, gen_seed)
     if turn > 0 and len(answers) < turn:
         row.update(status="failed", error="an earlier turn of this item failed")
     else:
@@ -225,7 +234,7 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
             generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(gen_seed)
             timer = phase_timer(job.spec, cfg.device, cfg.profile_phases)
             out, wall = _timed(lambda: _generate(pair, job, prompt, cfg, generator, timer=timer), cfg.device)
-            row.update(_metrics(out, wall))
+            row.update(rows.metrics(out, wall))
             if timer is not None:
                 row.update(timer.summary(out.target_calls, wall * 1e3))
         except Exception as e:  # recorded as a failure row, retried on the next run
@@ -240,7 +249,8 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
 def _generate(pair, job: _Job, prompt: list[int], cfg: DictConfig, generator: torch.Generator,
               max_new_tokens: Optional[int] = None, timer=None):
     return generate(pair, job.spec, prompt, max_new_tokens or int(cfg.max_new_tokens), generator,
-                    list(pair.eos_token_ids) or None, device=cfg.device, timer=timer)
+                    list(pair.eos_token_ids) or None, device=cfg.device, timer=timer,
+                    record_expected=job.record_expected)
 
 
 def _warmup(pair, jobs: list[_Job], item: Item, cfg: DictConfig) -> None:
@@ -264,57 +274,6 @@ def _timed(fn, device: str):
     if cuda:
         torch.cuda.synchronize()
     return out, time.perf_counter() - start
-
-
-def _metrics(out, wall: float) -> dict:
-    new_tokens = len(out.tokens)
-    calls = int(out.target_calls)
-    if calls < 1 or sum(out.accept_lengths) != new_tokens:
-        raise RuntimeError(f"inconsistent generation output: {new_tokens} tokens, accept_lengths "
-                           f"sum {sum(out.accept_lengths)}, {calls} target calls")
-    return {
-        "new_tokens": new_tokens, "target_calls": calls, "tau": new_tokens / calls,
-        "accept_lengths": [int(a) for a in out.accept_lengths],
-        "drafted_nodes_mean": _mean(getattr(out, "drafted_nodes", [])),
-        "kept_nodes_mean": _mean(getattr(out, "kept_nodes", [])),
-        "samples_kept": int(sum(getattr(out, "sample_kept", []) or [])),
-        "samples_accepted": int(sum(getattr(out, "sample_accepted", []) or [])),
-        "wall_s": wall, "tokens_per_s": new_tokens / wall if wall > 0 else None,
-        "output_tokens": [int(t) for t in out.tokens], "status": "ok", "error": None,
-    }
-
-
-def _mean(xs) -> Optional[float]:
-    return float(sum(xs)) / len(xs) if xs else None
-
-
-def _base_row(cfg, meta: dict, job: _Job, item: Item, turn: int, gen_seed: int) -> dict:
-    row = storage.key_row(method_key(cfg, job.method))
-    row.update(meta, dataset=item.suite, item_id=item.item_id, turn=turn, category=item.category,
-               turns_sha=item.turns_sha, gen_seed=gen_seed, config_hash=job.chash, accept_lengths=[], output_tokens=[])
-    return row
-
-
-def _run_metadata(cfg: DictConfig, pair) -> dict:
-    import transformers
-
-    model_dtype = getattr(getattr(pair, "hf_model", None), "dtype", None)
-    return {
-        "device": str(cfg.device),
-        "dtype": str(model_dtype).replace("torch.", "") if model_dtype is not None else str(cfg.dtype),
-        "torch_version": torch.__version__, "transformers_version": transformers.__version__,
-        "rheo_version": _rheo_version(), "git_sha": git_sha(), "device_name": device_name(cfg.device),
-        "num_threads": torch.get_num_threads(),
-    }
-
-
-def _rheo_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("rheo")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _generator_device(device: str) -> str:

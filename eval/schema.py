@@ -113,6 +113,9 @@ class RunConf:
     num_threads: Optional[int] = 1  # torch intra-op threads (None = torch's default); not in the config hash
     max_consecutive_failures: int = 3  # abort (loudly) if the first N generations all fail
     profile_phases: bool = True  # per-phase ms per cycle in every row (rheo.timing); false: no clock reads
+    # also the exact expected emitted tokens of every cycle (rheo.expected): it draws no random number and
+    # changes no token, so it is not in the config hash; a stored row without them is recomputed
+    record_expected: bool = False
     experiment: Optional[str] = None  # name of the experiment preset (for logs; rows are shared across
     # experiments, e.g. the Top-K rows of the main table and the m ablation, so it is not a row column)
 

@@ -85,6 +85,8 @@ ROW_SCHEMA = pa.schema([
     ("phase_verify_ms", pa.float64()), ("phase_commit_ms", pa.float64()), ("phase_other_ms", pa.float64()),
     ("phase_prefill_ms", pa.float64()),  # per-cycle means (ms), prefill: total (rheo.timing)
     ("num_threads", pa.int64()),  # torch intra-op threads the row was generated with
+    # record_expected runs: the exact expected emitted tokens per cycle (rheo.expected) and their mean
+    ("expected_accept_lengths", pa.list_(pa.float64())), ("expected_tau", pa.float64()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required

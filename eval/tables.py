@@ -68,6 +68,7 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
         rows = restrict_to_common(rows, [TOPK, PAPER_RHEO])
         if rows.empty:
             continue
+        with_expected = "expected_tau" in rows and bool(rows["expected_tau"].notna().all())
         body = []
         for suite, part in _by_suite(rows):
             a = variant_summary(part[part["variant"] == TOPK])
@@ -75,10 +76,12 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
             diffs = paired(part, TOPK, PAPER_RHEO)["diff"]
             d, d_ci, n = mean_ci(diffs)
             body.append([suite, str(n), fmt(a["tau"], a["tau_ci"]), fmt(b["tau"], b["tau_ci"]),
+                         *(_expected_cells(part) if with_expected else []),
                          fmt(d, d_ci, 3), _pct(b["tau"], a["tau"]), _p(sign_test(diffs)),
                          _p(permutation_test(diffs)), fmt(a["speedup"]), fmt(b["speedup"]),
                          _pct(b["speedup"], a["speedup"])])
-        header = ["suite", "n", "τ Top-K", "τ Rheo m=1", "Δτ (paired)", "Δτ %", "p sign", "p perm",
+        header = ["suite", "n", "τ Top-K", "τ Rheo m=1", *(["E[τ] Top-K", "E[τ] Rheo m=1"] if with_expected else []),
+                  "Δτ (paired)", "Δτ %", "p sign", "p perm",
                   "speedup Top-K", "speedup Rheo", "Δ speedup %"]
         if all(r[-3] == "-" for r in body):  # a tau experiment (no AR rows): no speed columns
             header, body = header[:-3], [r[:-3] for r in body]
@@ -91,7 +94,54 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
             "mean ± 95% CI over items × turns × seeds; Δτ = paired Rheo − Top-K on the same "
             "(item, turn, seed), with two-sided paired p-values (sign test; sign-flip permutation test of "
             "the mean, eval/stats.py); speedup = tokens/s over AR of the same target, T and seed "
-            "(ratio of sums). Settings with the most paired keys first.\n\n" + "\n\n".join(blocks) + "\n")
+            "(ratio of sums); E[τ] (where recorded) = the mean over the same rows of each cycle's exact expected "
+            "emitted tokens given its tree and target logits (rheo.expected; cycles cut by max_new_tokens or EOS "
+            "are counted uncut). Settings with the most paired keys first.\n\n" + "\n\n".join(blocks) + "\n")
+
+
+def _expected_cells(part: pd.DataFrame) -> list[str]:
+    out = []
+    for variant in (TOPK, PAPER_RHEO):
+        mean, ci, _ = mean_ci(part[part["variant"] == variant]["expected_tau"])
+        out.append(fmt(mean, ci))
+    return out
+
+
+def realized_minus_expected(row) -> Optional[float]:
+    """One row's mean realized minus mean expected emitted tokens over its cycles but the last (the
+    last is cut by max_new_tokens or EOS; the expectation is not); None without two cycles."""
+    exp = row["expected_accept_lengths"]
+    if exp is None or len(exp) < 2:
+        return None
+    real = list(row["accept_lengths"])[:-1]
+    exp = list(exp)[:-1]
+    return sum(real) / len(real) - sum(exp) / len(exp)
+
+
+def expected_check_table(df: pd.DataFrame) -> Optional[str]:
+    """Realized vs expected emitted tokens per cycle, per variant and suite, paired over rows."""
+    if "expected_accept_lengths" not in df:
+        return None
+    rows = df[df["expected_accept_lengths"].notna()]
+    blocks = []
+    for setting, part in settings(rows, extra=["temperature"]):
+        body = []
+        for variant in sorted(set(part["variant"])):
+            mine = part[part["variant"] == variant]
+            for suite, cell in _by_suite(mine):
+                diffs = [d for d in (realized_minus_expected(r) for _, r in cell.iterrows()) if d is not None]
+                d, d_ci, n = mean_ci(diffs)
+                covers = "-" if math.isnan(d_ci) else ("yes" if abs(d) <= d_ci else "no")
+                body.append([display_name(variant), suite, str(n), fmt(d, d_ci, 3), covers])
+        header = ["method", "suite", "n", "realized − expected", "CI covers 0"]
+        blocks.append(f"### {setting_title(setting)}\n\n" + _md(header, body))
+    if not blocks:
+        return None
+    return ("## Expected vs realized emitted tokens per cycle\n\nPer row (one generation): the mean realized "
+            "emitted tokens per cycle minus the mean of the exact expectations of the same cycles "
+            "(rheo.expected), over every cycle but the last (cut by max_new_tokens or EOS); mean ± 95% CI "
+            "over rows. The expectation is unbiased for the realized count cycle by cycle, so the CI should "
+            "cover 0.\n\n" + "\n\n".join(blocks) + "\n")
 
 
 def m_ablation_table(df: pd.DataFrame) -> Optional[str]:

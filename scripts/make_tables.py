@@ -41,7 +41,7 @@ def make_tables(results: Path, out: Path, theory: bool = True, update_committed:
     builders = {"main": tables.main_table, "m_ablation": tables.m_ablation_table,
                 "temperature": tables.temperature_table, "methods": methods_study.methods_table,
                 "speed": speed.speed_table, "phases": speed.phase_table,
-                "agreement": speed.agreement_table}
+                "agreement": speed.agreement_table, "expected": tables.expected_check_table}
     for name, build in builders.items():
         text = build(df) if not df.empty else None
         if text is None:

@@ -83,7 +83,7 @@ def test_rheo_debug_shows_the_traceback(tmp_path):
     assert done.returncode != 0 and "Traceback" in done.stderr and "FileNotFoundError" in done.stderr
 
 
-@pytest.mark.parametrize("var", ["MAIN_ITEMS=0", "ITEMS=-1", "THREADS=two", "MAX_NEW="])
+@pytest.mark.parametrize("var", ["MAIN_ITEMS=0", "SS_ITEMS=-1", "THREADS=two", "MAX_NEW="])
 def test_make_reproduce_refuses_a_bad_size_before_its_first_job(tmp_path, var):
     done = subprocess.run(["make", "-s", "reproduce", var, f"TAU_JOBFILE={tmp_path / 'jobs'}"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)

@@ -17,41 +17,41 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU 
 def _jobs(tmp_path: Path, **variables: str) -> list[str]:
     jobfile = tmp_path / "jobs"
     args = [f"{k}={v}" for k, v in variables.items()]
-    # TAU=echo: each job prints its overrides instead of running a model
-    out = subprocess.run(["make", "-s", "-C", str(ROOT), "reproduce-tau", "TAU=echo", f"TAU_JOBFILE={jobfile}", *args],
-                         capture_output=True, text=True, check=True)
+    # TAU=echo SS=echo: each job prints its overrides instead of running a model
+    out = subprocess.run(["make", "-s", "-C", str(ROOT), "reproduce-tau", "TAU=echo", "SS=echo",
+                          f"TAU_JOBFILE={jobfile}", *args], capture_output=True, text=True, check=True)
     listed = jobfile.read_text().splitlines()
-    echoed = [line for line in out.stdout.splitlines() if line.startswith("experiment=")]
-    assert sorted(echoed) == sorted(line.removeprefix("echo ") for line in listed)  # xargs ran each job once
+    echoed = [line for line in out.stdout.splitlines() if "=" in line and not line.startswith(("awk", "RHEO"))]
+    assert len(echoed) == len(listed)  # xargs ran each job once
     return listed
 
 
-def _key(job: str) -> tuple:
-    kv = dict(re.findall(r"(\S+?)=(\S+)", job))
-    return kv["experiment"], kv["method"], kv.get("method.m", "-"), kv.get("temperature", "exp"), kv["max_new_tokens"]
+def _kv(job: str) -> dict:
+    return dict(re.findall(r'"?(\S+?)=(\S+?)"?(?=\s|$)', job))
 
 
-def test_reproduce_tau_lists_each_configuration_once_main_table_first(tmp_path):
-    jobs = _jobs(tmp_path, MAIN_ITEMS="24", ITEMS="8", MAX_NEW="128", STUDY_MAX_NEW="32", STUDY_TEMPS="0,0.5")
-    keys = [_key(j) for j in jobs]
-    assert len(keys) == len(set(keys)) == 13
-    assert keys[:2] == [("main_table", "topk", "-", "exp", "128"), ("main_table", "rheo", "1", "exp", "128")]
-    ablation = {(m, k[2]) for k in keys if k[0] == "m_ablation" for m in [k[1]]}
-    assert ablation == {("topk", "0"), ("rheo", "0"), ("rheo", "1"), ("rheo", "2"), ("rheo", "3")}
-    temps = [(k[3], k[1], k[2]) for k in keys if k[0] == "temperature"]
-    assert sorted(temps) == sorted((t, meth, m) for t in ("0", "0.5") for meth, m in
-                                   (("topk", "0"), ("rheo", "0"), ("rheo", "1")))
-    assert [t for t, _, _ in temps] == ["0.5"] * 3 + ["0"] * 3  # higher T first: longer jobs
-    assert all(k[4] == "32" for k in keys[2:])
+def test_reproduce_tau_lists_the_main_table_then_the_same_state_studies(tmp_path):
+    jobs = _jobs(tmp_path, MAIN_ITEMS="24", SS_ITEMS="3", MAX_NEW="128", SS_MAX_NEW="32", SS_TEMPS="0.5,0.0")
+    kvs = [_kv(j) for j in jobs]
+    assert len(jobs) == 5
+    main = [(kv["experiment"], kv["method"], kv.get("method.m", "-"), kv["limit"], kv["max_new_tokens"]) for kv in kvs[:2]]
+    assert main == [("main_table", "topk", "-", "24", "128"), ("main_table", "rheo", "1", "24", "128")]
+    studies = kvs[2:]
+    assert [kv["temperature"] for kv in studies] == ["1.0", "0.5", "0.0"]  # higher T first: longer jobs
+    assert all(kv["limit"] == "3" and kv["max_new_tokens"] == "32" and kv["method"] == "topk" for kv in studies)
+    ablation = re.findall(r"\{name:rheo,m:(\d)\}", jobs[2])
+    assert "{name:topk}" in jobs[2] and ablation == ["0", "1", "2", "3", "4"]  # T=1: Top-K and m=0..4
+    for job in jobs[3:]:
+        assert "{name:topk}" in job and re.findall(r"\{name:rheo,m:(\d)\}", job) == ["0", "1", "2"]
     # every job has its own Hydra log folder (two started in one second must not share one)
-    dirs = [re.search(r"hydra\.sweep\.dir=(\S+)", j).group(1) for j in jobs]
+    dirs = [re.search(r"hydra\.(?:sweep|run)\.dir=(\S+)", j).group(1) for j in jobs]
     assert len(set(dirs)) == len(dirs)
 
 
 def test_reproduce_tau_follows_the_study_temperatures(tmp_path):
-    jobs = _jobs(tmp_path, STUDY_TEMPS="0.25")
-    temps = {_key(j)[3] for j in jobs if "experiment=temperature" in j}
-    assert temps == {"0.25"} and len(jobs) == 10
+    jobs = _jobs(tmp_path, SS_TEMPS="0.75,0.25")
+    temps = [_kv(j)["temperature"] for j in jobs[2:]]
+    assert temps == ["1.0", "0.75", "0.25"]  # higher T first: longer jobs
 
 
 def _reads(results: Path) -> str:

@@ -32,7 +32,10 @@ def _archive(path: Path, query: str, **columns) -> Path:
 
 
 def _write(df: pd.DataFrame, path: Path) -> Path:
-    df = df.reindex(columns=list(storage.COLUMNS))  # (columns newer than the archive: None)
+    newer = [c for c in storage.COLUMNS if c not in df.columns]
+    df = df.reindex(columns=list(storage.COLUMNS))
+    for column in newer:  # columns newer than the archive: None (a list column cannot hold NaN)
+        df[column] = pd.Series([None] * len(df), index=df.index, dtype=object)
     pq.write_table(pa.Table.from_pandas(df, schema=storage.ROW_SCHEMA, preserve_index=False), path)
     return path
 
