@@ -119,11 +119,13 @@ def root_columns(method, cfg: "SpecConfig", recorder: DraftRecorder, root: int, 
         return {"root_acceptance": None, "root_ot_bound": None}
     row = recorder.rows[(root,)].cpu()  # [Vd] draft logits at the root
     d2t = None if draft_to_target is None else draft_to_target.cpu()
-    sets = method.candidate_sets(draft_distribution(row[None], cfg.sparse_top, d2t), cfg)
+    full = torch.full(target_logits.shape[-1:], -torch.inf, dtype=torch.float64)  # [V] draft logits, target ids
+    full[d2t if d2t is not None else torch.arange(row.shape[0])] = row.double()
+    # the sets and the closed form rank the one tensor: tied logits (common in bf16) at the k-th slot
+    # would otherwise be broken differently by the two rankings, and compare different candidate sets
+    sets = method.candidate_sets(draft_distribution(full[None], cfg.sparse_top), cfg)
     if sets is None:
         return {"root_acceptance": None, "root_ot_bound": None}
     p = tempered(target_logits[0].cpu().double(), cfg.temperature)  # [V]
-    full = torch.full(p.shape, -torch.inf, dtype=torch.float64)  # draft logits on the target vocabulary
-    full[d2t if d2t is not None else torch.arange(row.shape[0])] = row.double()
     own = None if method.acceptance is None else float(method.acceptance(p, full, cfg))
     return {"root_acceptance": own, "root_ot_bound": coupling_bound(sets, p)}
