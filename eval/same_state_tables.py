@@ -77,8 +77,10 @@ def paired_markdown(rows: pd.DataFrame) -> str:
     rows = labelled(rows)
     from eval.same_state_labels import baseline_label
 
-    base = baseline_label(rows) or "-"
-    lines = ["## Expected emitted tokens per driver state, paired vs " + base, "", CI_TEXT, ""]
+    base = baseline_label(rows)
+    head = f"paired vs {base}" if base else "(no Top-K rows: no paired difference)"
+    base = base or "Top-K"
+    lines = [f"## Expected emitted tokens per driver state, {head}", "", CI_TEXT, ""]
     for group, frame in paired_differences(rows).groupby(GROUP):
         lines += [f"### {_title(group)}", "", "Pooled over suites:", ""]
         lines += _diff_table(frame[frame["suite"] == POOLED], base, suites=False) + [""]
