@@ -17,12 +17,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from eval.same_state_stats import labelled, mechanism_table
+from eval.same_state_stats import labelled, mechanism_table, probe_share
 from eval.same_state_style import CI_NOTE, legend_outside, panels, plt, png, style, temps_title
 
 
-def depth_panel(ax, rows: pd.DataFrame, t: float) -> None:
-    mech = mechanism_table(rows)
+def depth_panel(ax, rows: pd.DataFrame, t: float, mech: pd.DataFrame | None = None) -> None:
+    """P(reach depth d) vs d per method at temperature ``t`` (``mech``: mechanism_table(rows), if made)."""
+    mech = mechanism_table(rows) if mech is None else mech
     for r in mech[mech["temperature"] == t].itertuples():
         depths = np.arange(1, len(r.depth_accept) + 1)
         ax.plot(depths, r.depth_accept, label=r.label, markersize=4, **style(rows, r.label))
@@ -36,9 +37,9 @@ def fig_depth(rows: pd.DataFrame) -> bytes | None:
     temps = sorted(rows["temperature"].unique())
     if not temps:
         return None
-    fig, axes = panels(len(temps), sharey=True)
+    fig, axes, mech = *panels(len(temps), sharey=True), mechanism_table(rows)
     for ax, t in zip(axes[0], temps):
-        depth_panel(ax, rows, t)
+        depth_panel(ax, rows, t, mech)
     top = max(line.get_ydata().max() for ax in axes[0] for line in ax.get_lines())
     axes[0][0].set_ylim(0, 1.05 * top)
     legend_outside(fig, axes)
@@ -62,7 +63,7 @@ def fig_probe(rows: pd.DataFrame) -> bytes | None:
             drawn = np.asarray(r.probe_drawn, dtype=float)
             share = np.where(drawn > 0, np.asarray(r.probe_survival, dtype=float), np.nan)
             ax.plot(np.arange(len(share)), share, markersize=4, label=r.label, **style(rows, r.label))
-            pooled.append(f"{r.label}: {np.nansum(share * drawn) / drawn.sum():.2f}")
+            pooled.append(f"{r.label}: {probe_share(r.probe_drawn, r.probe_survival):.2f}")
         ax.text(0.98, 0.98, "kept, all depths\n" + "\n".join(pooled), transform=ax.transAxes, ha="right",
                 va="top", fontsize=7)
         ax.set_xlabel("depth of the node that drew the sample (0 = root)")
