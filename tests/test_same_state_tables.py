@@ -175,17 +175,24 @@ def _cli(*args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
-def test_cli_refuses_bad_input_in_one_line(tmp_path):
-    for args, needle in (([tmp_path / "none"], "not a same-state results directory"),
-                         ([tmp_path / "none.parquet"], "does not exist"),
-                         ([_archive(tmp_path, synthetic()), "--figures", ""], "--figures is empty"),
-                         ([tmp_path / "rows.parquet", "--bogus"], "unrecognized arguments")):
-        proc = _cli(*args)
-        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+def test_cli_refuses_bad_input_in_one_line(tmp_path, capsys):
+    proc = _cli(tmp_path / "none")  # the real entry point: one line, status 2, no traceback
+    assert proc.returncode == 2 and "not a same-state results directory" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    archive = _archive(tmp_path, synthetic(configs=("h_topk",)))
+    for args, needle in (([tmp_path / "none.parquet"], "does not exist"),
+                         ([archive, "--figures", ""], "--figures is empty"),
+                         ([archive, "--out", archive / "t.md"], "is a file, not a folder"),
+                         ([archive, "--bogus"], "unrecognized arguments")):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as stop:  # argparse's refusals (rheo.cli.fail)
+            code = stop.code
+        err = capsys.readouterr().err
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_cli_keeps_committed_files_unless_told(tmp_path):
+def test_cli_keeps_committed_files_unless_told(tmp_path, capsys):
     archive = _archive(tmp_path, synthetic(configs=("h_topk", "h_m1")))
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -194,8 +201,9 @@ def test_cli_keeps_committed_files_unless_told(tmp_path):
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run(git + ["add", "t.md"], check=True)
     subprocess.run(git + ["commit", "-q", "-m", "t"], check=True)
-    proc = _cli(archive, "--out", repo / "t.md")
-    assert proc.returncode == 2 and "is committed" in proc.stderr and "--update-committed" in proc.stderr
+    assert main([str(archive), "--out", str(repo / "t.md")]) == 2
+    err = capsys.readouterr().err
+    assert "is committed" in err and "--update-committed" in err
     assert (repo / "t.md").read_text() == "committed\n"
-    assert _cli(archive, "--out", repo / "t.md", "--update-committed").returncode == 0
+    assert main([str(archive), "--out", str(repo / "t.md"), "--update-committed"]) == 0
     assert "Rheo m=1" in (repo / "t.md").read_text()
