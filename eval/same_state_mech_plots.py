@@ -130,4 +130,6 @@ def fig_root_gap(rows: pd.DataFrame) -> bytes | None:
     legend_outside(fig, axes)
     missing = sorted(set(mech["label"]) - set(labels))
     note = CI_NOTE + ("" if not missing else f"; not recorded (too many ordered draws): {', '.join(missing)}")
+    if have["root_below"].sum():  # an upper bound below the acceptance: the two saw different candidates
+        note += f"\nbound below the own acceptance in {have['root_below'].sum()} of {have['root_states'].sum()} states"
     return png(fig, note=note)
