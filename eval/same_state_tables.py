@@ -124,7 +124,8 @@ def root_markdown(rows: pd.DataFrame) -> str:
         drew = sum(r.probe_drawn) > 0
         lines.append(f"| {r.model} | {r.head_sha} | {r.temperature:g} | {r.label} | {r.keys} | "
                      f"{_pm(r.root_acceptance, r.root_acceptance_hw)} | {_pm(r.root_ot_bound, r.root_ot_bound_hw)} | "
-                     f"{_pm(r.root_gap, r.root_gap_hw, sign=True)} | {r.root_below}/{r.root_states} | "
+                     f"{_pm(r.root_gap, r.root_gap_hw, sign=True)} | "
+                     f"{f'{r.root_below}/{r.root_states}' if r.root_states else '-'} | "
                      f"{r.sampled_share:.3f} | "
                      f"{_fmt_list(r.probe_survival) if drew else '-'} | "
                      f"{_num(probe_share(r.probe_drawn, r.probe_survival), 2)} |")
