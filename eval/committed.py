@@ -56,13 +56,18 @@ class Outputs:
     def write(self, stale_patterns: tuple[str, ...], source: Path) -> list[Path]:
         """Check, then write every file and remove stale ones (``stale_patterns`` globs of ``out``
         not written now); returns the removed files. ``source``: the results, for the messages."""
-        tracked = tracked_files(self.out)
-        if tracked and not self.update_committed:
-            self._check(tracked, stale_patterns, source)
+        self.check(stale_patterns, source)
         for path, data in self.files.items():
             atomic_write_bytes(path, data)
             print(f"wrote {path}")
         return remove_stale_outputs(self.out, stale_patterns, list(self.files))
+
+    def check(self, stale_patterns: tuple[str, ...], source: Path) -> None:
+        """Raise :class:`CommittedOutputsError` if :meth:`write` would change or remove a committed file
+        (nothing to check with ``update_committed``); writes nothing."""
+        tracked = tracked_files(self.out)
+        if tracked and not self.update_committed:
+            self._check(tracked, stale_patterns, source)
 
     def _check(self, tracked: set[Path], stale_patterns: tuple[str, ...], source: Path) -> None:
         fix = (f"write them elsewhere (TABLES= / FIGURES=, --out), or pass --update-committed (TABLE_ARGS= / "

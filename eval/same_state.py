@@ -207,19 +207,29 @@ def archive_paths(archive: Path | str) -> tuple:
     return archive, archive.with_name(archive.stem + ".driver.parquet")
 
 
-def export_rows(root: Path | str, archive: Path | str) -> int:
-    """Every row (and driver row) of the results directory ``root`` into one archive pair, for git.
-    Returns the number of rows."""
-    from rheo.io import atomic_write
-
+def archive_bytes(root: Path | str) -> tuple[bytes, bytes, int]:
+    """(rows, driver rows) of the results directory ``root`` as the parquet bytes of an archive pair,
+    and the number of rows."""
     rows, drivers = load_rows(root), load_rows(root, driver=True)
     if rows.empty:
         raise ValueError(f"{root} holds no same-state rows: nothing to export")
-    for frame, path, schema in ((rows, archive_paths(archive)[0], ROW_SCHEMA),
-                                (drivers, archive_paths(archive)[1], DRIVER_SCHEMA)):
-        table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
-        atomic_write(path, lambda f, t=table: pq.write_table(t, f))
-    return len(rows)
+    out = []
+    for frame, schema in ((rows, ROW_SCHEMA), (drivers, DRIVER_SCHEMA)):
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), sink)
+        out.append(sink.getvalue().to_pybytes())
+    return out[0], out[1], len(rows)
+
+
+def export_rows(root: Path | str, archive: Path | str) -> int:
+    """Every row (and driver row) of the results directory ``root`` into one archive pair, for git.
+    Returns the number of rows."""
+    from rheo.io import atomic_write_bytes
+
+    data, driver_data, n = archive_bytes(root)
+    for path, blob in zip(archive_paths(archive), (data, driver_data)):
+        atomic_write_bytes(path, blob)
+    return n
 
 
 register_configs()
@@ -234,10 +244,9 @@ def main(cfg: DictConfig) -> None:
     except (ValueError, FileNotFoundError, storage.OutputDirError) as e:
         log.error("%s", e)
         raise SystemExit(2) from None
-    from eval.same_state_tables import mechanism_markdown, paired_markdown
+    from eval.same_state_tables import report_markdown
 
-    rows = load_rows(resolve_path(cfg.output_dir))
-    print(paired_markdown(rows) + "\n" + mechanism_markdown(rows))
+    print(report_markdown(load_rows(resolve_path(cfg.output_dir))))
 
 
 if __name__ == "__main__":

@@ -1,139 +1,184 @@
-"""Tables of same-state rows (eval.same_state): ``python -m eval.same_state_tables RESULTS [--out FILE]``.
+"""Tables and figures of same-state rows (eval.same_state).
 
-* **paired** - per (model, driver, temperature): for every compared method, the mean
-  expected emitted tokens per suite and pooled, and the paired difference vs Top-K with
-  a 95% confidence interval computed over *keys* (key = (suite, item, turn, seed)): each
-  key's value is the mean over its states, because the states of one generation are not
-  independent. CI: mean +- 1.96 x sd / sqrt(keys) (normal approximation).
-* **mechanism** - pooled per method: P(the accepted path reaches depth d), the share of
-  emitted tokens that are sampled children, the probe (share of sampling expansions
-  whose sample survives pruning, by depth) and the draft calibration (per bucket of
-  draft probability: mean draft vs mean target probability of the kept children).
+    python -m eval.same_state_tables RESULTS [--out FILE] [--figures PREFIX] [--figure FILE]
+                                     [--archive FILE] [--update-committed]
 
-The metric is the mean over the *driver's* cycle starts of each method's expected
-emitted tokens there, not each method's own tau (which averages over its own states).
+RESULTS: a same-state output_dir, or an archive (X.parquet) written by ``--archive``.
+
+* **paired** - per (model, head, driver, temperature): every compared method (named by the
+  registry, eval.same_state_labels) per suite and pooled: keys, mean expected emitted tokens,
+  the paired difference vs Top-K, its 95% half-width and the keys a half-width of 0.03 would
+  take (eval.same_state_stats: every interval is a Student-t one over keys, a key's states
+  averaged first).
+* **m ablation** - Rheo m vs Rheo m=1, the same columns (when the rows hold two or more m).
+* **root** - per method and temperature: mean root acceptance, OT bound and their gap (95% CI
+  over keys), mean sampled share, probe survival by depth and pooled.
+* **mechanism** - P(the accepted path reaches depth d) and the draft calibration, pooled.
+
+``--figures PREFIX`` writes PREFIX<name>.png for every figure the rows allow (eval.same_state_plots;
+``--figures results/figures/same_state_`` gives results/figures/same_state_m_ablation.png, ...); a
+figure of that prefix left from an earlier run and not drawn now is removed. ``--figure FILE``: the
+one-file summary. Files committed to git are rewritten only with the same bytes and never removed
+(then nothing is written, exit status 2), unless ``--update-committed``.
+
+The metric is the mean over the *driver's* cycle starts of each method's expected emitted tokens
+there, not each method's own tau (which averages over its own states).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-KEY = ["dataset", "item_id", "turn", "seed"]
-GROUP = ["model", "driver", "temperature"]
-BASELINE = "topk"
+from eval.analysis import display_name
+from eval.same_state_stats import GROUP, POOLED, RESOLUTION, labelled, m_ablation, mechanism_table, \
+    paired_differences, probe_share
+from rheo.cli import ArgumentParser, one_line, path_arg, run_main
+
+PROG = "python -m eval.same_state_tables"
+KEYS_TEXT = ("± = 95% Student-t half-width over keys (a key is one prompt: suite, item, turn, seed; its "
+             "states averaged first)")
+CI_TEXT = f"{KEYS_TEXT}; keys for ±{RESOLUTION:g} = keys × (half-width / {RESOLUTION:g})², rounded up (at least 2)."
 
 
-def key_means(rows: pd.DataFrame) -> pd.DataFrame:
-    """One value per (group, method variant, key): the mean expected emitted over the key's states."""
-    return rows.groupby(GROUP + ["variant"] + KEY, as_index=False)["expected_emitted"].mean()
+def _num(x: float, digits: int = 3, sign: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
 
 
-def paired_differences(rows: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
-    """Per group, suite (and "pooled") and variant: mean, paired difference vs ``baseline`` and its CI."""
-    per_key = key_means(rows)
-    out = []
-    for group, frame in per_key.groupby(GROUP):
-        wide = frame.pivot_table(index=KEY, columns="variant", values="expected_emitted")
-        for suite in sorted(wide.index.get_level_values("dataset").unique()) + ["pooled"]:
-            part = wide if suite == "pooled" else wide.xs(suite, level="dataset", drop_level=False)
-            for variant in wide.columns:
-                row = dict(zip(GROUP, group), suite=suite, variant=variant, keys=int(part[variant].notna().sum()),
-                           mean=float(part[variant].mean()))
-                if baseline in wide.columns and variant != baseline:
-                    diff = (part[variant] - part[baseline]).dropna()
-                    half = 1.96 * float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else math.nan
-                    row.update(diff=float(diff.mean()), half_width=half)
-                out.append(row)
-    return pd.DataFrame(out)
+def _pm(mean: float, half: float, sign: bool = False) -> str:
+    return "-" if math.isnan(mean) else f"{_num(mean, sign=sign)} ± {_num(half)}"
 
 
-def paired_markdown(rows: pd.DataFrame, baseline: str = BASELINE) -> str:
+def _title(group: tuple) -> str:
+    cells = dict(zip(GROUP, group))
+    return (f"{cells['model']}, head {cells['head_sha']}, driver {display_name(cells['driver'])}, "
+            f"T = {cells['temperature']:g}")
+
+
+def _diff_table(table: pd.DataFrame, base: str, suites: bool) -> list[str]:
+    lines = [f"| {'suite | ' if suites else ''}method | keys | mean | diff vs {base} | half-width | "
+             f"keys for ±{RESOLUTION:g} |", "|---" * (6 + suites) + "|"]
+    for r in table.itertuples():
+        power = "-" if math.isnan(r.keys_for_003) else f"{int(r.keys_for_003)}"
+        lines.append(f"| {r.suite + ' | ' if suites else ''}{r.label} | {r.keys} | {_pm(r.mean, r.mean_hw)} | "
+                     f"{_pm(r.diff, r.half_width, sign=True)} | {_num(r.half_width)} | {power} |")
+    return lines
+
+
+def paired_markdown(rows: pd.DataFrame) -> str:
+    """Per group: the pooled table, then every suite (the module docstring's "paired")."""
     if rows.empty:
         return "(no same-state rows)\n"
-    table = paired_differences(rows, baseline)
-    lines = []
-    for group, frame in table.groupby(GROUP):
-        lines += [f"### {', '.join(f'{k}={v}' for k, v in zip(GROUP, group))}", "",
-                  f"Mean expected emitted tokens per driver state; paired difference vs {baseline} "
-                  "with a 95% CI over keys.", "", f"| suite | method | keys | mean | diff vs {baseline} |",
-                  "|---|---|---|---|---|"]
-        for r in frame.itertuples():
-            diff = "" if pd.isna(getattr(r, "diff", np.nan)) else f"{r.diff:+.3f} +- {r.half_width:.3f}"
-            lines.append(f"| {r.suite} | {r.variant} | {r.keys} | {r.mean:.3f} | {diff} |")
-        lines.append("")
+    rows = labelled(rows)
+    from eval.same_state_labels import baseline_label
+
+    base = baseline_label(rows)
+    head = f"paired vs {base}" if base else "(no Top-K rows: no paired difference)"
+    base = base or "Top-K"
+    lines = [f"## Expected emitted tokens per driver state, {head}", "", CI_TEXT, ""]
+    for group, frame in paired_differences(rows).groupby(GROUP):
+        lines += [f"### {_title(group)}", "", "Pooled over suites:", ""]
+        lines += _diff_table(frame[frame["suite"] == POOLED], base, suites=False) + [""]
+        if frame["suite"].nunique() > 2:  # more than one suite
+            lines += ["Per suite:", ""] + _diff_table(frame[frame["suite"] != POOLED], base, suites=True) + [""]
     return "\n".join(lines) + "\n"
 
 
-def mechanism_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Pooled mechanism columns per (group, variant): list columns are averaged (depth_accept) or
-    summed then divided (probe, calibration)."""
-    def stacked(frame: pd.DataFrame, column: str) -> np.ndarray:
-        return np.stack([np.asarray(x, dtype=float) for x in frame[column]])  # [states, d]
+def m_ablation_markdown(rows: pd.DataFrame) -> str:
+    table = m_ablation(rows)
+    if table.empty:
+        return ""
+    base = next(r.label for r in table.itertuples() if math.isnan(r.diff))
+    lines = [f"## Rheo m vs {base} (m ablation, pooled over suites)", "", CI_TEXT, ""]
+    for group, frame in table[table["suite"] == POOLED].groupby(GROUP):
+        lines += [f"### {_title(group)}", ""] + _diff_table(frame, base, suites=False) + [""]
+    return "\n".join(lines) + "\n"
 
-    out = []
-    for keys, frame in rows.groupby(GROUP + ["variant"]):
-        n = stacked(frame, "calib_n").sum(0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            survival = stacked(frame, "probe_kept").sum(0) / stacked(frame, "probe_drawn").sum(0)
-            draft, target = stacked(frame, "calib_q").sum(0) / n, stacked(frame, "calib_p").sum(0) / n
-        out.append({**dict(zip(GROUP + ["variant"], keys)), "states": len(frame),
-                    "expected_emitted": float(frame["expected_emitted"].mean()),
-                    "depth_accept": stacked(frame, "depth_accept").mean(0).tolist(),
-                    "sampled_share": float(frame["sampled_share"].mean()), "probe_survival": survival.tolist(),
-                    "calib_draft": draft.tolist(), "calib_target": target.tolist(),
-                    "calib_children": n.astype(int).tolist()})
-    return pd.DataFrame(out)
+
+def _fmt_list(xs) -> str:
+    return " ".join("-" if x is None or math.isnan(x) else f"{x:.2f}" for x in xs)
+
+
+def root_markdown(rows: pd.DataFrame) -> str:
+    """The root columns and the probe per method and temperature (module docstring's "root")."""
+    if rows.empty:
+        return ""
+    mech = mechanism_table(rows)
+    lines = ["## Root acceptance vs the optimal-transport bound; sampled share and probe", "",
+             "Root: the method's own single-node acceptance at the driver's state (every child surviving) and "
+             "the largest acceptance any lossless verifier reaches for the method's candidate sets; gap = bound "
+             "− acceptance; " + KEYS_TEXT + ". '-': not recorded (static roots with more than "
+             "20,000 ordered draws). Sampled share: expected sampled children on the accepted path / expected "
+             "emitted. Probe: sampled children kept after pruning / drawn, by depth of the drawing node "
+             "(0 = root), and pooled over depths. bound < acc.: states whose bound is below the acceptance by "
+             "more than 1e-6 (an upper bound cannot be; a count above 0 means the two were computed on different "
+             "candidate sets).", "",
+             "| model | head | T | method | keys | root acceptance | OT bound | gap | bound < acc. | sampled share "
+             "| probe by depth | probe pooled |", "|---" * 12 + "|"]
+    for r in mech.itertuples():
+        drew = sum(r.probe_drawn) > 0
+        lines.append(f"| {r.model} | {r.head_sha} | {r.temperature:g} | {r.label} | {r.keys} | "
+                     f"{_pm(r.root_acceptance, r.root_acceptance_hw)} | {_pm(r.root_ot_bound, r.root_ot_bound_hw)} | "
+                     f"{_pm(r.root_gap, r.root_gap_hw, sign=True)} | "
+                     f"{f'{r.root_below}/{r.root_states}' if r.root_states else '-'} | "
+                     f"{r.sampled_share:.3f} | "
+                     f"{_fmt_list(r.probe_survival) if drew else '-'} | "
+                     f"{_num(probe_share(r.probe_drawn, r.probe_survival), 2)} |")
+    return "\n".join(lines) + "\n"
 
 
 def mechanism_markdown(rows: pd.DataFrame) -> str:
     if rows.empty:
         return ""
-    def fmt(xs) -> str:
-        return " ".join("-" if x is None or math.isnan(x) else f"{x:.2f}" for x in xs)
-
-    lines = ["| model | driver | T | method | states | P(depth >= d), d = 1.. | sampled share | probe survival by "
-             "depth | calibration: target prob. per draft bucket |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["## Per-depth acceptance and draft calibration (pooled over states)", "",
+             "| model | head | T | method | states | P(depth >= d), d = 1.. | calibration: mean target prob. "
+             "(T = 0: argmax match) per draft bucket 0-0.1, .., 0.9-1 |", "|---" * 7 + "|"]
     for r in mechanism_table(rows).itertuples():
-        lines.append(f"| {r.model} | {r.driver} | {r.temperature:g} | {r.variant} | {r.states} | {fmt(r.depth_accept)} "
-                     f"| {r.sampled_share:.3f} | {fmt(r.probe_survival)} | {fmt(r.calib_target)} |")
+        lines.append(f"| {r.model} | {r.head_sha} | {r.temperature:g} | {r.label} | {r.states} | "
+                     f"{_fmt_list(r.depth_accept)} | {_fmt_list(r.calib_target)} |")
     return "\n".join(lines) + "\n"
 
 
+def report_markdown(rows: pd.DataFrame) -> str:
+    """Every table of the module docstring, in order."""
+    parts = [paired_markdown(rows), m_ablation_markdown(rows), root_markdown(rows), mechanism_markdown(rows)]
+    return "\n".join(p for p in parts if p)
+
+
 def main(argv=None) -> int:
-    from eval.same_state import export_rows, load_rows
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results", help="a same-state output_dir (python -m eval.same_state output_dir=...)")
-    ap.add_argument("--out", help="write the markdown here instead of printing it")
-    ap.add_argument("--figure", help="also draw the paired-gain and per-depth figure (PNG) here")
-    ap.add_argument("--archive", help="also write every row into this parquet file (and X.driver.parquet), for git")
+    ap = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", type=path_arg, help="a same-state output_dir or an archive X.parquet")
+    ap.add_argument("--out", type=path_arg, help="write the markdown here instead of printing it")
+    ap.add_argument("--figures", help="write every figure as PREFIX<name>.png (a folder ending in / or a prefix)")
+    ap.add_argument("--figure", type=path_arg, help="also draw the one-file summary (PNG) here")
+    ap.add_argument("--archive", type=path_arg, help="also write every row into this parquet file (and "
+                    "X.driver.parquet), for git")
+    ap.add_argument("--update-committed", action="store_true", help="allow changing or removing files committed "
+                    "to git")
     args = ap.parse_args(argv)
-    try:
-        rows = load_rows(args.results)
-        if args.archive:
-            if Path(args.archive).resolve() == Path(args.results).resolve():
-                raise ValueError(f"--archive {args.archive} is the input itself: give another file")
-            print(f"{export_rows(args.results, args.archive)} rows -> {args.archive}", file=sys.stderr)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    text = paired_markdown(rows) + "\n" + mechanism_markdown(rows)
-    if args.figure and not rows.empty:
-        from eval.same_state_plots import draw
+    from eval.committed import CommittedOutputsError
+    from eval.same_state_outputs import plan_outputs
 
-        print(f"figure -> {draw(rows, args.figure)}", file=sys.stderr)
-    if args.out:
-        Path(args.out).write_text(text)
-    else:
-        print(text)
+    try:
+        rows, outputs, messages = plan_outputs(args)
+        for out, stale in outputs:
+            out.check(stale, args.results)
+        for out, stale in outputs:
+            out.write(stale, args.results)
+    except (OSError, ValueError, CommittedOutputsError) as e:
+        print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    for line in messages:
+        print(line, file=sys.stderr)
+    if args.out is None:
+        print(report_markdown(rows))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main, prog=PROG)

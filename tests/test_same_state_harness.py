@@ -3,7 +3,6 @@ resuming per compared method, bad compare entries named, and the over-keys paire
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,6 @@ import eval.same_state as same_state
 from eval import storage
 from eval.compose import compose_config
 import eval.same_state_tables as same_state_tables
-from eval.same_state_tables import key_means, mechanism_table, paired_differences
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = "k:4,depth:3,tree_size:8,sparse_top:32"
@@ -90,32 +88,3 @@ def test_cli_bad_input_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "eval.same_state_tables", str(tmp_path / "none")], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "not a same-state results directory" in proc.stderr
-
-
-def _synthetic(diffs_by_key: dict, states: int = 3) -> pd.DataFrame:
-    """Rows with a constant Top-K value 2.0 and the given other-method value per key (all states)."""
-    rows = []
-    for (suite, item), diff in diffs_by_key.items():
-        for state in range(states):
-            for variant, value in (("topk", 2.0), ("rheo m=1", 2.0 + diff + (0.5 if state == 0 else -0.25))):
-                rows.append(dict(model="m", driver="topk", temperature=1.0, dataset=suite, item_id=item, turn=0,
-                                 seed=0, state=state, variant=variant, expected_emitted=value,
-                                 depth_accept=[0.5, 0.25], sampled_share=0.1, probe_drawn=[2, 1], probe_kept=[1, 0],
-                                 calib_n=[1, 0], calib_q=[0.04, 0.0], calib_p=[0.02, 0.0]))
-    return pd.DataFrame(rows)
-
-
-def test_paired_ci_is_over_keys_not_states():
-    diffs = {("gsm8k", 0): 0.1, ("gsm8k", 1): 0.3, ("alpaca", 0): -0.1, ("alpaca", 1): 0.5}
-    rows = _synthetic(diffs)
-    assert len(key_means(rows)) == 2 * len(diffs)  # one value per method and key
-    table = paired_differences(rows).set_index(["suite", "variant"])
-    pooled = table.loc[("pooled", "rheo m=1")]
-    values = pd.Series(list(diffs.values()))
-    assert pooled["keys"] == 4 and pooled["diff"] == pytest.approx(values.mean())
-    assert pooled["half_width"] == pytest.approx(1.96 * values.std(ddof=1) / math.sqrt(4))
-    assert table.loc[("gsm8k", "rheo m=1"), "diff"] == pytest.approx(0.2)
-    assert table.loc[("pooled", "topk"), "mean"] == pytest.approx(2.0)
-    mech = mechanism_table(rows).set_index("variant").loc["rheo m=1"]
-    assert mech["probe_survival"] == pytest.approx([0.5, 0.0]) and mech["calib_target"][0] == pytest.approx(0.02)
-    assert math.isnan(mech["calib_target"][1])

@@ -1,0 +1,75 @@
+"""The files one run of ``python -m eval.same_state_tables`` writes, planned before any is written.
+
+:func:`plan_outputs` reads the rows, renders the markdown, the figures and the archive in memory and
+returns them as :class:`eval.committed.Outputs`, one per folder, each with the globs of its stale
+figures (a figure of the same prefix that these rows no longer draw); the caller checks all of them
+against git first, then writes them (a committed file changes only with ``--update-committed``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from eval.committed import Outputs
+
+FIGURE_NAMES = ("m_ablation", "temperature", "families", "depth", "probe", "calibration", "root_gap")
+
+
+def figure_paths(prefix: str) -> tuple[Path, str]:
+    """(folder, file-name prefix) of ``--figures PREFIX``: 'figs/' -> (figs, ''), 'figs/ss_' -> (figs, 'ss_')."""
+    if not prefix.strip():
+        raise ValueError("--figures is empty: give a folder ending in / or a path prefix, e.g. /tmp/ss/same_state_")
+    if prefix.endswith("/") or Path(prefix).is_dir():
+        return Path(prefix), ""
+    return Path(prefix).parent, Path(prefix).name
+
+
+class _Plan:
+    def __init__(self, update_committed: bool) -> None:
+        self.update_committed = update_committed
+        self.folders: dict[Path, tuple[Outputs, list[str]]] = {}
+
+    def add(self, path: Path, data: bytes, stale: tuple[str, ...] = ()) -> None:
+        folder = Path(path).parent
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"{folder} is a file, not a folder: give another path than {path}")
+        out, patterns = self.folders.setdefault(folder.resolve(), (Outputs(folder, self.update_committed), []))
+        out.add(Path(path), data)
+        patterns.extend(stale)
+
+
+def plan_outputs(args) -> tuple[pd.DataFrame, list[tuple[Outputs, tuple[str, ...]]], list[str]]:
+    """(rows, [(Outputs, stale globs)], messages) of the parsed command line ``args``."""
+    from eval.same_state import archive_bytes, archive_paths, load_rows
+    from eval.same_state_tables import report_markdown
+
+    figs = figure_paths(args.figures) if args.figures is not None else None  # a bad prefix fails first
+    rows, plan, messages = load_rows(args.results), _Plan(args.update_committed), []
+    if args.archive:
+        if Path(args.archive).resolve() == Path(args.results).resolve():
+            raise ValueError(f"--archive {args.archive} is the input itself: give another file")
+        data, driver_data, n = archive_bytes(args.results)
+        for path, blob in zip(archive_paths(args.archive), (data, driver_data)):
+            plan.add(path, blob)
+        messages.append(f"{n} rows -> {args.archive}")
+    if args.out:
+        plan.add(args.out, report_markdown(rows).encode())
+    if (args.figures is not None or args.figure) and rows.empty:
+        messages.append(f"no figures: {args.results} holds no same-state rows")
+    elif args.figures is not None:
+        from eval.same_state_plots import figures
+
+        folder, prefix = figs
+        drawn, skipped = figures(rows)
+        stale = tuple(p for name in FIGURE_NAMES for p in (f"{prefix}{name}.png", f"{prefix}{name}_*.png")
+                      if not any(d == name or d.startswith(name + "_") for d in drawn))
+        for i, (name, data) in enumerate(drawn.items()):
+            plan.add(folder / f"{prefix}{name}.png", data, stale if i == 0 else ())
+        messages += [f"figure skipped, {why}" for why in skipped]
+    if args.figure and not rows.empty:
+        from eval.same_state_plots import summary_png
+
+        plan.add(args.figure, summary_png(rows))
+    return rows, list(plan.folders.values()), messages
