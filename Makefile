@@ -294,9 +294,10 @@ same-state-studies: $(VENV_STAMP) ## the same-state m ablation (T=1) and tempera
 	  $(SS) $(SS_ARGS) temperature=$$t 'compare=$(SS_T_STUDY)' hydra.run.dir=$(SS_LOGS)-t$$t || exit 1; done
 	$(MAKE) same-state-tables
 
-same-state-tables: ## tables, figure and archive of the same-state rows in SS_RESULTS (its archive when the folder is absent)
+same-state-tables: ## tables, figures and archive of the same-state rows in SS_RESULTS (its archive when the folder is absent)
 	$(PY) -m eval.same_state_tables $(if $(wildcard $(SS_RESULTS)/MANIFEST.json),"$(SS_RESULTS)" --archive "$(SS_RESULTS).parquet","$(SS_RESULTS).parquet") \
-	  --out $(TABLES)/same_state.md --figure $(FIGURES)/same_state_$(MODEL)_n$(SS_MAX_NEW)_$(DEVICE).png
+	  --out "$(TABLES)/same_state.md" --figures "$(FIGURES)/same_state_" \
+	  --figure "$(FIGURES)/same_state_$(MODEL)_n$(SS_MAX_NEW)_$(DEVICE).png" $(UPDATE)
 
 .PHONY: methods
 methods: ## every method at the paper's node budget (Top-K, Rheo m=1, RSD, SpecInfer, chain; T=0 and 1), ITEMS/SEEDS/MAX_NEW as above; then tables+figures
