@@ -36,8 +36,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
 
-from eval import devcheck as dc  # noqa: E402
-from eval.devreport import Report, greedy_section, md_table, tau_parity  # noqa: E402
+from eval.device import devcheck as dc  # noqa: E402
+from eval.device.devreport import Report, greedy_section, md_table, tau_parity  # noqa: E402
 from eval import storage  # noqa: E402
 from rheo.config import SpecConfig  # noqa: E402
 from rheo.timing import device_name  # noqa: E402

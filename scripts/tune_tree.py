@@ -1,4 +1,4 @@
-"""Tune the draft tree for this machine (eval/tuning.py): costs per dtype, tau per shape, best shape.
+"""Tune the draft tree for this machine (eval/device/tuning.py): costs per dtype, tau per shape, best shape.
 
     python scripts/tune_tree.py [--model smollm2_135m] [--dtypes float32,bfloat16]
         [--shapes 4x4x8,6x5x16,8x6x24,10x8x60] [--prompts 12] [--max-new 64] [--temps 0,1]
@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from baselines import AR  # noqa: E402
-from eval import tuning  # noqa: E402
-from eval.tuning import METHODS, label  # noqa: E402
-from eval.tuning_report import figure, markdown  # noqa: E402
+from eval.device import tuning  # noqa: E402
+from eval.device.tuning import METHODS, label  # noqa: E402
+from eval.device.tuning_report import figure, markdown  # noqa: E402
 from rheo.config import SpecConfig  # noqa: E402
 from rheo.methods import get_method  # noqa: E402
 from rheo.timing import device_name  # noqa: E402

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from baselines import AR
-from eval.tuning import METHODS, label
+from eval.device.tuning import METHODS, label
 
 
 def markdown(report: dict) -> str:

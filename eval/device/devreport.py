@@ -1,7 +1,7 @@
 """The report of ``scripts/gpu_check.py``: ``checks.json``, ``summary.md`` and the markdown of its sections.
 
 :class:`Report` rewrites both files after every section, so a run cut short keeps what it
-did; :func:`greedy_section` and :func:`tau_parity` turn the rows of :mod:`eval.devcheck`
+did; :func:`greedy_section` and :func:`tau_parity` turn the rows of :mod:`eval.device.devcheck`
 into a section's text (and say whether a strict check failed).
 """
 
@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from baselines import AR
-from eval import devcheck as dc
+from eval.device import devcheck as dc
 
 
 class Report:
