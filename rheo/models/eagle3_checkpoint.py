@@ -53,8 +53,9 @@ def _read_state(head_dir: Path) -> dict:
 
 
 def load_head(head_dir, target_hf_model) -> tuple[Eagle3Head, torch.Tensor]:
-    """(head in float32 on the CPU, token embeddings [t_vocab, H]) of the checkpoint in ``head_dir``
-    for ``target_hf_model``; the checks and edge cases of :func:`rheo.models.eagle3.load_eagle3_drafter`."""
+    """(head on the CPU in torch's default dtype, token embeddings [t_vocab, H]) of the checkpoint
+    in ``head_dir`` for ``target_hf_model``, with the checks and edge cases that
+    :func:`rheo.models.eagle3.load_eagle3_drafter` documents."""
     head_dir = Path(head_dir)
     cfg_path = head_dir / "config.json"
     if not cfg_path.exists():
