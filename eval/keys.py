@@ -1,7 +1,7 @@
 """What names a result row, without Hydra: suite files, generation seeds, method keys, config hashes.
 
 The runner (``eval.run``, through :mod:`eval.schema`) and the GPU check
-(:mod:`eval.devcheck`, which must run without Hydra) both key and hash their rows
+(:mod:`eval.device.devcheck`, which must run without Hydra) both key and hash their rows
 here, so a row means the same whichever wrote it.
 """
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from baselines import AR
 from eval.analysis import display_name, fmt, mean_ci, speedup_ratio_of_sums, with_speedup
-from eval.devcheck import first_divergence
+from eval.device.devcheck import first_divergence
 from rheo.methods import method_names
 from rheo.timing import PHASES
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from rheo.training.corpus import pack_samples, read_shard, save_corpus, shard_files
-from rheo.training.prompts import FOLLOWUPS
+from rheo.training.prompt_templates import FOLLOWUPS
 from rheo.cli import ArgumentParser, run_main
 
 

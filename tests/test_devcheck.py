@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from baselines import AR, HF_GENERATE
-from eval import devcheck as dc
+from eval.device import devcheck as dc
 from eval import keys, schema, storage
 from eval.compose import compose_config
 from eval.models import make_tiny_pair
@@ -74,7 +74,7 @@ def test_gpu_check_imports_no_hydra_omegaconf_or_datasets():
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "sys.path[:0] = ['scripts']\n"
-        "import gpu_check, eval.speed, eval.analysis, eval.devcheck\n"
+        "import gpu_check, eval.speed, eval.analysis, eval.device.devcheck\n"
         "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -6,11 +6,9 @@ import math
 import sys
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pandas as pd
 import pytest
-from nbclient import NotebookClient
 
 from baselines import AR, HF_GENERATE
 from eval import analysis, storage
@@ -167,43 +165,6 @@ def test_theory_table_and_figure(tmp_path):
     names = {t.get_text() for t in fig.axes[1].get_legend().get_texts()}
     assert {"Top-K", "Rheo m=0", "Rheo m=1", "Rheo m=2", "RSD (3)", "SpecInfer (3)", "Chain d=1"} <= names
     assert not names & {"topk", "rheo"}
-
-
-NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"
-
-
-def _outputs(nb) -> tuple[str, int]:
-    """(the text and Markdown of every code cell's outputs, the number of PNG outputs)."""
-    outs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-    text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/markdown", "")) for o in outs)
-    return text, sum("image/png" in o.get("data", {}) for o in outs)
-
-
-def _check_ran(nb) -> None:
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert code and all(c.get("execution_count") and c.get("outputs") for c in code), "a code cell did not run"
-    assert not [o for c in code for o in c["outputs"] if o.get("output_type") == "error"]
-    text, images = _outputs(nb)
-    # it names the archives it reads, says why the tau archive has no speedup, shows tables and figures
-    assert "from results/runs.parquet" in text and "from results/speed.parquet" in text
-    assert "no AR rows" in text and "Main table" in text and "Speed next to AR" in text
-    assert text.index("max_new_tokens=128") < text.index("max_new_tokens=32")  # the 168-key table first
-    assert images >= 5  # the 4 figures of the tau archive and the theory figure
-
-
-def test_committed_notebook_shows_its_outputs():
-    _check_ran(nbformat.read(NOTEBOOK, as_version=4))
-
-
-def test_notebook_executes_headless_from_the_committed_archives(monkeypatch):
-    monkeypatch.delenv("RHEO_RESULTS", raising=False)
-    monkeypatch.delenv("RHEO_SPEED_RESULTS", raising=False)
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    for cell in nb.cells:  # what this run produces, not what was committed
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    _check_ran(nb)
 
 
 # ------------------------------------------------------------------ bad input

@@ -61,7 +61,7 @@ def test_a_new_spec_field_reaches_the_method_node_the_row_columns_and_the_key():
 
 
 def test_the_run_and_the_gpu_check_share_one_keys_module():
-    from eval import devcheck
+    from eval.device import devcheck
 
     assert devcheck.method_key is keys.method_key and devcheck.config_hash is keys.config_hash
     assert devcheck.SUITE_FILES is keys.SUITE_FILES and schema.SUITE_FILES is keys.SUITE_FILES

@@ -69,7 +69,7 @@ def write_head(folder, hidden=64, vocab=256, draft_vocab=100):
 
 @pytest.fixture
 def stub_drafter(monkeypatch):
-    """Replace the EAGLE-3 loader (its id-map checks are tested with it, in test_eagle3.py)."""
+    """Replace the EAGLE-3 loader (its id-map checks are tested with it, in test_eagle3_checkpoint.py)."""
     calls = []
     state = {"d2t": torch.arange(100) * 2}
 

@@ -1,4 +1,4 @@
-"""Tree tuning (eval/tuning.py, scripts/tune_tree.py) on the tiny pair: costs, tau runs, the model
+"""Tree tuning (eval/device/tuning.py, scripts/tune_tree.py) on the tiny pair: costs, tau runs, the model
 of a cycle, the pick, and the config it writes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from baselines import AR
-from eval import tuning
+from eval.device import tuning
 from eval.models import make_tiny_pair
 from rheo.config import SpecConfig
 from toys import root_to_leaf_paths

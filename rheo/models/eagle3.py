@@ -15,25 +15,15 @@ recomputes the accepted tokens from the target's real features.
 
 from __future__ import annotations
 
-import json
-import logging
-from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
 from rheo.models.base import TreeView
-from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, attend, dequantize_int8
-from rheo.models.weights import CorruptWeightsError, check_weight_files
-from rheo.paths import REPO_ROOT
-
-log = logging.getLogger(__name__)
+from rheo.models.eagle3_checkpoint import Eagle3LoadError, load_head
+from rheo.models.eagle3_head import Eagle3Head, attend
 
 __all__ = ["Eagle3Drafter", "Eagle3Session", "load_eagle3_drafter", "Eagle3LoadError"]
-
-
-class Eagle3LoadError(ValueError):
-    """An EAGLE-3 checkpoint that cannot be used with the given target."""
 
 
 class Eagle3Drafter:
@@ -166,31 +156,6 @@ class Eagle3Session:
 
 
 # ---------------------------------------------------------------------- loading
-def head_weights_fix(head_dir: Path) -> str:
-    """What to do about an unreadable weights file of the head in ``head_dir``."""
-    try:
-        rel = head_dir.resolve().relative_to(REPO_ROOT)
-    except ValueError:
-        return f"re-download (or re-train) the head into {head_dir}, or point head_path at a good copy"
-    return f"restore the committed head: `git checkout -- {rel}` (in {REPO_ROOT})"
-
-
-def _read_state(head_dir: Path) -> dict:
-    st, binf = head_dir / "model.safetensors", head_dir / "pytorch_model.bin"
-    if st.exists():
-        from safetensors.torch import load_file
-
-        check_weight_files(head_dir, "EAGLE-3 head", head_weights_fix(head_dir))
-        return dequantize_int8(load_file(str(st)))
-    if binf.exists():
-        try:
-            return torch.load(binf, map_location="cpu", weights_only=True)
-        except Exception as e:  # truncated zip, garbage, pickle refusing an object
-            raise CorruptWeightsError(f"EAGLE-3 head: {binf} is unreadable ({type(e).__name__}: {e}).\n"
-                                      f"    fix: {head_weights_fix(head_dir)}") from e
-    raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {head_dir}")
-
-
 def load_eagle3_drafter(head_dir, target_hf_model, device="cpu", dtype: Optional[torch.dtype] = None) -> Eagle3Drafter:
     """Load an EAGLE-3 head (official layout) for ``target_hf_model`` (a HF Llama causal LM).
 
@@ -208,94 +173,8 @@ def load_eagle3_drafter(head_dir, target_hf_model, device="cpu", dtype: Optional
       as this project's heads were saved, the official code would use untrained embeddings;
       the target's, which such a head is trained with, are used here.)
     """
-    head_dir = Path(head_dir)
-    cfg_path = head_dir / "config.json"
-    if not cfg_path.exists():
-        raise FileNotFoundError(f"no config.json in {head_dir}")
-    try:
-        raw = json.loads(cfg_path.read_text())
-    except ValueError as e:
-        raise Eagle3LoadError(f"{cfg_path} is not valid JSON ({e}): truncated?") from e
-    cfg = Eagle3Config.from_dict(raw)
-    state = _read_state(head_dir)
-    tcfg = target_hf_model.config
-    t_hidden, t_vocab = int(tcfg.hidden_size), int(tcfg.vocab_size)
-    fc = state.get("fc.weight")
-    if fc is None:
-        raise Eagle3LoadError(f"{head_dir}: no fc.weight: not an EAGLE-3 head")
-    if fc.shape[1] != 3 * t_hidden:
-        raise Eagle3LoadError(f"{head_dir}: fc.weight takes {fc.shape[1]} features, the target gives "
-                              f"3 * hidden = {3 * t_hidden}")
-    _follow_official_head_dim(head_dir, cfg, state)
-    declared = raw.get("target_hidden_size")
-    cfg.target_hidden_size = t_hidden
-    embed = _embeddings(head_dir, cfg, state.pop("embed_tokens.weight", None), declared, target_hf_model, t_vocab)
-    _check_vocabulary_maps(head_dir, cfg, state, t_vocab)
-    cfg.vocab_size = t_vocab
-    head = Eagle3Head(cfg)
-    try:
-        missing, unexpected = head.load_state_dict(state, strict=False)
-    except RuntimeError as e:  # size mismatches
-        raise Eagle3LoadError(f"{head_dir}: checkpoint tensors do not fit its config.json: {e}") from e
-    missing = [k for k in missing if not k.startswith("rotary.")]
-    if missing or unexpected:
-        raise Eagle3LoadError(f"{head_dir}: checkpoint keys do not match the EAGLE-3 layout; "
-                              f"missing {missing}, unexpected {unexpected}")
+    head, embed = load_head(head_dir, target_hf_model)
     dtype = dtype or target_hf_model.get_input_embeddings().weight.dtype
     head = head.to(device=device, dtype=dtype)
     head.d2t.data = head.d2t.data.long()
     return Eagle3Drafter(head, embed.to(device=device, dtype=dtype))
-
-
-def _check_vocabulary_maps(head_dir: Path, cfg: Eagle3Config, state: dict, t_vocab: int) -> None:
-    """Check the draft -> target id map and complete the state in place: ``d2t`` [draft_vocab] long
-    offsets (target id = draft id + d2t; none = identity), ``t2d`` [t_vocab] bool (derived when
-    absent or sized for another vocabulary). The map must be injective into [0, t_vocab)."""
-    d2t = state.get("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long)).long()
-    if d2t.shape[0] != cfg.draft_vocab_size:
-        raise Eagle3LoadError(f"{head_dir}: d2t has {d2t.shape[0]} entries, draft_vocab_size is {cfg.draft_vocab_size}")
-    target_ids = torch.arange(cfg.draft_vocab_size) + d2t  # [draft_vocab]
-    if int(target_ids.min()) < 0 or int(target_ids.max()) >= t_vocab:
-        raise Eagle3LoadError(f"{head_dir}: d2t maps draft ids to target ids in [{int(target_ids.min())}, "
-                              f"{int(target_ids.max())}], outside the target vocabulary [0, {t_vocab})")
-    if torch.unique(target_ids).numel() != target_ids.numel():
-        raise Eagle3LoadError(f"{head_dir}: d2t maps two draft ids to one target id")
-    state["d2t"] = d2t
-    if "t2d" not in state or state["t2d"].shape[0] != t_vocab:
-        state["t2d"] = torch.zeros(t_vocab, dtype=torch.bool).index_fill_(0, target_ids, True)
-
-
-def _follow_official_head_dim(head_dir: Path, cfg: Eagle3Config, state: dict) -> None:
-    """Set cfg.head_dim to hidden / heads (official); refuse weights that need another size."""
-    official = cfg.hidden_size // cfg.num_attention_heads
-    q = state.get("midlayer.self_attn.q_proj.weight")
-    weights_hd = None if q is None else q.shape[0] / cfg.num_attention_heads
-    if weights_hd is not None and weights_hd != official:
-        raise Eagle3LoadError(
-            f"{head_dir}: q_proj.weight has {q.shape[0]} rows = {cfg.num_attention_heads} heads x {weights_hd:g}, "
-            f"but the official EAGLE-3 code (which ignores head_dim) uses head size hidden / heads = "
-            f"{cfg.hidden_size} / {cfg.num_attention_heads} = {official}: this checkpoint cannot be loaded "
-            f"as EAGLE-3 (config.json head_dim={cfg.head_dim})")
-    if cfg.head_dim != official:
-        log.warning("%s: config.json head_dim=%s ignored; head size hidden / heads = %d, as in the official "
-                    "EAGLE-3 code and the checkpoint", head_dir, cfg.head_dim, official)
-        cfg.head_dim = official
-
-
-def _embeddings(head_dir: Path, cfg: Eagle3Config, own: Optional[torch.Tensor], declared: Optional[int],
-                target_hf_model, t_vocab: int) -> torch.Tensor:
-    """[t_vocab, H] token embeddings the head reads: its own when the checkpoint has them, else the target's."""
-    if own is not None:
-        if tuple(own.shape) != (t_vocab, cfg.hidden_size):
-            raise Eagle3LoadError(f"{head_dir}: embed_tokens.weight has shape {tuple(own.shape)}, expected "
-                                  f"[target vocabulary {t_vocab}, head hidden {cfg.hidden_size}]")
-        return own.detach()
-    if declared is not None and int(declared) != cfg.hidden_size:
-        raise Eagle3LoadError(
-            f"{head_dir}: config.json sets target_hidden_size={declared} != hidden_size={cfg.hidden_size}, so "
-            f"(as in the official EAGLE-3 code) the head needs its own embed_tokens.weight "
-            f"[{t_vocab}, {cfg.hidden_size}], and the checkpoint has none")
-    embed = target_hf_model.get_input_embeddings().weight
-    if cfg.hidden_size != embed.shape[1]:
-        raise Eagle3LoadError(f"{head_dir}: head hidden {cfg.hidden_size} != target embedding width {embed.shape[1]}")
-    return embed.detach()

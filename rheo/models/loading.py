@@ -83,7 +83,7 @@ def load_model_pair(name: str, device: str = "cpu", dtype: Optional[torch.dtype 
     device = str(as_device(device))
     dtype = as_dtype(dtype) or DTYPES[entry.dtype]
     paths = resolve_paths(entry, target_path, head_path)
-    from rheo.models.eagle3 import head_weights_fix
+    from rheo.models.eagle3_checkpoint import head_weights_fix
 
     check_weight_files(paths.head, f"model {entry.name!r}: EAGLE-3 head", head_weights_fix(paths.head))
     head_config = _read_json(paths.head / "config.json")

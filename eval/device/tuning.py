@@ -39,6 +39,13 @@ from rheo.timing import PhaseTimer
 from rheo.tree import ancestor_mask
 
 Shape = tuple[int, int, int]  # (k, depth, tree_size)
+#: the tuned methods: (name, the fields they are tuned with besides the tree shape)
+METHODS = (("topk", {}), ("rheo", {"m": 1}))
+
+
+def label(method: str, fields: dict) -> str:
+    """The variant label of a tuned method ("rheo m=1"), as the report and the tables name it."""
+    return get_method(method).variant(SpecConfig(method=method, **fields))
 
 
 def tuning_prompts(n: int, seed: int = 0) -> list[str]:

@@ -1,0 +1,80 @@
+"""Reading the committed result tables (results/tables/*.md) and formatting numbers as the README writes them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def tables(path: Path) -> list[tuple[str, list[dict]]]:
+    """(the last '### ' heading above it, its rows as {column: cell}) for every Markdown table of ``path``."""
+    out, heading, lines = [], "", path.read_text().splitlines() + [""]
+    block: list[str] = []
+    for line in lines:
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if block:
+            header = [c.strip() for c in block[0].strip("|").split("|")]
+            rows = [dict(zip(header, (c.strip() for c in row.strip("|").split("|")))) for row in block[2:]]
+            out.append((heading, rows))
+            block = []
+        if line.startswith("### "):
+            heading = line[4:]
+    return out
+
+
+def headed_table(path: Path, heading_has: str, column: str = "") -> tuple[str, list[dict]]:
+    """(heading, rows) of the one table of ``path`` whose heading contains ``heading_has`` (and that has
+    the column ``column``, when given)."""
+    found = [(h, rows) for h, rows in tables(path) if heading_has in h and (not column or column in rows[0])]
+    assert len(found) == 1, f"{path}: {len(found)} tables under a heading with {heading_has!r}"
+    return found[0]
+
+
+def table(path: Path, heading_has: str, column: str = "") -> list[dict]:
+    return headed_table(path, heading_has, column)[1]
+
+
+def setting(heading: str) -> dict:
+    """The tree and the token budget a table's heading names ('K=10 depth=8 R=60 top-128, max_new_tokens=32')."""
+    found = dict(re.findall(r"\b(K|depth|R|top|max_new_tokens)[=-](\d+)", heading))
+    return {k: int(v) for k, v in found.items()}
+
+
+def row(rows: list[dict], **match) -> dict:
+    hits = [r for r in rows if all(r[k] == v for k, v in match.items())]
+    assert len(hits) == 1, f"{len(hits)} rows match {match}"
+    return hits[0]
+
+
+def numbers(cell: str) -> list[float]:
+    """The numbers of a cell: '1.97 ± 0.15' -> [1.97, 0.15]; '+0.101 +- 0.080' -> [0.101, 0.08]."""
+    return [float(x) for x in NUMBER.findall(cell.replace("+-", "±"))]
+
+
+def signed(x: float, digits: int) -> str:
+    """+0.10 / −0.010, with the minus sign the README's prose uses."""
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def diff_ci(cell: str, digits: int) -> str:
+    """A same-state table's 'diff vs topk' cell ('+0.101 +- 0.080') as the README writes it ('+0.10 ± 0.08')."""
+    diff, half = numbers(cell)
+    return f"{signed(diff, digits)} ± {half:.{digits}f}"
+
+
+def short_p(p: float) -> str:
+    """5.7e-09 -> '6e-9' (one significant digit)."""
+    mantissa, exponent = f"{p:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def in_words(x: float) -> str:
+    """A count or share as the prose says it: 3 -> 'three'; 0.34 -> 'a third'."""
+    if x >= 1:
+        return {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}[round(x)]
+    shares = {"a quarter": 1 / 4, "a third": 1 / 3, "half": 1 / 2, "two thirds": 2 / 3}
+    return min(shares, key=lambda w: abs(shares[w] - x))
