@@ -84,13 +84,16 @@ SPEED := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SPEE
 
 # (the commands below regenerate the committed results on purpose: --update-committed, --replace)
 UPDATE := --update-committed
-reproduce: check-vars $(VENV_STAMP) ## CPU protocol: tau on the paper tree (2 parallel jobs), then speed alone; tables+figures; archives for git
+REPRODUCE_CLOCK ?= .reproduce-clock.json
+reproduce: check-vars $(VENV_STAMP) ## CPU protocol: main table + same-state studies (2 parallel jobs), then speed alone; tables+figures; archives; its own wall time
+	$(PY) -m eval.run_clock start $(REPRODUCE_CLOCK)
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) tables figures RESULTS="$(RESULTS)" TABLES="$(TABLES)" FIGURES="$(FIGURES)" TABLE_ARGS=$(UPDATE) FIGURE_ARGS=$(UPDATE)
 	$(MAKE) tables RESULTS="$(SPEED_RESULTS)" TABLES="$(SPEED_TABLES)" TABLE_ARGS="--no-theory $(UPDATE)"
 	$(MAKE) same-state-tables
 	$(PY) scripts/export_results.py --results "$(RESULTS)" --out "$(RESULTS).parquet" --replace
 	$(PY) scripts/export_results.py --results "$(SPEED_RESULTS)" --out "$(SPEED_RESULTS).parquet" --replace
+	$(PY) -m eval.run_clock finish $(REPRODUCE_CLOCK) results/reproduce_time.json
 
 # every size of `make reproduce` is checked before its first job (MAIN_ITEMS=0 refuses everything)
 REPRODUCE_VARS = MAIN_ITEMS SS_ITEMS MAX_NEW SS_MAX_NEW TAU_JOBS SPEED_ITEMS SPEED_MAX_NEW THREADS
@@ -298,6 +301,48 @@ same-state-tables: ## tables, figures and archive of the same-state rows in SS_R
 	$(PY) -m eval.same_state_tables $(if $(wildcard $(SS_RESULTS)/MANIFEST.json),"$(SS_RESULTS)" --archive "$(SS_RESULTS).parquet","$(SS_RESULTS).parquet") \
 	  --out "$(TABLES)/same_state.md" --figures "$(FIGURES)/same_state_" \
 	  --figure "$(FIGURES)/same_state_$(MODEL)_n$(SS_MAX_NEW)_$(DEVICE).png" $(UPDATE)
+
+# The dilemma on shared states: Top-K, Rheo m=1, RSD and SpecInfer on two 60-node shapes, and the
+# depth-8 chain, each scoring its own tree at the Top-K driver's states, at DILEMMA_TEMPS.
+DILEMMA_RESULTS ?= results/same_state_dilemma
+DILEMMA_TEMPS ?= 1.0 0.0 0.5
+DILEMMA_COMPARE = [{name:topk},{name:rheo,m:1},{name:static,branching:[4,2,1,1,1,1,1,1],replacement:false},\
+{name:static,branching:[4,2,1,1,1,1,1,1],replacement:true},{name:static,branching:[6,3,1,1],replacement:false},\
+{name:static,branching:[6,3,1,1],replacement:true},{name:chain,depth:8}]
+# Draft quality on shared states: Top-K and Rheo m=1 with the weak int8 head (held-out top-1 0.354)
+HEADS_RESULTS ?= results/same_state_heads
+.PHONY: same-state-dilemma same-state-heads
+same-state-dilemma: $(VENV_STAMP) ## the dilemma's same-state study (DILEMMA_TEMPS), then its tables and figures
+	for t in $(DILEMMA_TEMPS); do $(SS) $(subst output_dir="$(SS_RESULTS)",output_dir="$(DILEMMA_RESULTS)",$(SS_ARGS)) \
+	  temperature=$$t 'compare=$(DILEMMA_COMPARE)' hydra.run.dir=$(SS_LOGS)-dilemma-t$$t || exit 1; done
+	$(PY) -m eval.same_state_tables "$(DILEMMA_RESULTS)" --archive "$(DILEMMA_RESULTS).parquet" \
+	  --out "$(TABLES)/same_state_dilemma.md" --figures "$(FIGURES)/same_state_dilemma_" $(UPDATE)
+same-state-heads: $(VENV_STAMP) ## Top-K vs Rheo m=1 on shared states with the weak head at T=1 and 0, then tables and figures
+	for t in 1.0 0.0; do $(SS) $(subst model=$(MODEL),model=smollm2_135m_small_head,$(subst output_dir="$(SS_RESULTS)",output_dir="$(HEADS_RESULTS)",$(SS_ARGS))) \
+	  temperature=$$t 'compare=[{name:topk},{name:rheo,m:1}]' hydra.run.dir=$(SS_LOGS)-heads-t$$t || exit 1; done
+	$(PY) -m eval.same_state_tables "$(HEADS_RESULTS)" --archive "$(HEADS_RESULTS).parquet" \
+	  --out "$(TABLES)/same_state_heads.md" --figures "$(FIGURES)/same_state_heads_" $(UPDATE)
+
+# The sampled m ablation and temperature study (each method on its own trajectories, realized tau):
+# 8 items per suite (56 prompts), 32 new tokens, the paper tree, T=1 for m=0..3 and Top-K, and
+# Top-K / m=0 / m=1 at 0.5 and 0; one-thread jobs, TAU_JOBS at a time, into SAMPLED_RESULTS and
+# its archive; tables in results/tables/sampled/. The same-state studies above measure the same
+# comparisons on shared states; these rows show what separate trajectories give at this size.
+SAMPLED_RESULTS ?= results/sampled_studies
+SAMPLED_ITEMS ?= 8
+SAMPLED_MAX_NEW ?= 32
+SAMPLED := $(PY) -m eval.run -m model=$(MODEL) device=$(DEVICE) output_dir="$(SAMPLED_RESULTS)" dtype=$(TAU_DTYPE) \
+	seed=$(SEEDS) num_threads=$(THREADS) limit=$(SAMPLED_ITEMS) max_new_tokens=$(SAMPLED_MAX_NEW)
+.PHONY: sampled-studies
+sampled-studies: $(VENV_STAMP) ## the sampled m ablation and temperature study (separate trajectories) -> results/sampled_studies.parquet, results/tables/sampled/
+	printf '%s\n' \
+	  $(foreach m,0 1 2 3,'$(SAMPLED) experiment=m_ablation method=rheo method.m=$(m) hydra.sweep.dir=multirun/sampled-$(STAMP)-m$(m)') \
+	  '$(SAMPLED) experiment=m_ablation method=topk method.m=0 hydra.sweep.dir=multirun/sampled-$(STAMP)-topk' \
+	  $(foreach t,0.5 0.0,$(foreach m,0 1,'$(SAMPLED) experiment=temperature method=rheo method.m=$(m) temperature=$(t) hydra.sweep.dir=multirun/sampled-$(STAMP)-t$(t)-m$(m)') \
+	  '$(SAMPLED) experiment=temperature method=topk method.m=0 temperature=$(t) hydra.sweep.dir=multirun/sampled-$(STAMP)-t$(t)-topk') | \
+	  tr '\n' '\0' | xargs -0 -P $(TAU_JOBS) -I{} sh -c '{}'
+	$(PY) scripts/export_results.py --results "$(SAMPLED_RESULTS)" --out "$(SAMPLED_RESULTS).parquet" --replace
+	$(MAKE) tables RESULTS="$(SAMPLED_RESULTS).parquet" TABLES=results/tables/sampled TABLE_ARGS="--no-theory $(UPDATE)"
 
 .PHONY: methods
 methods: ## every method at the paper's node budget (Top-K, Rheo m=1, RSD, SpecInfer, chain; T=0 and 1), ITEMS/SEEDS/MAX_NEW as above; then tables+figures

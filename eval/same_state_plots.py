@@ -50,7 +50,7 @@ def fig_m_ablation(rows: pd.DataFrame) -> bytes | None:
                     label=f"Rheo m − {base}")
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xticks(part["m"].tolist(), [f"{m:g}" for m in part["m"]])
-        ax.set_xlabel("m (sampled children per expansion)")
+        ax.set_xlabel("m (deterministic lead slots per node)")
         ax.set_title(f"{temps_title(t)}, {int(part['diff_keys'].max())} keys", fontsize=9)
     axes[0][0].set_ylabel(f"expected emitted − {base}\n(tokens / target call)")
     legend_outside(fig, axes)

@@ -20,15 +20,16 @@ from rheo.io import child_path, safe_file_name
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE = ROOT / "results" / "runs.parquet"
+SAMPLED = ROOT / "results" / "sampled_studies.parquet"  # the 32-token study rows: several figures
 sys.path.insert(0, str(ROOT / "scripts"))
 import export_results  # noqa: E402
 import make_figures  # noqa: E402
 import make_tables  # noqa: E402
 
 
-def _archive(path: Path, query: str, **columns) -> Path:
-    """Rows of the committed archive (``query``), with ``columns`` overwritten, as a new archive."""
-    return _write(pd.read_parquet(ARCHIVE).query(query).assign(**columns), path)
+def _archive(path: Path, query: str, source: Path = ARCHIVE, **columns) -> Path:
+    """Rows of a committed archive (``query``), with ``columns`` overwritten, as a new archive."""
+    return _write(pd.read_parquet(source).query(query).assign(**columns), path)
 
 
 def _write(df: pd.DataFrame, path: Path) -> Path:
@@ -49,7 +50,7 @@ def test_a_data_built_name_stays_one_file_in_its_folder(tmp_path, name):
 def test_hostile_devices_in_rows_cannot_move_figures_out_of_out(tmp_path):
     rows = []
     for device in ("cpu/../../../PWNED", "/tmp/ABS_PWNED", ".."):
-        part = pd.read_parquet(ARCHIVE).query("max_new_tokens == 32 and seed == 0").assign(device=device)
+        part = pd.read_parquet(SAMPLED).query("max_new_tokens == 32 and seed == 0").assign(device=device)
         rows.append(part.assign(config_hash=part["config_hash"] + device))  # one set of rows per device
     src = _write(pd.concat(rows), tmp_path / "hostile.parquet")
     out = tmp_path / "a" / "b" / "figures"
@@ -86,13 +87,13 @@ def test_tables_from_other_rows_leave_committed_tables_alone(tmp_path):
 
 def test_figures_are_checked_the_same_way_and_identical_bytes_pass(tmp_path):
     out = _git_repo(tmp_path / "repo").parent / "figures"
-    src = _archive(tmp_path / "m.parquet", "max_new_tokens == 32 and seed == 0")
+    src = _archive(tmp_path / "m.parquet", "max_new_tokens == 32 and seed == 0", SAMPLED)
     first = make_figures.make_figures(src, out, theory=False)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(out)]
     subprocess.run(git + ["add", "."], check=True)
     subprocess.run(git + ["commit", "-qm", "figures"], check=True)
     assert make_figures.make_figures(src, out, theory=False) == first  # same rows, same bytes: allowed
-    fewer = _archive(tmp_path / "t.parquet", "max_new_tokens == 32 and seed == 0 and method == 'topk'")
+    fewer = _archive(tmp_path / "t.parquet", "max_new_tokens == 32 and seed == 0 and method == 'topk'", SAMPLED)
     with pytest.raises(CommittedOutputsError, match="is committed"):
         make_figures.make_figures(fewer, out, theory=False)
     assert sorted(out.glob("*.png")) == sorted(first)
