@@ -135,10 +135,6 @@ def _all_items(suites: dict[str, list[Item]]) -> list[Item]:
     return [item for items in suites.values() for item in items]
 
 
-def _needs_expected(job: _Job) -> bool:
-    return job.record_expected
-
-
 def _expect(job: _Job, item: Item, turn: int) -> dict:
     return {"config_hash": job.chash, "dataset": item.suite, "item_id": item.item_id, "turn": turn}
 
@@ -147,7 +143,7 @@ def _item_done(job: _Job, item: Item, summary: RunSummary) -> bool:
     done = 0
     for turn in range(len(item.turns)):
         path = storage.shard_path(job.cdir, item.suite, item.item_id, turn)
-        done += _reusable(storage.load_existing(path, _expect(job, item, turn)), item, path, _needs_expected(job))
+        done += _reusable(storage.load_existing(path, _expect(job, item, turn)), item, path, job.record_expected)
     if done == len(item.turns):
         summary.skipped += done
         return True
@@ -221,7 +217,7 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
     """Generate (or reuse) one row and store it; returns the row."""
     path = storage.shard_path(job.cdir, item.suite, item.item_id, turn)
     existing = storage.load_existing(path, _expect(job, item, turn))
-    if _reusable(existing, item, path, _needs_expected(job)):
+    if _reusable(existing, item, path, job.record_expected):
         return {**existing, "_reused": True}
     gen_seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
     row = rows.base_row(cfg, meta, job.spec.method, job.chash, item, turn, gen_seed)

@@ -9,6 +9,7 @@ ratios of sums (eval/analysis.py).
 from __future__ import annotations
 
 import math
+from itertools import accumulate
 from typing import Optional
 
 import pandas as pd
@@ -123,7 +124,7 @@ def realized_minus_expected(row, budget_only: bool = False) -> Optional[float]:
         budget = int(row["max_new_tokens"])
         if int(row["new_tokens"]) < budget:
             return None
-        starts = [sum(real[:i]) for i in range(len(real))]
+        starts = [0, *accumulate(real)][:-1]  # tokens emitted before each cycle
         keep = [i for i, s in enumerate(starts) if s < budget - int(row["depth"]) - 1]
         real, exp = [real[i] for i in keep], [exp[i] for i in keep]
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from safetensors.torch import save_file
 
@@ -62,3 +63,20 @@ def write_head(path, state, fmt="safetensors"):
     else:
         torch.save(state, path / "pytorch_model.bin")
     return path
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """The tiny Llama target these heads read (one per test module)."""
+    from rheo.models.tiny import make_tiny_llama
+
+    return make_tiny_llama(seed=0, vocab_size=VOCAB, hidden_size=H)
+
+
+@pytest.fixture(scope="module")
+def drafter(tiny, tmp_path_factory):
+    """An EAGLE-3 drafter loaded from a random head in the official layout, on ``tiny``."""
+    from rheo.models.eagle3 import load_eagle3_drafter
+
+    state, _ = official_state()
+    return load_eagle3_drafter(write_head(tmp_path_factory.mktemp("head"), state), tiny)

@@ -11,26 +11,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle3_heads import ATOL, DRAFT_VOCAB, H, VOCAB, official_state, write_head
+from eagle3_heads import ATOL, DRAFT_VOCAB, H, VOCAB, drafter, official_state, tiny, write_head  # noqa: F401 (fixtures)
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.models.base import TreeView
-from rheo.models.eagle3 import load_eagle3_drafter
 from rheo.models.eagle3_head import attend
 from rheo.models.hf_target import HFTarget
-from rheo.models.tiny import make_tiny_llama
 from toys import assert_greedy_match
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return make_tiny_llama(seed=0, vocab_size=VOCAB, hidden_size=H)
-
-
-@pytest.fixture(scope="module")
-def drafter(tiny, tmp_path_factory):
-    state, _ = official_state()
-    return load_eagle3_drafter(write_head(tmp_path_factory.mktemp("head"), state), tiny)
 
 
 def reference_chain_logits(drafter, sess, chain_tokens):

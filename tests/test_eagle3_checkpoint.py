@@ -8,23 +8,12 @@ import json
 import pytest
 import torch
 
-from eagle3_heads import ATOL, DRAFT_VOCAB, FFN, H, HEADS, KV_HEADS, VOCAB, official_config, official_state, write_head
+from eagle3_heads import (ATOL, DRAFT_VOCAB, FFN, H, HEADS, KV_HEADS, VOCAB, drafter, official_config,  # noqa: F401
+                          official_state, tiny, write_head)  # drafter, tiny: fixtures
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.models.eagle3 import Eagle3LoadError, load_eagle3_drafter
 from rheo.models.hf_target import HFTarget
-from rheo.models.tiny import make_tiny_llama
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return make_tiny_llama(seed=0, vocab_size=VOCAB, hidden_size=H)
-
-
-@pytest.fixture(scope="module")
-def drafter(tiny, tmp_path_factory):
-    state, _ = official_state()
-    return load_eagle3_drafter(write_head(tmp_path_factory.mktemp("head"), state), tiny)
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "bin"])
