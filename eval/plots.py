@@ -7,6 +7,7 @@ Every function takes result rows (``eval.analysis.load``) and returns a list of
 from __future__ import annotations
 
 import hashlib
+import io
 import textwrap
 
 import matplotlib
@@ -20,6 +21,18 @@ from eval.analysis import (DEFAULT_WEIGHTS, display_name, restrict_to_common, se
                            settings, suites_in, temperature_cells, variant_summary)
 from rheo.methods import get_method  # noqa: E402
 from eval.tables import ABLATION_MS, MAIN_T, PAPER_RHEO, TEMPERATURE_MS, TOPK, rheo_variant  # noqa: E402
+
+
+def palette_png(fig, dpi: int) -> bytes:
+    """The figure as a 256-colour palette PNG (a third of the RGBA file's bytes; results are committed)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    image = Image.open(io.BytesIO(buf.getvalue())).convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT)
+    out = io.BytesIO()
+    image.save(out, format="png", optimize=True)
+    return out.getvalue()
 
 COLORS = {TOPK: "#7f7f7f", **{rheo_variant(m): c for m, c in enumerate(("#9ecae1", "#d62728", "#3182bd", "#08519c"))}}
 

@@ -39,7 +39,7 @@ from eval import storage
 from eval.data import chat_messages, load_suite
 from eval.models import load_pair
 from eval.runner import resolve_path
-from rheo.paths import git_sha
+from rheo.paths import start_git_sha
 from eval.keys import config_hash, generation_seed
 from eval.schema import method_key, register_configs, validate
 from eval.validate import check_against_pair
@@ -105,6 +105,7 @@ def compared_configs(cfg: DictConfig) -> list[tuple[object, dict]]:
 
 def run(cfg: DictConfig) -> SameStateSummary:
     """Run (or resume) the same-state evaluation of one driver configuration."""
+    start_git_sha()  # the rows name the code this process started with
     driver = validate(cfg)
     if get_method(driver.method).is_reference:
         raise ValueError(f"method (the driver) must be a registered method, got {cfg.method.name!r}")
@@ -159,7 +160,7 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list
             "category": item.category, "turns_sha": item.turns_sha, "seed": int(cfg.seed),
             "temperature": float(cfg.temperature), "head_sha": dkey.get("head_sha"),
             "max_new_tokens": int(cfg.max_new_tokens), "driver": get_method(driver.method).variant(driver),
-            "driver_hash": ddir.name, "git_sha": git_sha(),
+            "driver_hash": ddir.name, "git_sha": start_git_sha(),
             "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     for i, c in enumerate(todo):
         own = {**base, "method": c.spec.method, "variant": get_method(c.spec.method).variant(c.spec),

@@ -40,13 +40,29 @@ class _Plan:
         patterns.extend(stale)
 
 
+#: what names one evaluated tree: a compared config at one state of one driver's generation
+ROW_KEY = ["model", "temperature", "driver_hash", "config_hash", "dataset", "item_id", "turn", "seed", "state"]
+
+
+def joined_rows(results, also=()) -> pd.DataFrame:
+    """The rows of ``results``, then those of each of ``also`` whose ROW_KEY is not already there."""
+    from eval.same_state import load_rows
+
+    frames = [load_rows(results)] + [load_rows(extra) for extra in also]
+    frames = [f for f in frames if not f.empty]
+    if len(frames) <= 1:
+        return frames[0] if frames else load_rows(results)
+    rows = pd.concat(frames, ignore_index=True)
+    return rows.drop_duplicates(subset=ROW_KEY, keep="first").reset_index(drop=True)
+
+
 def plan_outputs(args) -> tuple[pd.DataFrame, list[tuple[Outputs, tuple[str, ...]]], list[str]]:
     """(rows, [(Outputs, stale globs)], messages) of the parsed command line ``args``."""
     from eval.same_state import archive_bytes, archive_paths, load_rows
     from eval.same_state_tables import report_markdown
 
     figs = figure_paths(args.figures) if args.figures is not None else None  # a bad prefix fails first
-    rows, plan, messages = load_rows(args.results), _Plan(args.update_committed), []
+    rows, plan, messages = joined_rows(args.results, getattr(args, "also", [])), _Plan(args.update_committed), []
     if args.archive:
         if Path(args.archive).resolve() == Path(args.results).resolve():
             raise ValueError(f"--archive {args.archive} is the input itself: give another file")

@@ -3,8 +3,6 @@ line style and marker per family (dynamic / static / chain), legends outside the
 
 from __future__ import annotations
 
-import io
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from eval.plots import palette_png  # noqa: E402
 from eval.same_state_labels import ordered_labels  # noqa: E402
 
 LINESTYLE = {"dynamic": "-", "static": "--", "chain": ":"}
@@ -59,10 +58,9 @@ def png(fig, note: str = CI_NOTE) -> bytes:
     if note:
         fig.text(0.01, 0.005, note, fontsize=7, color="dimgray", ha="left", va="bottom")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    data = palette_png(fig, dpi=110)
     plt.close(fig)
-    return buf.getvalue()
+    return data
 
 
 def temps_title(t: float) -> str:

@@ -1,9 +1,11 @@
 """Tables and figures of same-state rows (eval.same_state).
 
     python -m eval.same_state_tables RESULTS [--out FILE] [--figures PREFIX] [--figure FILE]
-                                     [--archive FILE] [--update-committed]
+                                     [--archive FILE] [--also RESULTS2 ...] [--update-committed]
 
-RESULTS: a same-state output_dir, or an archive (X.parquet) written by ``--archive``.
+RESULTS: a same-state output_dir, or an archive (X.parquet) written by ``--archive``; ``--also``
+joins the rows of other folders or archives into the tables and figures (a study split over two
+folders), never into the archive.
 
 * **paired** - per (model, head, driver, temperature): every compared method (named by the
   registry, eval.same_state_labels) per suite and pooled: keys, mean expected emitted tokens,
@@ -158,6 +160,9 @@ def main(argv=None) -> int:
     ap.add_argument("--figure", type=path_arg, help="also draw the one-file summary (PNG) here")
     ap.add_argument("--archive", type=path_arg, help="also write every row into this parquet file (and "
                     "X.driver.parquet), for git")
+    ap.add_argument("--also", type=path_arg, action="append", default=[], metavar="RESULTS",
+                    help="rows of another same-state folder or archive joined into the tables and figures (not "
+                    "the archive); repeatable; a state already in RESULTS is not counted twice")
     ap.add_argument("--update-committed", action="store_true", help="allow changing or removing files committed "
                     "to git")
     args = ap.parse_args(argv)

@@ -69,14 +69,43 @@ def dynamic_path_probs(built: BuiltTree, target_logits: torch.Tensor, cfg: "Spec
         return _reach(parents, built.tree.depths.cpu(), cond)
     a = (p[s_at, s_tok] / q_s).clamp(max=1.0)  # [s]
     cond[s_child] = a
-    resid = (p[s_at] - _residual_rows(built, expanded[s_at], p.shape[1])).clamp(min=0)  # [s, V]
-    beta = resid.sum(-1, keepdim=True)
-    r = p.clone()  # [E, V] what the point masses are verified against
-    r[s_at] = torch.where(beta > 0, resid / beta.clamp(min=1e-300), p[s_at])
     rejected = torch.ones(expanded.shape[0], dtype=F64)
     rejected[s_at] = 1.0 - a
-    cond[det_child] = rejected[det_at] * r[det_at, det_tok] / r.sum(-1)[det_at]
+    num, den = p[det_at, det_tok], total[det_at].clone()  # [d] point masses verified against p / sum(p)
+    if s_at.numel():  # ... or, where the node's sample survived, against max(p - q~, 0) / beta
+        q_tok, beta = _residual_terms(built, expanded, s_at, p, det_at, det_tok)  # [d], [E] (-1: no sample)
+        use = beta[det_at] > 0
+        num = torch.where(use, (num - q_tok).clamp(min=0), num)
+        den = torch.where(use, beta[det_at], den)
+    cond[det_child] = rejected[det_at] * num / den
     return _reach(parents, built.tree.depths.cpu(), cond)
+
+
+def _residual_terms(built: BuiltTree, expanded: torch.Tensor, s_at: torch.Tensor, p: torch.Tensor,
+                    det_at: torch.Tensor, det_tok: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """q~ at each point mass [d] and beta = sum_v max(p_v - q~_v, 0) of every row [E] (-1 where no
+    sample survived), read from q~'s sparse support instead of full-vocabulary rows.
+
+    ``sum_v max(p_v - q_v, 0) = sum(p) - sum_v min(p_v, q_v)`` and ``q`` is zero off its support;
+    where that difference is small (``< 1e-6``) it is recomputed over the whole row, so the
+    subtraction never decides the sign of a vanishing residual.
+    """
+    rows = built.exp_row.cpu()[expanded[s_at]]  # [s]
+    ids, q = built.resid_ids.cpu()[rows], built.resid_probs.cpu()[rows].to(F64)  # [s, S]
+    p_rows = p[s_at]  # [s, V]
+    beta_s = p_rows.sum(-1) - torch.minimum(p_rows.gather(1, ids), q).sum(-1)  # [s]
+    small = beta_s < 1e-6
+    if small.any():
+        dense = torch.zeros(int(small.sum()), p.shape[1], dtype=F64).scatter_(1, ids[small], q[small])
+        beta_s[small] = (p_rows[small] - dense).clamp(min=0).sum(-1)
+    beta = torch.full((p.shape[0],), -1.0, dtype=F64)
+    beta[s_at] = beta_s
+    slot = torch.full((p.shape[0],), -1, dtype=torch.long)
+    slot[s_at] = torch.arange(s_at.shape[0])
+    j = slot[det_at].clamp(min=0)  # [d] the point mass's row among the sampled ones
+    hit = ids[j] == det_tok[:, None]  # [d, S]
+    q_tok = (q[j] * hit).sum(-1) * (slot[det_at] >= 0)  # [d]
+    return q_tok, beta
 
 
 def static_path_probs(built: BuiltTree, target_logits: torch.Tensor, cfg: "SpecConfig") -> torch.Tensor:

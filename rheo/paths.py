@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from pathlib import Path
 
@@ -19,3 +20,10 @@ def git_sha() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return sha + ("-dirty" if dirty else "")
+
+
+@functools.lru_cache(maxsize=1)
+def start_git_sha() -> str:
+    """``git_sha()`` as it was the first time this process asked: the code a long run started with,
+    even when commits land while it runs."""
+    return git_sha()

@@ -15,7 +15,6 @@ nothing is written, exit status 2), unless --update-committed (make reproduce).
 
 from __future__ import annotations
 
-import io
 import sys
 from pathlib import Path
 
@@ -54,10 +53,9 @@ def make_figures(results: Path, out: Path, theory: bool = True, update_committed
 
 
 def _save(outputs: Outputs, fig, path: Path) -> Path:
-    data = io.BytesIO()
-    fig.savefig(data, dpi=150, format="png")
+    data = plots.palette_png(fig, dpi=150)
     plots.plt.close(fig)
-    return outputs.add(path, data.getvalue())
+    return outputs.add(path, data)
 
 
 def main(argv=None) -> int:

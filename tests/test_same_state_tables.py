@@ -19,6 +19,7 @@ import eval.same_state_plots as plots
 from eval.same_state import ROW_SCHEMA
 from eval.same_state_labels import baseline_label, ordered_labels, with_labels
 from eval.same_state_stats import keys_for, m_ablation, mechanism_table, paired_differences, probe_share
+from eval.same_state_outputs import joined_rows
 from eval.same_state_tables import main, report_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,6 +169,18 @@ def test_cli_writes_tables_and_figures_and_removes_stale_ones(tmp_path):
     names = sorted(p.name for p in (tmp_path / "figs").iterdir())
     assert names == ["ss_calibration.png", "ss_depth.png", "ss_m_ablation.png", "ss_other.png", "ss_probe.png",
                      "ss_root_gap.png", "ss_temperature.png"]
+
+
+def test_also_joins_rows_once(tmp_path):
+    both = synthetic(temps=(1.0,), configs=("h_topk", "h_m1"))
+    hot = _archive(tmp_path, both)
+    cold = tmp_path / "cold.parquet"  # another temperature, plus a copy of one state of the first file
+    extra = pd.concat([synthetic(temps=(0.0,), configs=("h_topk", "h_m1")), both.iloc[:1]], ignore_index=True)
+    pq.write_table(pa.Table.from_pandas(extra, schema=ROW_SCHEMA, preserve_index=False), cold)
+    joined = joined_rows(hot, [cold])
+    assert len(joined) == 2 * len(both) and sorted(joined.temperature.unique()) == [0.0, 1.0]
+    assert main([str(hot), "--also", str(cold), "--out", str(tmp_path / "t.md")]) == 0
+    assert "T = 0" in (tmp_path / "t.md").read_text() and "T = 1" in (tmp_path / "t.md").read_text()
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
