@@ -62,6 +62,8 @@ ROW_SCHEMA = pa.schema([
     ("num_threads", pa.int64()),  # torch intra-op threads the row was generated with
     # record_expected runs: the exact expected emitted tokens per cycle (rheo.expected) and their mean
     ("expected_accept_lengths", pa.list_(pa.float64())), ("expected_tau", pa.float64()),
+    # ... and the tokens the last cycle's verification produced before max_new_tokens / EOS cut them
+    ("last_cycle_verified", pa.int64()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required

@@ -30,16 +30,18 @@ def metrics(out, wall: float) -> dict:
         "samples_accepted": int(sum(getattr(out, "sample_accepted", []) or [])),
         "wall_s": wall, "tokens_per_s": new_tokens / wall if wall > 0 else None,
         "output_tokens": [int(t) for t in out.tokens], "status": "ok", "error": None,
-        **expected_columns(getattr(out, "expected_accept_lengths", None) or []),
+        **expected_columns(getattr(out, "expected_accept_lengths", None) or [],
+                           getattr(out, "last_cycle_verified", None)),
     }
 
 
-def expected_columns(expected: list[float]) -> dict:
-    """``expected_accept_lengths`` (one per target call) and their mean, ``expected_tau``; None
-    when the generation did not record them."""
+def expected_columns(expected: list[float], last_verified: Optional[int] = None) -> dict:
+    """``expected_accept_lengths`` (one per target call), their mean ``expected_tau`` and the last
+    cycle's uncut length ``last_cycle_verified``; None when the generation did not record them."""
     if not expected:
-        return {"expected_accept_lengths": None, "expected_tau": None}
-    return {"expected_accept_lengths": [float(e) for e in expected], "expected_tau": sum(expected) / len(expected)}
+        return {"expected_accept_lengths": None, "expected_tau": None, "last_cycle_verified": None}
+    return {"expected_accept_lengths": [float(e) for e in expected], "expected_tau": sum(expected) / len(expected),
+            "last_cycle_verified": None if last_verified is None else int(last_verified)}
 
 
 def mean_or_none(xs) -> Optional[float]:

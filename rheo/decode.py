@@ -53,6 +53,9 @@ class GenerationOutput:
     #: with record_expected: the expected tokens each cycle emits over the verifier's randomness
     #: (its tree and target logits given; truncation by max_new_tokens / EOS ignored)
     expected_accept_lengths: list[float] = field(default_factory=list)
+    #: tokens the last cycle's verification produced before max_new_tokens / EOS cut them (the
+    #: realized count its expectation is about; equal to accept_lengths[-1] when nothing was cut)
+    last_cycle_verified: int = 0
 
     @property
     def target_calls(self) -> int:
@@ -207,6 +210,7 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
             emitted = emitted[: hit + 1]
         out.tokens.extend(emitted)
         out.accept_lengths.append(len(emitted))
+        out.last_cycle_verified = len(result.tokens)
         out.drafted_nodes.append(built.drafted)
         out.kept_nodes.append(built.tree.num_nodes - 1)
         out.sample_kept.append(int((built.kind == SAMPLE).sum()))

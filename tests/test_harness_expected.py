@@ -39,6 +39,7 @@ def test_expected_rows_same_tokens_same_hash(tmp_path, monkeypatch):
         assert len(e) == row.target_calls
         assert all(1.0 - 1e-9 <= v <= 1 + 2 + 1e-9 for v in e)  # bonus + at most depth drafted tokens
         assert row.expected_tau == pytest.approx(sum(e) / len(e))
+        assert row.last_cycle_verified >= row.accept_lengths[-1]  # the cut last cycle, counted uncut
 
 
 def test_rows_without_expected_are_recomputed_once(tmp_path, monkeypatch):
