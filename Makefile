@@ -210,6 +210,25 @@ eval-head: ## tau of a head (HEAD=dir): 16 held-out corpus prompts (T=0 fp32 + g
 	$(EH) --no-t0 --seeds 0,1 --dtype bfloat16 --out $(EO)/t1_seeds01; b=$$?; wait $$a; a=$$?; test $$a -eq 0 -a $$b -eq 0
 	$(PY) scripts/eval_draft_head.py --merge $(EO)/t0 $(EO)/t1_seeds01 $(EO)/t1_seed2 --out $(EO)
 
+# An intermediate head for the draft-quality study, between the committed small head and the default
+# (not committed, ~20 MB: this recipe rebuilds it). From scratch on the corpus's first MID_SEQUENCES
+# sequences (~200k tokens) for MID_MINUTES, one thread; then the three heads' held-out top-1 on the
+# same held-out sequences of that range (none of the heads trained on them) -> HEADS_TOP1.
+MID_HEAD ?= .cache/heads/eagle3_smollm2_135m_mid
+MID_SEQUENCES ?= 800
+MID_MINUTES ?= 12
+HEADS_TOP1 ?= results/draft_head/heads_top1.jsonl
+MID_TRAIN := OMP_NUM_THREADS=1 $(PY) scripts/train_draft.py --features .cache/features_first$(MID_SEQUENCES) \
+	--first-sequences $(MID_SEQUENCES) --threads 1 --device $(DEVICE)
+.PHONY: head-mid heads-top1
+head-mid: ## the intermediate head (from scratch, MID_SEQUENCES sequences, MID_MINUTES) -> MID_HEAD, then heads-top1
+	$(MID_TRAIN) --run-dir .cache/train_head_mid --out "$(MID_HEAD)" --epochs 6 --minutes $(MID_MINUTES) \
+	  --eval-every 100 $(if $(RESUME),--resume,)
+	$(MAKE) heads-top1
+heads-top1: ## held-out top-1 per unrolled step of the small, intermediate and default heads on one held-out set -> HEADS_TOP1
+	for h in rheo/assets/eagle3_smollm2_135m_small "$(MID_HEAD)" rheo/assets/eagle3_smollm2_135m; do \
+	  $(MID_TRAIN) --eval-only $$h || exit 1; done > "$(HEADS_TOP1).tmp" && mv "$(HEADS_TOP1).tmp" "$(HEADS_TOP1)"
+
 # ---------------------------------------------------------------- GPU check
 # On a GPU machine without a package registry (torch, transformers, pandas, pyarrow only):
 #   here:   make gpu-bundle                      wheels + the SmolLM2 GGUF in <= 30 MB parts, .gpu_bundle/{a,b}
@@ -331,6 +350,7 @@ DILEMMA_COMPARE = [{name:topk},{name:rheo,m:1},{name:static,branching:[4,2,1,1,1
 {name:static,branching:[6,3,1,1],replacement:true},{name:chain,depth:8}]
 # Draft quality on shared states: Top-K and Rheo m=1 with the weak int8 head (held-out top-1 0.354)
 HEADS_RESULTS ?= results/same_state_heads
+HEADS_MODELS ?= smollm2_135m_small_head smollm2_135m_mid_head
 .PHONY: same-state-dilemma same-state-heads
 same-state-dilemma: $(VENV_STAMP) ## the dilemma's same-state study (DILEMMA_TEMPS), then its tables and figures
 	for t in $(DILEMMA_TEMPS); do $(SS) $(subst output_dir="$(SS_RESULTS)",output_dir="$(DILEMMA_RESULTS)",$(SS_ARGS)) \
@@ -338,10 +358,17 @@ same-state-dilemma: $(VENV_STAMP) ## the dilemma's same-state study (DILEMMA_TEM
 	$(PY) -m eval.same_state_tables "$(DILEMMA_RESULTS)" --archive "$(DILEMMA_RESULTS).parquet" \
 	  --out "$(TABLES)/same_state_dilemma.md" --figures "$(FIGURES)/same_state_dilemma_" $(UPDATE)
 same-state-heads: $(VENV_STAMP) ## Top-K vs Rheo m=1 on shared states with the weak head at T=1 and 0, then tables and figures
-	for t in 1.0 0.0; do $(SS) $(subst model=$(MODEL),model=smollm2_135m_small_head,$(subst output_dir="$(SS_RESULTS)",output_dir="$(HEADS_RESULTS)",$(SS_ARGS))) \
-	  temperature=$$t 'compare=[{name:topk},{name:rheo,m:1}]' hydra.run.dir=$(SS_LOGS)-heads-t$$t || exit 1; done
+	for h in $(HEADS_MODELS); do for t in 1.0 0.0; do \
+	  $(SS) $(subst model=$(MODEL),model=$$h,$(subst output_dir="$(SS_RESULTS)",output_dir="$(HEADS_RESULTS)",$(SS_ARGS))) \
+	  temperature=$$t 'compare=[{name:topk},{name:rheo,m:1}]' hydra.run.dir=$(SS_LOGS)-heads-$$h-t$$t || exit 1; done; done
 	$(PY) -m eval.same_state_tables "$(HEADS_RESULTS)" --archive "$(HEADS_RESULTS).parquet" \
 	  --out "$(TABLES)/same_state_heads.md" --figures "$(FIGURES)/same_state_heads_" $(UPDATE)
+	$(MAKE) gain-vs-head
+.PHONY: gain-vs-head
+gain-vs-head: ## Rheo m=1 - Top-K on shared states against each head's held-out top-1 (HEADS_TOP1): table and figure
+	$(PY) -m eval.head_quality "$(HEADS_RESULTS).parquet" \
+	  "$(SS_RESULTS).parquet" --top1 "$(HEADS_TOP1)" --out "$(TABLES)/gain_vs_head.md" \
+	  --figure "$(FIGURES)/gain_vs_head.png" $(UPDATE)
 
 # The sampled m ablation and temperature study (each method on its own trajectories, realized tau):
 # 8 items per suite (56 prompts), 32 new tokens, the paper tree, T=1 for m=0..3 and Top-K, and

@@ -121,6 +121,14 @@ def test_smollm2_head_asset_absent_is_reported(tmp_path, monkeypatch):
     assert "eagle3_smollm2_135m" in msg and "RHEO_SMOLLM2_135M_HEAD" in msg
 
 
+def test_a_head_built_by_a_recipe_names_it_when_absent(tmp_path, monkeypatch):
+    monkeypatch.setattr(locate, "REPO_ROOT", tmp_path)  # a fresh checkout: nothing in .cache/
+    with pytest.raises(ModelWeightsNotFoundError) as err:
+        resolve_paths(MODELS["smollm2_135m_mid_head"])
+    msg = str(err.value)
+    assert err.value.missing == ("head",) and "make head-mid" in msg and "RHEO_SMOLLM2_135M_MID_HEAD_HEAD" in msg
+
+
 def test_load_from_model_dir_vicuna_format(tmp_path, monkeypatch, stub_drafter):
     entry = MODELS["vicuna_13b_v13"]
     models_dir = tmp_path / "models"

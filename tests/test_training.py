@@ -110,6 +110,8 @@ def test_feature_cache_matches_hidden_states_and_resumes(tmp_path):
     corpus = pack_samples(samples)
     meta = dict(test=True)
     cache = FeatureCache(tmp_path, corpus, model.config.hidden_size, meta, create=True)
+    build_features(model, cache, dtype=torch.float32, first=1)  # a run on the first sequence only
+    assert cache.done.tolist() == [True, False]
     build_features(model, cache, dtype=torch.float32)
     assert cache.done.all()
     ids = torch.tensor([[3, 9, 8, 2]])

@@ -40,7 +40,8 @@ CHAT_FORMATS = ("template", "vicuna_v1.1")
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """name; target/head: hub id, repo-relative path ("rheo/...") or BUILTIN_SMOLLM2;
+    """name; target/head: hub id, repo-relative path ("rheo/..." committed, ".cache/..." built by a
+    make recipe) or BUILTIN_SMOLLM2;
     chat_format: "template" (the tokenizer's own) or "vicuna_v1.1";
     eos_tokens: token strings that end a turn (the tokenizer's eos is always added);
     dtype: default weights dtype."""
@@ -67,6 +68,9 @@ MODELS: dict[str, ModelEntry] = {e.name: e for e in (
                "template", ("<|im_end|>",), "float32"),
     # the first, weaker head (int8 storage), for draft-quality studies
     ModelEntry("smollm2_135m_small_head", BUILTIN_SMOLLM2, "rheo/assets/eagle3_smollm2_135m_small",
+               "template", ("<|im_end|>",), "float32"),
+    # an intermediate head between those two, not committed: built by `make head-mid` (.cache/)
+    ModelEntry("smollm2_135m_mid_head", BUILTIN_SMOLLM2, ".cache/heads/eagle3_smollm2_135m_mid",
                "template", ("<|im_end|>",), "float32"),
     ModelEntry("llama31_8b_instruct", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                "template", ("<|eot_id|>", "<|end_of_text|>"), "bfloat16"),

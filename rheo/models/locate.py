@@ -45,6 +45,11 @@ class ResolvedPaths:
     head: Path
 
 
+#: repo-relative sources: committed assets, and heads built into .cache/ by a make recipe
+LOCAL_PREFIXES = ("rheo/", ".cache/")
+RECIPES = {".cache/heads/eagle3_smollm2_135m_mid": "build it with `make head-mid`, ~25 min on one core"}
+
+
 def resolve_paths(entry: ModelEntry, target_path: Optional[str] = None,
                   head_path: Optional[str] = None) -> ResolvedPaths:
     """Find both parts or raise one ModelWeightsNotFoundError listing every missing part."""
@@ -102,12 +107,13 @@ def _resolve_part(entry: ModelEntry, part: str, given: Optional[str]) -> tuple[O
         looked.append(f"$RHEO_MODEL_DIR/{entry.name}/{part}: RHEO_MODEL_DIR not set")
     if source == BUILTIN_SMOLLM2:
         return None, ""
-    if source.startswith("rheo/"):
+    if source.startswith(LOCAL_PREFIXES):
         candidate = REPO_ROOT / source
         problem = _check_dir(candidate, need_config)
         if not problem:
             return candidate, ""
-        looked.append(f"project asset {candidate}: {problem} (not trained/committed yet?)")
+        hint = RECIPES.get(source, "not trained/committed yet?")
+        looked.append(f"project asset {candidate}: {problem} ({hint})")
     else:
         cache = _hf_cache_dir()
         path = _hf_cached(source, cache)
@@ -120,11 +126,11 @@ def _resolve_part(entry: ModelEntry, part: str, given: Optional[str]) -> tuple[O
 
 def _report(entry: ModelEntry, part: str, looked: list[str], env: str) -> str:
     source = getattr(entry, part)
-    hub = f"hub id {source}" if not source.startswith(("rheo/", "builtin:")) else source
+    hub = f"hub id {source}" if not source.startswith((*LOCAL_PREFIXES, "builtin:")) else source
     fix = (f"    fix: set {env}=/path/to/{part} (a folder with "
            f"{'config.json and ' if part == 'target' else ''}weights), or put it at "
            f"$RHEO_MODEL_DIR/{entry.name}/{part}, or pass {part}_path=...")
-    if not source.startswith(("rheo/", "builtin:")):
+    if not source.startswith((*LOCAL_PREFIXES, "builtin:")):
         fix += f"; with network access: `huggingface-cli download {source}`"
     return f"{part} ({hub}) not found. Looked at:\n" + "".join(f"    - {x}\n" for x in looked) + fix
 

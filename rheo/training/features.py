@@ -161,12 +161,15 @@ def forward_features(model, seqs: List[np.ndarray], layers) -> List[Dict[str, np
                  argmax=argmax[i, : len(q)].numpy()) for i, q in enumerate(seqs)]
 
 
-def build_features(model, cache: FeatureCache, max_tokens: int = 8192, dtype: torch.dtype = torch.bfloat16) -> None:
-    """Fill every sequence not yet marked done (longest first, so memory peaks early)."""
+def build_features(model, cache: FeatureCache, max_tokens: int = 8192, dtype: torch.dtype = torch.bfloat16,
+                   first: int = 0) -> None:
+    """Fill every sequence not yet marked done (longest first, so memory peaks early); with
+    ``first``, only the corpus's first ``first`` sequences (what a run on them reads)."""
     corpus = cache.corpus
     lengths = corpus.lengths()
     layers = eagle3_feature_layers(model.config.num_hidden_layers)
-    todo = sorted((s for s in range(len(corpus)) if not cache.done[s]), key=lambda s: -lengths[s])
+    upto = min(first, len(corpus)) if first else len(corpus)
+    todo = sorted((s for s in range(upto) if not cache.done[s]), key=lambda s: -lengths[s])
     model = model.to(dtype)
     bar = tqdm(total=int(lengths[todo].sum()) if todo else 0, desc="target features", unit="tok", mininterval=20)
     for batch in length_batches(lengths, todo, max_tokens):

@@ -26,7 +26,7 @@ from rheo.models.eagle3 import Eagle3LoadError
 from rheo.models.eagle3_head import Eagle3Head, save_head
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
-from rheo.models.weights import CorruptWeightsError
+from rheo.models.weights import CorruptWeightsError, weights_fingerprint
 from rheo.training.corpus import load_corpora
 from rheo.training.draft_head import coverage, draft_vocab, init_head, saved_head
 from rheo.training.eagle3_train import batch_from_sequences, ttt_forward
@@ -129,11 +129,11 @@ def prepare_data(args, device) -> TrainingData:
     meta = dict(corpus_sha256=corpus_sha, dtype="bfloat16",
                 layers=list(eagle3_feature_layers(target.config.num_hidden_layers)))
     cache = FeatureCache(args.features, corpus, target.config.hidden_size, meta, create=True)
-    if args.shard_features and Path(args.shard_features).is_dir() and not cache.done.all():
-        print(f"imported features of {import_shard_features(cache, args.shard_features)} sequences", flush=True)
-    if not cache.done.all():
-        build_features(target.to(device), cache)
     first = args.first_sequences or len(corpus)
+    if args.shard_features and Path(args.shard_features).is_dir() and not cache.done[:first].all():
+        print(f"imported features of {import_shard_features(cache, args.shard_features)} sequences", flush=True)
+    if not cache.done[:first].all():  # a run on the first sequences needs only theirs
+        build_features(target.to(device), cache, first=first)
     return TrainingData(corpus=corpus, cache=cache, target=target.float().to(device), first=first,
                         held=np.flatnonzero(corpus.held_out[:first])[: args.eval_sequences],
                         train_ids=np.flatnonzero(~corpus.held_out[:first]), lengths=corpus.lengths())
@@ -155,7 +155,8 @@ def measure_saved_head(args, data: TrainingData, device) -> None:
     acc, tot = evaluate(head, inputs.embed, data.cache, data.held, args.steps_unrolled, inputs.in_vocab,
                         inputs.w_draft, args.max_tokens, counts=True)
     se = [math.sqrt(a * (1 - a) / max(n, 1)) for a, n in zip(acc, tot[:, 1].tolist())]
-    print(json.dumps(dict(head=args.eval_only, held_out_sequences=len(data.held), positions=int(tot[0, 1]),
+    print(json.dumps(dict(head=args.eval_only, head_sha=weights_fingerprint(Path(args.eval_only)),
+                          first_sequences=data.first, held_out_sequences=len(data.held), positions=int(tot[0, 1]),
                           held_out_argmax_coverage=round(cov, 4), held_out_top1=[round(a, 4) for a in acc],
                           binomial_se=[round(x, 4) for x in se])), flush=True)
 
