@@ -222,6 +222,7 @@ MID_TRAIN := OMP_NUM_THREADS=1 $(PY) scripts/train_draft.py --features .cache/fe
 	--first-sequences $(MID_SEQUENCES) --threads 1 --device $(DEVICE)
 .PHONY: head-mid heads-top1
 head-mid: ## the intermediate head (from scratch, MID_SEQUENCES sequences, MID_MINUTES) -> MID_HEAD, then heads-top1
+	$(MID_TRAIN) --run-dir .cache/train_head_mid --features-only
 	$(MID_TRAIN) --run-dir .cache/train_head_mid --out "$(MID_HEAD)" --epochs 6 --minutes $(MID_MINUTES) \
 	  --eval-every 100 $(if $(RESUME),--resume,)
 	$(MAKE) heads-top1

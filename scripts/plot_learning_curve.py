@@ -19,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from eval.plots import palette_png  # noqa: E402
 from rheo.cli import ArgumentParser, run_main
 
 
@@ -60,7 +61,7 @@ def main() -> None:
     ax.set_title(args.title, fontsize=10)
     fig.tight_layout()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=120)
+    Path(args.out).write_bytes(palette_png(fig, dpi=120))
     print(f"wrote {args.out} ({len(recs)} points)")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from baselines import AR
 from eval.device.tuning import METHODS, label
+from eval.plots import palette_png
 
 
 def markdown(report: dict) -> str:
@@ -76,5 +77,5 @@ def figure(report: dict, path: Path) -> None:
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
     fig.suptitle(f"Speedup vs tree size: {report['machine']}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    Path(path).write_bytes(palette_png(fig, dpi=110))
     plt.close(fig)
