@@ -217,7 +217,7 @@ def archive_bytes(root: Path | str) -> tuple[bytes, bytes, int]:
     out = []
     for frame, schema in ((rows, ROW_SCHEMA), (drivers, DRIVER_SCHEMA)):
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), sink)
+        pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), sink, compression="zstd")
         out.append(sink.getvalue().to_pybytes())
     return out[0], out[1], len(rows)
 

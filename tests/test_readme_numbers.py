@@ -84,7 +84,7 @@ def same_state_at(root: Path, t: str) -> dict:
 
 
 def same_state_tables(root: Path) -> list[str]:
-    one, half, zero = (same_state_at(root, t) for t in ("1", "0.5", "0"))
+    one = same_state_at(root, "1")
     vs_m1 = [r for r in pooled_same_state(root, "1", "diff vs Rheo m=1") if r["diff vs Rheo m=1"] != "-"]
     d = lambda cell: f"{signed(numbers(cell)[0], 3)} ± {numbers(cell)[1]:.3f}"  # noqa: E731
     by_diff = sorted(vs_m1, key=lambda r: numbers(r["diff vs Rheo m=1"])[0])
@@ -93,9 +93,19 @@ def same_state_tables(root: Path) -> list[str]:
     return [f"same-state: {d(one['Rheo m=1']['diff vs Top-K'])} ({keys} prompts)",
             "same-state T = 1: m = 0..4 − Top-K = " + " / ".join(d(one[f"Rheo m={m}"]["diff vs Top-K"]) for m in range(5)),
             f"m − m=1 from {d(by_diff[0]['diff vs Rheo m=1'])} to {d(by_diff[-1]['diff vs Rheo m=1'])}",
-            f"a ± 0.03 CI needs {min(needed)}-{max(needed)} prompts per comparison",
-            f"m=1 {d(zero['Rheo m=1']['diff vs Top-K'])}, m=2 {d(zero['Rheo m=2']['diff vs Top-K'])}; T = 0.5: m=0 "
-            f"{d(half['Rheo m=0']['diff vs Top-K'])}, m=1 {d(half['Rheo m=1']['diff vs Top-K'])}"]
+            f"a ± 0.03 CI needs {min(needed)}-{max(needed)} prompts per comparison"]
+
+
+def temperature_curve(root: Path) -> list[str]:
+    """m=1 and m=0 - Top-K at every temperature of the studies' tables (their rows joined with reproduce's)."""
+    d = pooled_diffs(root / "results/tables/same_state_studies.md")
+    temps = ["1", "0.75", "0.5", "0.25", "0"]
+    assert d["0"]["Rheo m=0"] == [0.0, 0.0]  # identical to Top-K at T = 0
+    keys = {r["keys"] for _, rows in tables(root / "results/tables/same_state_studies.md")
+            if "diff vs Top-K" in rows[0] and "suite" not in rows[0] for r in rows}
+    return [f"same-state, {keys.pop()} prompts per T (`results/tables/same_state_studies.md`), m=1 − Top-K at "
+            f"T = 1 / 0.75 / 0.5 / 0.25 / 0: " + " / ".join(_pm(d[t]["Rheo m=1"]) for t in temps),
+            "m=0: " + " / ".join(_pm(d[t]["Rheo m=0"]) for t in temps[:-1]) + ", and identical to Top-K at T = 0"]
 
 
 def pooled_diffs(path: Path) -> dict:
@@ -117,7 +127,9 @@ def dilemma_and_heads(root: Path) -> list[str]:
     heads = pooled_diffs(root / "results/tables/same_state_heads.md")
     default = pooled_diffs(root / "results/tables/same_state.md")
     deep, wide, si = "RSD (4,2,1,1,1,1,1,1)", "RSD (6,3,1,1)", "SpecInfer (4,2,1,1,1,1,1,1)"
-    return [f"T = 0 (7 prompts): {deep} {_pm(d['0'][deep])}, {wide} {_pm(d['0'][wide])}, Rheo m=1 {_pm(d['0']['Rheo m=1'])}",
+    assert d["0"][deep] == d["0"][si]  # one draw per node at T = 0: SpecInfer is RSD
+    return [f"T = 0 (21 prompts): {deep} {_pm(d['0'][deep])}, {wide} {_pm(d['0'][wide])}, Rheo m=1 "
+            f"{_pm(d['0']['Rheo m=1'])}, the chain {_pm(d['0']['Chain d=8'])} (SpecInfer equals RSD at T = 0);",
             f"T = 1 (21 prompts): {deep} {_pm(d['1'][deep])}, {wide} {_pm(d['1'][wide])}, {si} {_pm(d['1'][si])}, "
             f"Rheo m=1 {_pm(d['1']['Rheo m=1'])}; the depth-8 chain {_pm(d['1']['Chain d=8'])}",
             f"T = 1 {_pm(heads['1']['Rheo m=1'])} vs {_pm(default['1']['Rheo m=1'])}; T = 0 {_pm(heads['0']['Rheo m=1'])} "
@@ -170,7 +182,7 @@ def speed(root: Path) -> list[str]:
             f"speedup {topk['speedup']}x vs {rheo['speedup']}x over AR; the CIs overlap"]
 
 
-CHECKS = [wall_time, main_table, expected_check, same_state_tables, sampled_temperature_zero, mechanism, speed,
+CHECKS = [wall_time, main_table, expected_check, same_state_tables, temperature_curve, sampled_temperature_zero, mechanism, speed,
           dilemma_and_heads]
 
 
