@@ -124,16 +124,22 @@ def _pm(cell) -> str:
 
 def dilemma_and_heads(root: Path) -> list[str]:
     d = pooled_diffs(root / "results/tables/same_state_dilemma.md")
-    heads = pooled_diffs(root / "results/tables/same_state_heads.md")
-    default = pooled_diffs(root / "results/tables/same_state.md")
     deep, wide, si = "RSD (4,2,1,1,1,1,1,1)", "RSD (6,3,1,1)", "SpecInfer (4,2,1,1,1,1,1,1)"
     assert d["0"][deep] == d["0"][si]  # one draw per node at T = 0: SpecInfer is RSD
     return [f"T = 0 (21 prompts): {deep} {_pm(d['0'][deep])}, {wide} {_pm(d['0'][wide])}, Rheo m=1 "
             f"{_pm(d['0']['Rheo m=1'])}, the chain {_pm(d['0']['Chain d=8'])} (SpecInfer equals RSD at T = 0);",
             f"T = 1 (21 prompts): {deep} {_pm(d['1'][deep])}, {wide} {_pm(d['1'][wide])}, {si} {_pm(d['1'][si])}, "
             f"Rheo m=1 {_pm(d['1']['Rheo m=1'])}; the depth-8 chain {_pm(d['1']['Chain d=8'])}",
-            f"T = 1 {_pm(heads['1']['Rheo m=1'])} vs {_pm(default['1']['Rheo m=1'])}; T = 0 {_pm(heads['0']['Rheo m=1'])} "
-            f"vs {_pm(default['0']['Rheo m=1'])}"]
+            *gain_vs_head(root)]
+
+
+def gain_vs_head(root: Path) -> list[str]:
+    rows = tables(root / "results/tables/gain_vs_head.md")[0][1]
+    by = {(r["head"], r["T"]): r for r in rows}
+    heads = sorted({r["head"] for r in rows}, key=lambda h: float(by[(h, "1")]["top-1"]))
+    cell = lambda h, t: f"{signed(numbers(by[(h, t)]['m=1 − Top-K'])[0], 3)} ± {numbers(by[(h, t)]['m=1 − Top-K'])[1]:.3f}"  # noqa: E731
+    return [f"held-out top-1 {' / '.join(by[(h, '1')]['top-1'] for h in heads)} (one held-out set",
+            f"T = 1 {' / '.join(cell(h, '1') for h in heads)}; T = 0 {' / '.join(cell(h, '0') for h in heads)}"]
 
 
 def sampled_temperature_zero(root: Path) -> list[str]:
