@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from eval.committed import CommittedOutputsError, Outputs
-from eval.same_state_outputs import joined_rows
+from eval.committed import CommittedOutputsError
+from eval.same_state_outputs import OutputPlan, joined_rows
 from eval.same_state_stats import POOLED, paired_differences
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
 
@@ -105,19 +105,14 @@ def main(argv=None) -> int:
         if table.empty:
             raise ValueError("no head of --top1 has Top-K and Rheo m=1 rows in the given results")
         text = markdown(table)
-        outputs = {}
+        plan = OutputPlan(args.update_committed)
         if args.out:
-            outputs.setdefault(Path(args.out).parent, []).append((Path(args.out), text.encode()))
+            plan.add(Path(args.out), text.encode())
         else:
             print(text, end="")
         if args.figure:
-            outputs.setdefault(Path(args.figure).parent, []).append((Path(args.figure), figure_png(table)))
-        for folder, files in outputs.items():
-            out = Outputs(folder, args.update_committed)
-            for path, data in files:
-                out.add(path, data)
-            out.check((), args.rows[0])
-            out.write((), args.rows[0])
+            plan.add(Path(args.figure), figure_png(table))
+        plan.write(args.rows[0])
     except (OSError, ValueError, CommittedOutputsError) as e:
         print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
         return 2

@@ -1,9 +1,10 @@
 """The files one run of ``python -m eval.same_state_tables`` writes, planned before any is written.
 
 :func:`plan_outputs` reads the rows, renders the markdown, the figures and the archive in memory and
-returns them as :class:`eval.committed.Outputs`, one per folder, each with the globs of its stale
-figures (a figure of the same prefix that these rows no longer draw); the caller checks all of them
-against git first, then writes them (a committed file changes only with ``--update-committed``).
+returns them as an :class:`OutputPlan`: one :class:`eval.committed.Outputs` per folder, each with the
+globs of its stale figures (a figure of the same prefix that these rows no longer draw).
+``OutputPlan.write`` checks all of them against git first, then writes them (a committed file
+changes only with ``--update-committed``). ``eval.head_quality`` writes through the same plan.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ def figure_paths(prefix: str) -> tuple[Path, str]:
     return Path(prefix).parent, Path(prefix).name
 
 
-class _Plan:
+class OutputPlan:
+    """Files to write, grouped by folder (one :class:`Outputs` each): check every folder, then write."""
+
     def __init__(self, update_committed: bool) -> None:
         self.update_committed = update_committed
         self.folders: dict[Path, tuple[Outputs, list[str]]] = {}
@@ -38,6 +41,13 @@ class _Plan:
         out, patterns = self.folders.setdefault(folder.resolve(), (Outputs(folder, self.update_committed), []))
         out.add(Path(path), data)
         patterns.extend(stale)
+
+    def write(self, source) -> None:
+        """Check every folder before writing any (``source``: what the files were made from)."""
+        for out, stale in self.folders.values():
+            out.check(tuple(stale), source)
+        for out, stale in self.folders.values():
+            out.write(tuple(stale), source)
 
 
 #: what names one evaluated tree: a compared config at one state of one driver's generation
@@ -56,13 +66,13 @@ def joined_rows(results, also=()) -> pd.DataFrame:
     return rows.drop_duplicates(subset=ROW_KEY, keep="first").reset_index(drop=True)
 
 
-def plan_outputs(args) -> tuple[pd.DataFrame, list[tuple[Outputs, tuple[str, ...]]], list[str]]:
+def plan_outputs(args) -> tuple[pd.DataFrame, OutputPlan, list[str]]:
     """(rows, [(Outputs, stale globs)], messages) of the parsed command line ``args``."""
     from eval.same_state import archive_bytes, archive_paths, load_rows
     from eval.same_state_tables import report_markdown
 
     figs = figure_paths(args.figures) if args.figures is not None else None  # a bad prefix fails first
-    rows, plan, messages = joined_rows(args.results, getattr(args, "also", [])), _Plan(args.update_committed), []
+    rows, plan, messages = joined_rows(args.results, getattr(args, "also", [])), OutputPlan(args.update_committed), []
     if args.archive:
         if Path(args.archive).resolve() == Path(args.results).resolve():
             raise ValueError(f"--archive {args.archive} is the input itself: give another file")
@@ -88,4 +98,4 @@ def plan_outputs(args) -> tuple[pd.DataFrame, list[tuple[Outputs, tuple[str, ...
         from eval.same_state_plots import summary_png
 
         plan.add(args.figure, summary_png(rows))
-    return rows, list(plan.folders.values()), messages
+    return rows, plan, messages

@@ -170,11 +170,8 @@ def main(argv=None) -> int:
     from eval.same_state_outputs import plan_outputs
 
     try:
-        rows, outputs, messages = plan_outputs(args)
-        for out, stale in outputs:
-            out.check(stale, args.results)
-        for out, stale in outputs:
-            out.write(stale, args.results)
+        rows, plan, messages = plan_outputs(args)
+        plan.write(args.results)
     except (OSError, ValueError, CommittedOutputsError) as e:
         print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
         return 2

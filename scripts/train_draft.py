@@ -43,6 +43,8 @@ def check_inputs(args) -> None:
         if head and not ((Path(head) / "config.json").is_file() and (Path(head) / "model.safetensors").is_file()):
             raise SystemExit(f"{flag} {head}: no EAGLE-3 head there (config.json and model.safetensors): "
                              f"give a head folder, e.g. rheo/assets/eagle3_smollm2_135m")
+    if args.keep_draft_vocab and not args.warm_start:
+        raise SystemExit("--keep-draft-vocab keeps the --warm-start head's draft vocabulary: give --warm-start HEAD_DIR")
     if args.eval_only or args.features_only:
         return
     if args.resume and not state.is_file():
@@ -75,6 +77,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--warm-start", default="", help="head dir to copy fc/midlayer from")
     ap.add_argument("--train-lm-head", action="store_true",
                     help="train the head's output rows too (they start as the target's draft-vocabulary rows)")
+    ap.add_argument("--keep-draft-vocab", action="store_true",
+                    help="keep the --warm-start head's draft vocabulary (instead of choosing it on this corpus), "
+                         "so that with --train-lm-head its trained output rows carry over")
     ap.add_argument("--lm-head-lr-mult", type=positive_float, default=0.1, help="lr of the output rows / --lr")
     ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/state.pt")
     ap.add_argument("--features-only", action="store_true")

@@ -2,6 +2,7 @@
 per (head, temperature), one-line refusals."""
 
 import json
+import subprocess
 
 import pandas as pd
 import pytest
@@ -51,3 +52,22 @@ def test_cli_writes_table_and_figure_and_refuses_in_one_line(tmp_path, capsys):
         assert main([str(rows), "--top1", str(top1)]) == 2
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_committed_figure_stops_the_table_too(tmp_path, capsys):
+    """Every output is checked against git before any is written (one plan for both folders)."""
+    rows = _archive(tmp_path, _two_heads())
+    repo = tmp_path / "repo"
+    (repo / "figs").mkdir(parents=True)
+    (repo / "figs" / "g.png").write_bytes(b"committed")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(git + ["add", "figs/g.png"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "t"], check=True)
+    args = [str(rows), "--top1", str(_top1(tmp_path, HEADS)), "--out", str(tmp_path / "tables" / "g.md"),
+            "--figure", str(repo / "figs" / "g.png")]
+    assert main(args) == 2
+    assert "is committed" in capsys.readouterr().err
+    assert not (tmp_path / "tables" / "g.md").exists() and (repo / "figs" / "g.png").read_bytes() == b"committed"
+    assert main(args + ["--update-committed"]) == 0
+    assert (tmp_path / "tables" / "g.md").is_file() and (repo / "figs" / "g.png").read_bytes()[:4] == b"\x89PNG"

@@ -108,6 +108,12 @@ def test_a_missing_head_is_refused_before_the_corpus_the_model_or_the_features(t
     assert not (tmp_path / "f").exists()
 
 
+def test_keeping_the_draft_vocabulary_needs_a_warm_start(tmp_path, no_loading):
+    with pytest.raises(SystemExit, match="--keep-draft-vocab keeps the --warm-start head's draft vocabulary"):
+        td.main(["--keep-draft-vocab", "--run-dir", str(tmp_path / "run"), "--features", str(tmp_path / "f")])
+    assert not (tmp_path / "f").exists()
+
+
 @pytest.mark.parametrize("args, needle", [(["--minutes", "-5"], "argument --minutes: must be a finite number >= 0"),
                                           (["--epochs", "0"], "argument --epochs: must be a finite number > 0"),
                                           (["--warmup", "0"], "argument --warmup: must be an integer >= 1"),

@@ -116,7 +116,13 @@ def train(args) -> None:
     if args.eval_only:
         measure_saved_head(args, data, device)
         return
-    draft_ids = (resume["draft_ids"] if resume else draft_vocab(data.corpus, data.train_ids, args.draft_vocab)).cpu()
+    if resume:
+        draft_ids = resume["draft_ids"]
+    elif args.keep_draft_vocab:  # the warm start's own vocabulary, so that its trained output rows carry over
+        draft_ids = saved_head(args.warm_start, data.target, "cpu").draft_to_target()
+    else:
+        draft_ids = draft_vocab(data.corpus, data.train_ids, args.draft_vocab)
+    draft_ids = draft_ids.cpu()
     head = init_head(data.target, draft_ids, "" if resume else args.warm_start,
                      warm_output=args.train_lm_head).to(device)  # built on the host
     Trainer(args, data, head, DraftInputs.of(head, draft_ids, data.target, device), device, t_start).run(resume)
