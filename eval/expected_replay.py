@@ -1,0 +1,206 @@
+"""Replay committed main-table rows cycle by cycle: realized, exact expected, and a Monte-Carlo.
+
+    python -m eval.expected_replay RUNS [--variant "rheo m=1"] [--rows N] [--order worst|first]
+                                   [--mc R] [--seed-offset S] [--out FILE.md] [--jsonl FILE]
+
+RUNS: a results folder or archive of ``make reproduce`` (rows with ``expected_accept_lengths``).
+For each chosen row the generation is run again (same prompt, same method, ``gen_seed`` +
+``seed-offset``). At every cycle start the decoder's generator state is copied, and with the copy
+the same tree the decoder is about to build is built, scored, given its exact expectation
+(``rheo.expected``), verified ``R`` times with independent numbers (the Monte-Carlo), and verified
+once more with the copy itself, which is the decoder's own verification (the *replayed*
+realized count). Then the decoder runs its cycle untouched.
+
+What each row's sums say (cycle c: realized r_c, expected e_c, Monte-Carlo mean mc_c):
+
+- sum(r - e): what ``results/tables/expected.md`` averages (its "every cycle, last uncut");
+  mean 0 over rows by optional stopping;
+- sum(mc - e): is the expectation right on these very trees? (mean 0 if it is; its standard
+  error is known from the R draws);
+- sum(r - mc): the decoder's verification against independent verifications of the same trees.
+
+With ``--mc 0`` nothing is drafted twice: a plain generation with its expectations. With
+``--seed-offset 0`` the replay must reproduce the committed tokens (checked per row:
+``identical``). A nonzero offset gives new trajectories of the same keys: a replication.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from rheo.cli import ArgumentParser, non_negative_int, one_line, path_arg, positive_int, run_main
+from rheo.config import SpecConfig
+from rheo.decode import generate_with_source
+from rheo.methods import get_method
+from rheo.random import TorchRandom
+
+PROG = "python -m eval.expected_replay"
+SPEC_COLUMNS = ("k", "m", "depth", "tree_size", "sparse_top", "proxy", "verify_order")
+
+
+def row_spec(row) -> SpecConfig:
+    """The SpecConfig a committed row ran with (its method, temperature and tree columns)."""
+    fields = {c: row[c] for c in SPEC_COLUMNS if c in row and not _missing(row[c])}
+    if not _missing(row.get("branching")):
+        fields["branching"] = tuple(int(b) for b in row["branching"])
+        fields["replacement"] = bool(row["replacement"])
+    return SpecConfig(method=row["method"], temperature=float(row["temperature"]), **fields)
+
+
+def _missing(value) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # a list or an array: present
+        return False
+
+
+def replay_row(pair, row, prompt: list[int], mc: int, seed_offset: int) -> dict:
+    """One generation of ``row``'s config on ``prompt`` with the per-cycle replay (module docstring)."""
+    cfg = row_spec(row)
+    method = get_method(cfg.method)
+    generator = torch.Generator().manual_seed(int(row["gen_seed"]) + seed_offset)
+    cycles: list[dict] = []
+
+    def on_state(state) -> None:
+        if not mc:  # a plain generation: nothing drafted twice
+            return
+        twin = torch.Generator()
+        twin.set_state(generator.get_state())  # the decoder's stream, copied
+        rng = TorchRandom(twin)
+        built = method.build_tree(state.draft_fn, state.root, cfg, rng, state.draft_to_target, state.device)
+        try:
+            logits = state.target_session.score_tree(built.tree).logits
+            expected = method.expected_emitted(built, logits, cfg)
+            replayed = len(method.verify_tree(built, logits, cfg, rng).tokens)
+            runs = []
+            if mc:
+                other = TorchRandom(torch.Generator().manual_seed(10_007 * (state.index + 1) + seed_offset))
+                runs = [len(method.verify_tree(built, logits, cfg, other).tokens) for _ in range(mc)]
+        finally:
+            state.target_session.discard()
+        mean = sum(runs) / len(runs) if runs else float("nan")
+        var = sum((x - mean) ** 2 for x in runs) / (len(runs) - 1) if len(runs) > 1 else float("nan")
+        cycles.append(dict(expected=expected, replayed=replayed, mc=mean, mc_var=var))
+
+    with torch.inference_mode():
+        out = generate_with_source(pair.target, pair.drafter, prompt, int(row["max_new_tokens"]), cfg,
+                                   TorchRandom(generator), list(pair.eos_token_ids) or None,
+                                   record_expected=True, on_state=on_state)
+    realized = list(out.accept_lengths)
+    realized[-1] = out.last_cycle_verified
+    e = [c["expected"] for c in cycles] if mc else list(out.expected_accept_lengths)
+    mcs = [c["mc"] for c in cycles]
+    return dict(
+        dataset=row["dataset"], item_id=int(row["item_id"]), turn=int(row["turn"]), seed_offset=seed_offset,
+        cycles=len(e), identical=list(out.tokens) == list(row["output_tokens"]),
+        replay_matches=[c["replayed"] for c in cycles] == realized if mc else None,
+        expected_matches=max(abs(a - b) for a, b in zip(e, out.expected_accept_lengths)) < 1e-9 if mc else None,
+        r_minus_e=sum(realized) - sum(e), mc_minus_e=sum(mcs) - sum(e) if mc else float("nan"),
+        mc_minus_e_var=sum(c["mc_var"] for c in cycles) / mc if mc > 1 else float("nan"),
+        r_minus_mc=sum(realized) - sum(mcs) if mc else float("nan"))
+
+
+def prompt_of(pair, row, data_dir: Path, answers: dict) -> list[int]:
+    """The row's prompt: its suite item's turns, earlier turns answered by the committed rows."""
+    from eval.data import chat_messages, load_suite
+
+    item = load_suite(data_dir, row["dataset"], [int(row["item_id"])])[0]
+    previous = [answers[(row["dataset"], int(row["item_id"]), t)] for t in range(int(row["turn"]))]
+    return pair.format_chat(chat_messages(item, int(row["turn"]), previous))
+
+
+def choose(rows: pd.DataFrame, variant: str, n: int, order: str) -> pd.DataFrame:
+    from eval.tables import uncut_difference
+
+    mine = rows[(rows["variant"] == variant) & rows["expected_accept_lengths"].notna()].copy()
+    if mine["model"].nunique() > 1 or mine["dtype"].nunique() > 1:
+        raise ValueError(f"rows of {variant!r} from several models or dtypes: give one run's results")
+    if mine.empty:
+        raise ValueError(f"no row of variant {variant!r} with expected_accept_lengths")
+    mine["r_minus_e"] = [uncut_difference(r)[0] for _, r in mine.iterrows()]
+    mine = mine.sort_values("r_minus_e") if order == "worst" else mine.sort_values(["dataset", "item_id", "turn"])
+    return mine.head(n) if n else mine
+
+
+def summary(results: list[dict], variant: str, mc: int) -> str:
+    df = pd.DataFrame(results)
+    n = len(df)
+
+    def ci(values) -> str:
+        s = pd.Series(values, dtype=float)
+        half = 1.96 * s.std(ddof=1) / math.sqrt(len(s)) if len(s) > 1 else float("nan")
+        return f"{s.mean():+.3f} ± {half:.3f}"
+
+    lines = [f"### {variant}: {n} rows, seed offset {int(df['seed_offset'].iloc[0])}, {mc} Monte-Carlo "
+             f"verifications per tree", "",
+             f"- committed tokens reproduced: {int(df['identical'].sum())} / {n}"
+             + (f"; replayed verification = the decoder's on every cycle: {int(df['replay_matches'].sum())} / {n}; "
+                f"expectation as recorded: {int(df['expected_matches'].sum())} / {n}" if mc else ""),
+             f"- mean cycles per row: {df['cycles'].mean():.1f}",
+             f"- per row, sum over cycles (± = 95% over rows): realized − expected {ci(df['r_minus_e'])}"]
+    if mc:
+        se = math.sqrt(df["mc_minus_e_var"].sum()) / n
+        lines += [f"- Monte-Carlo − expected {df['mc_minus_e'].mean():+.3f} ± {1.96 * se:.3f} (± from the "
+                  f"verifications' own variance)", f"- realized − Monte-Carlo {ci(df['r_minus_mc'])}"]
+    per_cycle = df["r_minus_e"].sum() / df["cycles"].sum()
+    lines.append(f"- realized − expected per cycle: {per_cycle:+.4f}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", type=path_arg, help="a results folder or archive of make reproduce")
+    ap.add_argument("--variant", default="rheo m=1")
+    ap.add_argument("--rows", type=non_negative_int, default=16, help="how many rows (0 = all)")
+    ap.add_argument("--order", choices=["worst", "first"], default="worst",
+                    help="worst: the rows with the most negative sum(realized - expected) first")
+    ap.add_argument("--mc", type=non_negative_int, default=100, help="Monte-Carlo verifications per tree")
+    ap.add_argument("--seed-offset", type=int, default=0, help="added to each row's gen_seed (0 = replay)")
+    ap.add_argument("--data-dir", type=path_arg, default=Path("data/benchmarks"))
+    ap.add_argument("--threads", type=positive_int, default=1)
+    ap.add_argument("--jsonl", type=path_arg, help="append one JSON line per replayed row here")
+    ap.add_argument("--out", type=path_arg, help="append the summary here instead of printing it")
+    args = ap.parse_args(argv)
+    from tqdm import tqdm
+
+    from eval.models import load_pair
+    from eval.analysis import load
+
+    torch.set_num_threads(args.threads)
+    try:
+        rows = load(args.runs)
+        chosen = choose(rows, args.variant, args.rows, args.order)
+    except (OSError, ValueError) as e:
+        print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    first = chosen.iloc[0]  # the model and dtype the rows ran with
+    pair = load_pair(str(first["model"]), "cpu", str(first["dtype"]))
+    mine = rows[(rows["variant"] == args.variant) & (rows["model"] == first["model"])]
+    answers = {(r["dataset"], int(r["item_id"]), int(r["turn"])):
+               pair.tokenizer.decode(list(r["output_tokens"]), skip_special_tokens=True) for _, r in mine.iterrows()}
+    results = []
+    for _, row in tqdm(list(chosen.iterrows()), desc="replay", unit="row"):
+        got = replay_row(pair, row, prompt_of(pair, row, args.data_dir, answers), args.mc, args.seed_offset)
+        results.append(got)
+        if args.jsonl:
+            with open(args.jsonl, "a", encoding="utf-8") as f:
+                f.write(json.dumps(got) + "\n")
+    text = summary(results, args.variant, args.mc)
+    if args.out:
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+    else:
+        print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, prog=PROG)
