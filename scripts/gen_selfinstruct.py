@@ -15,10 +15,15 @@ Passes, in order (each waits until the previous one is complete, so workers can 
 
 Passes ``s`` and ``g`` are the corpus (kinds ``instruct`` and ``followup``); the others only
 make prompts. Each batch is one shard (``<pass>_<batch>.json.gz``, written atomically) in
-``--out``; batch k of a pass belongs to worker ``k % workers``. Shards and
-``requests.json.gz`` are committed, so a new machine continues where this one stopped.
-``--target-tokens`` bounds the response tokens of passes s + g. Target features for
-training are kept under ``--features-dir`` (not committed).
+``--out``; batch k of a pass belongs to worker ``k % workers``; a rerun skips the shards
+that exist, so a killed run continues where it stopped. ``--target-tokens`` bounds the
+response tokens of passes s + g. Target features for training are kept under
+``--features-dir`` (not committed).
+
+Once packed (``--pack``), the corpus is ``corpus.npz`` + ``manifest.json`` + ``requests.json.gz``
+beside ``--out``, and the shards are left out of git: with a packed corpus and no shards of
+pass s, this script says so and does nothing (the shards are in git history, for anyone who
+wants to extend the corpus).
 
     python scripts/gen_selfinstruct.py --worker 0 --workers 2 & python scripts/gen_selfinstruct.py --worker 1 --workers 2
 """
@@ -169,6 +174,14 @@ def answer_convs(requests: List[Dict]) -> List[Dict]:
     return sorted(convs, key=lambda c: c["h"])
 
 
+def packed_without_shards(out: Path) -> Dict | None:
+    """The manifest of a corpus packed beside ``out`` whose pass-s shards are not here, else None."""
+    manifest, corpus = out.parent / "manifest.json", out.parent / "corpus.npz"
+    if manifest.is_file() and corpus.is_file() and not shards(out, "s"):
+        return json.loads(manifest.read_text())
+    return None
+
+
 def main() -> None:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="data/draft_corpus/selfinstruct/shards")
@@ -186,6 +199,12 @@ def main() -> None:
     ap.add_argument("--pack", action="store_true",
                     help="pack the finished shards of passes s and g into corpus.npz + manifest.json beside --out")
     args = ap.parse_args()
+    done = packed_without_shards(Path(args.out))
+    if done is not None:
+        print(f"{Path(args.out).parent / 'corpus.npz'} is packed: {done['response_tokens']:,} response tokens in "
+              f"{done['sequences']:,} sequences; nothing to generate or pack. To extend it, restore the shards "
+              f"first (git log --diff-filter=D -- {args.out} names the commit that removed them)")
+        return
     if args.pack:
         print(json.dumps(pack(Path(args.out)), indent=1))
         return

@@ -121,12 +121,14 @@ def test_smollm2_head_asset_absent_is_reported(tmp_path, monkeypatch):
     assert "eagle3_smollm2_135m" in msg and "RHEO_SMOLLM2_135M_HEAD" in msg
 
 
-def test_a_head_built_by_a_recipe_names_it_when_absent(tmp_path, monkeypatch):
+@pytest.mark.parametrize("name, recipe", [("smollm2_135m_mid_head", "make head-mid"),
+                                          ("smollm2_135m_broad_head", "make head-broad")])
+def test_a_head_built_by_a_recipe_names_it_when_absent(tmp_path, monkeypatch, name, recipe):
     monkeypatch.setattr(locate, "REPO_ROOT", tmp_path)  # a fresh checkout: nothing in .cache/
     with pytest.raises(ModelWeightsNotFoundError) as err:
-        resolve_paths(MODELS["smollm2_135m_mid_head"])
+        resolve_paths(MODELS[name])
     msg = str(err.value)
-    assert err.value.missing == ("head",) and "make head-mid" in msg and "RHEO_SMOLLM2_135M_MID_HEAD_HEAD" in msg
+    assert err.value.missing == ("head",) and recipe in msg and MODELS[name].env_var("head") in msg
 
 
 def test_load_from_model_dir_vicuna_format(tmp_path, monkeypatch, stub_drafter):

@@ -91,7 +91,6 @@ def test_committed_self_instructed_requests_are_clean_and_unique():
     assert {r["style"] for r in requests} <= set(SI.STYLE_NAMES)
 
 
-@pytest.mark.skipif(not (SI_DIR / "corpus.npz").exists(), reason="self-instructed part not packed yet")
 def test_committed_self_instructed_part_loads_and_its_user_turns_are_clean():
     c = load_corpus(SI_DIR)  # SHA-256 checked against the manifest
     man = json.loads((SI_DIR / "manifest.json").read_text())
@@ -132,3 +131,21 @@ def test_a_truncated_compressed_shard_is_named(tmp_path):
     bad.write_bytes(good.read_bytes()[:12])
     with pytest.raises(ValueError, match="s_00001.json.gz is unreadable"):
         read_shard(bad)
+
+
+def test_a_packed_corpus_without_shards_is_left_alone(tmp_path):
+    """With the packed corpus beside --out and no pass-s shards, the generator says so and stops
+    (before loading the model: it would otherwise restart every pass from nothing)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "corpus.npz").write_bytes(b"packed")
+    (tmp_path / "manifest.json").write_text(json.dumps(dict(response_tokens=1234567, sequences=42)))
+    for extra in ([], ["--pack"]):
+        done = subprocess.run([sys.executable, str(root / "scripts" / "gen_selfinstruct.py"), "--out",
+                               str(tmp_path / "shards"), *extra], capture_output=True, text=True, timeout=120, cwd=root)
+        assert done.returncode == 0, done.stderr
+        assert "is packed: 1,234,567 response tokens in 42 sequences; nothing to generate" in done.stdout
+    assert not (tmp_path / "shards").exists() and (tmp_path / "corpus.npz").read_bytes() == b"packed"

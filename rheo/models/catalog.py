@@ -72,6 +72,9 @@ MODELS: dict[str, ModelEntry] = {e.name: e for e in (
     # an intermediate head between those two, not committed: built by `make head-mid` (.cache/)
     ModelEntry("smollm2_135m_mid_head", BUILTIN_SMOLLM2, ".cache/heads/eagle3_smollm2_135m_mid",
                "template", ("<|im_end|>",), "float32"),
+    # the default head trained on, besides, the self-instructed corpus: built by `make head-broad` (.cache/)
+    ModelEntry("smollm2_135m_broad_head", BUILTIN_SMOLLM2, ".cache/heads/eagle3_smollm2_135m_broad",
+               "template", ("<|im_end|>",), "float32"),
     ModelEntry("llama31_8b_instruct", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                "template", ("<|eot_id|>", "<|end_of_text|>"), "bfloat16"),
     ModelEntry("vicuna_13b_v13", "lmsys/vicuna-13b-v1.3", "yuhuili/EAGLE3-Vicuna1.3-13B",

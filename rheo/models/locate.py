@@ -47,7 +47,8 @@ class ResolvedPaths:
 
 #: repo-relative sources: committed assets, and heads built into .cache/ by a make recipe
 LOCAL_PREFIXES = ("rheo/", ".cache/")
-RECIPES = {".cache/heads/eagle3_smollm2_135m_mid": "build it with `make head-mid`, ~25 min on one core"}
+RECIPES = {".cache/heads/eagle3_smollm2_135m_mid": "build it with `make head-mid`, ~25 min on one core",
+           ".cache/heads/eagle3_smollm2_135m_broad": "build it with `make head-broad`, ~1.5 h on two cores"}
 
 
 def resolve_paths(entry: ModelEntry, target_path: Optional[str] = None,
