@@ -239,13 +239,13 @@ heads-top1: ## held-out top-1 per unrolled step of the small, intermediate and d
 # features for all 3.2M tokens first (~50 min on two cores, cached in .cache/features_broad).
 # Then its held-out top-1 per unrolled step on the whole held-out split of both corpora -> BROAD_TOP1.
 BROAD_HEAD ?= .cache/heads/eagle3_smollm2_135m_broad
-BROAD_EPOCHS ?= 0.8
+BROAD_EPOCHS ?= 0.7
 BROAD_TOP1 ?= results/draft_head/broad_top1.jsonl
 BROAD_TRAIN := OMP_NUM_THREADS=$(HEAD_THREADS) $(PY) scripts/train_draft.py \
 	--corpus data/draft_corpus,data/draft_corpus/selfinstruct --features .cache/features_broad \
 	--eval-sequences 400 --threads $(HEAD_THREADS) --device $(DEVICE)
 .PHONY: head-broad broad-top1
-head-broad: ## the broad head: the default head + 0.8 epoch on both corpora -> BROAD_HEAD, then broad-top1
+head-broad: ## the broad head: the default head + BROAD_EPOCHS epochs on both corpora -> BROAD_HEAD, then broad-top1
 	$(BROAD_TRAIN) --run-dir .cache/train_head_broad --features-only
 	$(BROAD_TRAIN) --run-dir .cache/train_head_broad --out "$(BROAD_HEAD)" --warm-start rheo/assets/eagle3_smollm2_135m \
 	  --keep-draft-vocab --train-lm-head --lm-head-lr-mult 0.3 --lr 3e-4 --warmup 50 --seed 2 \
@@ -369,6 +369,17 @@ reproduce-studies: $(VENV_STAMP) ## full-size same-state studies (STUDY_ITEMS, S
 same-state-studies-tables: ## tables and figures of STUDY_RESULTS joined with make reproduce's same-state archive
 	$(PY) -m eval.same_state_tables $(if $(wildcard $(STUDY_RESULTS)/MANIFEST.json),"$(STUDY_RESULTS)" --archive "$(STUDY_RESULTS).parquet","$(STUDY_RESULTS).parquet") \
 	  --also "$(SS_RESULTS).parquet" --out "$(TABLES)/same_state_studies.md" --figures "$(FIGURES)/same_state_studies_" $(UPDATE)
+
+# The exact check of results/tables/expected.md again, on new trajectories of the same keys
+# (eval.expected_replay: the main table's Rheo m=1 rows, gen_seed + 1): a replication, ~35 min on one
+# core. REPLAY_ARGS="--rows 24 --order worst --mc 50 --seed-offset 0" instead replays the committed
+# rows with a Monte-Carlo of every tree.
+REPLAY_ARGS ?= --rows 0 --order first --mc 0 --seed-offset 1
+REPLAY_OUT ?= $(TABLES)/expected_replay.md
+.PHONY: expected-replay
+expected-replay: $(VENV_STAMP) ## the main table's Rheo rows on new seeds: sum of realized - expected per row (REPLAY_ARGS) -> REPLAY_OUT
+	OMP_NUM_THREADS=1 $(PY) -m eval.expected_replay "$(RESULTS).parquet" $(REPLAY_ARGS) \
+	  --jsonl .cache/expected_replay/rows.jsonl --out "$(REPLAY_OUT)"
 
 # The dilemma on shared states: Top-K, Rheo m=1, RSD and SpecInfer on two 60-node shapes, and the
 # depth-8 chain, each scoring its own tree at the Top-K driver's states, at DILEMMA_TEMPS.

@@ -34,6 +34,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from rheo.io import atomic_write
 from rheo.cli import ArgumentParser, non_negative_int, one_line, path_arg, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.decode import generate_with_source
@@ -99,7 +100,7 @@ def replay_row(pair, row, prompt: list[int], mc: int, seed_offset: int) -> dict:
     e = [c["expected"] for c in cycles] if mc else list(out.expected_accept_lengths)
     mcs = [c["mc"] for c in cycles]
     return dict(
-        dataset=row["dataset"], item_id=int(row["item_id"]), turn=int(row["turn"]), seed_offset=seed_offset,
+        dataset=row["dataset"], item_id=int(row["item_id"]), turn=int(row["turn"]), seed_offset=seed_offset, mc=mc,
         cycles=len(e), identical=list(out.tokens) == list(row["output_tokens"]),
         replay_matches=[c["replayed"] for c in cycles] == realized if mc else None,
         expected_matches=max(abs(a - b) for a, b in zip(e, out.expected_accept_lengths)) < 1e-9 if mc else None,
@@ -166,8 +167,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed-offset", type=int, default=0, help="added to each row's gen_seed (0 = replay)")
     ap.add_argument("--data-dir", type=path_arg, default=Path("data/benchmarks"))
     ap.add_argument("--threads", type=positive_int, default=1)
-    ap.add_argument("--jsonl", type=path_arg, help="append one JSON line per replayed row here")
-    ap.add_argument("--out", type=path_arg, help="append the summary here instead of printing it")
+    ap.add_argument("--jsonl", type=path_arg, help="append one JSON line per replayed row here (a rerun with "
+                    "the same --mc and --seed-offset continues from it)")
+    ap.add_argument("--out", type=path_arg, help="write the summary (and the command) here instead of printing it")
     args = ap.parse_args(argv)
     from tqdm import tqdm
 
@@ -186,20 +188,41 @@ def main(argv=None) -> int:
     mine = rows[(rows["variant"] == args.variant) & (rows["model"] == first["model"])]
     answers = {(r["dataset"], int(r["item_id"]), int(r["turn"])):
                pair.tokenizer.decode(list(r["output_tokens"]), skip_special_tokens=True) for _, r in mine.iterrows()}
+    done = finished(args.jsonl, args.mc, args.seed_offset)
     results = []
     for _, row in tqdm(list(chosen.iterrows()), desc="replay", unit="row"):
+        key = (row["dataset"], int(row["item_id"]), int(row["turn"]))
+        if key in done:  # a killed run continues: rows already in --jsonl are not generated again
+            results.append(done[key])
+            continue
         got = replay_row(pair, row, prompt_of(pair, row, args.data_dir, answers), args.mc, args.seed_offset)
         results.append(got)
         if args.jsonl:
+            Path(args.jsonl).parent.mkdir(parents=True, exist_ok=True)
             with open(args.jsonl, "a", encoding="utf-8") as f:
                 f.write(json.dumps(got) + "\n")
     text = summary(results, args.variant, args.mc)
     if args.out:
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write(text + "\n")
+        command = " ".join([PROG] + [a for a in (argv if argv is not None else sys.argv[1:])])
+        atomic_write(Path(args.out), lambda f: f.write(f"Command: `{command}`\n\n{text}".encode()))
     else:
         print(text, end="")
     return 0
+
+
+def finished(path, mc: int, seed_offset: int) -> dict:
+    """(dataset, item_id, turn) -> the row already in ``path`` with the same mc and seed offset."""
+    if not path or not Path(path).is_file():
+        return {}
+    out = {}
+    for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        try:
+            got = json.loads(line)
+        except ValueError:  # a line cut by a kill: that row is generated again
+            continue
+        if got.get("mc") == mc and got.get("seed_offset") == seed_offset:
+            out[(got["dataset"], int(got["item_id"]), int(got["turn"]))] = got
+    return out
 
 
 if __name__ == "__main__":

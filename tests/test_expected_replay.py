@@ -45,3 +45,17 @@ def test_an_unknown_variant_is_one_line(rows, capsys):
     assert main([str(rows), "--variant", "rheo m=7"]) == 2
     err = capsys.readouterr().err
     assert "no row of variant 'rheo m=7'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_rerun_continues_from_its_lines(rows, tmp_path, monkeypatch):
+    import eval.expected_replay as er
+
+    lines, out = tmp_path / "r.jsonl", tmp_path / "r.md"
+    args = [str(rows), "--rows", "0", "--mc", "0", "--jsonl", str(lines), "--out", str(out)]
+    assert main(args) == 0
+    first = out.read_text()
+    with open(lines, "a", encoding="utf-8") as f:
+        f.write('{"dataset": "mt_bench", "item_id"')  # a line cut by a kill
+    monkeypatch.setattr(er, "replay_row", lambda *a, **k: pytest.fail("a finished row was generated again"))
+    assert main(args) == 0
+    assert out.read_text() == first and first.startswith("Command: `python -m eval.expected_replay ")
