@@ -131,28 +131,39 @@ def choose(rows: pd.DataFrame, variant: str, n: int, order: str) -> pd.DataFrame
     return mine.head(n) if n else mine
 
 
-def summary(results: list[dict], variant: str, mc: int) -> str:
+def _mean_ci(values) -> tuple[float, float]:
+    s = pd.Series(list(values), dtype=float)
+    return s.mean(), (1.96 * s.std(ddof=1) / math.sqrt(len(s)) if len(s) > 1 else float("nan"))
+
+
+def summary(results: list[dict], variant: str, mc: int, committed: pd.DataFrame | None = None) -> str:
+    """Markdown lines; ``committed``: the chosen committed rows (their own sums, for comparison)."""
     df = pd.DataFrame(results)
-    n = len(df)
+    n, offset = len(df), int(df["seed_offset"].iloc[0])
 
-    def ci(values) -> str:
-        s = pd.Series(values, dtype=float)
-        half = 1.96 * s.std(ddof=1) / math.sqrt(len(s)) if len(s) > 1 else float("nan")
-        return f"{s.mean():+.3f} ± {half:.3f}"
+    def ci(values, cycles: float | None = None) -> str:
+        mean, half = _mean_ci(values)
+        per = f" per row; per cycle {mean / cycles:+.4f} ± {half / cycles:.4f}" if cycles else ""
+        return f"{mean:+.3f} ± {half:.3f}{per}"
 
-    lines = [f"### {variant}: {n} rows, seed offset {int(df['seed_offset'].iloc[0])}, {mc} Monte-Carlo "
-             f"verifications per tree", "",
-             f"- committed tokens reproduced: {int(df['identical'].sum())} / {n}"
-             + (f"; replayed verification = the decoder's on every cycle: {int(df['replay_matches'].sum())} / {n}; "
-                f"expectation as recorded: {int(df['expected_matches'].sum())} / {n}" if mc else ""),
-             f"- mean cycles per row: {df['cycles'].mean():.1f}",
-             f"- per row, sum over cycles (± = 95% over rows): realized − expected {ci(df['r_minus_e'])}"]
+    lines = [f"### {variant}: {n} rows, seed offset {offset}, {mc} Monte-Carlo verifications per tree", ""]
+    if offset == 0:
+        lines.append(f"- committed tokens reproduced: {int(df['identical'].sum())} / {n}"
+                     + (f"; replayed verification = the decoder's on every cycle: {int(df['replay_matches'].sum())}"
+                        f" / {n}; expectation as recorded: {int(df['expected_matches'].sum())} / {n}" if mc else ""))
+    lines += [f"- mean cycles per row: {df['cycles'].mean():.1f}",
+              f"- realized − expected, summed over a row's cycles (± = 95% over rows): "
+              f"{ci(df['r_minus_e'], df['cycles'].mean())}"]
+    if committed is not None and len(committed) and offset != 0:
+        from eval.tables import uncut_difference
+
+        sums = [uncut_difference(r) for _, r in committed.iterrows()]
+        lines.append(f"- the same keys' committed rows (seed offset 0): "
+                     f"{ci([d for d, _ in sums], sum(c for _, c in sums) / len(sums))}")
     if mc:
         se = math.sqrt(df["mc_minus_e_var"].sum()) / n
-        lines += [f"- Monte-Carlo − expected {df['mc_minus_e'].mean():+.3f} ± {1.96 * se:.3f} (± from the "
-                  f"verifications' own variance)", f"- realized − Monte-Carlo {ci(df['r_minus_mc'])}"]
-    per_cycle = df["r_minus_e"].sum() / df["cycles"].sum()
-    lines.append(f"- realized − expected per cycle: {per_cycle:+.4f}")
+        lines += [f"- Monte-Carlo − expected {df['mc_minus_e'].mean():+.3f} ± {1.96 * se:.3f} per row (± from the "
+                  f"verifications' own variance)", f"- realized − Monte-Carlo {ci(df['r_minus_mc'])} per row"]
     return "\n".join(lines) + "\n"
 
 
@@ -201,7 +212,7 @@ def main(argv=None) -> int:
             Path(args.jsonl).parent.mkdir(parents=True, exist_ok=True)
             with open(args.jsonl, "a", encoding="utf-8") as f:
                 f.write(json.dumps(got) + "\n")
-    text = summary(results, args.variant, args.mc)
+    text = summary(results, args.variant, args.mc, chosen)
     if args.out:
         command = " ".join([PROG] + [a for a in (argv if argv is not None else sys.argv[1:])])
         atomic_write(Path(args.out), lambda f: f.write(f"Command: `{command}`\n\n{text}".encode()))
