@@ -68,7 +68,21 @@ def expected_check(root: Path) -> list[str]:
             f"the exact check (every cycle, the last counted uncut) Top-K {exact['Top-K']}, Rheo m=1 "
             f"{exact['Rheo m=1']}; over the cycles that start before the budget {before['Top-K']} and "
             f"{before['Rheo m=1']}",
-            f"read lower than their expectation by {abs(rheo[0]):.3f} ± {rheo[1]:.3f} tokens per cycle"]
+            f"read lower than their expectation by {abs(rheo[0]):.3f} ± {rheo[1]:.3f} tokens per cycle"] + replay_check(root)
+
+
+def replay_check(root: Path) -> list[str]:
+    """The replication of the exact check on new seeds (results/tables/expected_replay.md)."""
+    text = (root / "results/tables/expected_replay.md").read_text()
+    rows = int(re.search(r"rheo m=1: (\d+) rows, seed offset 1", text).group(1))
+    new = re.search(r"summed over a row's cycles .*?per cycle ([+-]\d\.\d+) ± (\d\.\d+)", text)
+    old = re.search(r"committed rows \(seed offset 0\): .*?per cycle ([+-]\d\.\d+) ± (\d\.\d+)", text)
+    assert abs(float(new.group(1))) <= float(new.group(2))  # the README says the replication covers 0
+    cells = table(root / "results/tables/expected.md", "max_new_tokens=128")
+    committed = numbers(row(cells, method="Rheo m=1", suite="**pooled**")["every cycle, last uncut"])
+    assert float(old.group(1)) == pytest.approx(committed[0], abs=6e-4)  # the same rows as expected.md
+    return [f"The same {rows} Rheo keys on new seeds (`make expected-replay`, `results/tables/expected_replay.md`): "
+            f"{new.group(1).replace('-', '−')} ± {new.group(2)}"]
 
 
 def pooled_same_state(root: Path, t: str, column: str) -> list[dict]:
