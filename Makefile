@@ -236,8 +236,10 @@ heads-top1: ## held-out top-1 per unrolled step of the small, intermediate and d
 # The broad head (not committed, ~20 MB: this recipe rebuilds it): the default head trained further
 # on the templated and the self-instructed corpus together (2.27M response tokens), every weight
 # trainable, its draft vocabulary kept so that its trained output rows carry over; target
-# features for all 3.2M tokens first (~50 min on two cores, cached in .cache/features_broad).
-# Then its held-out top-1 per unrolled step on the whole held-out split of both corpora -> BROAD_TOP1.
+# features for all 3.2M tokens first (62 min on two cores, 1,000-1,450 tokens/s alone; cached in
+# .cache/features_broad), then 609 steps (37.5 min on two threads).
+# Its metrics go to results/draft_head/training/broad_*, the learning curve to FIGURES; then its
+# held-out top-1 per unrolled step on the whole held-out split of both corpora -> BROAD_TOP1.
 BROAD_HEAD ?= .cache/heads/eagle3_smollm2_135m_broad
 BROAD_EPOCHS ?= 0.7
 BROAD_TOP1 ?= results/draft_head/broad_top1.jsonl
@@ -251,7 +253,9 @@ head-broad: ## the broad head: the default head + BROAD_EPOCHS epochs on both co
 	  --keep-draft-vocab --train-lm-head --lm-head-lr-mult 0.3 --lr 3e-4 --warmup 50 --seed 2 \
 	  --epochs $(BROAD_EPOCHS) --eval-every 150 $(if $(RESUME),--resume,)
 	$(PY) scripts/plot_learning_curve.py --metrics .cache/train_head_broad/metrics.jsonl --bar 0.66 \
-	  --out "$(BROAD_HEAD)/learning_curve.png"
+	  --out "$(FIGURES)/learning_curve_broad.png"
+	cp .cache/train_head_broad/metrics.jsonl results/draft_head/training/broad_metrics.jsonl
+	cp .cache/train_head_broad/info.json results/draft_head/training/broad_info.json
 	$(MAKE) broad-top1
 broad-top1: ## held-out top-1 of the default and the broad head on the whole held-out split of both corpora -> BROAD_TOP1
 	for h in rheo/assets/eagle3_smollm2_135m "$(BROAD_HEAD)"; do \
