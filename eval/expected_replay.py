@@ -34,6 +34,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from eval.analysis import mean_ci
 from rheo.io import atomic_write
 from rheo.cli import ArgumentParser, non_negative_int, one_line, path_arg, positive_int, run_main
 from rheo.config import SpecConfig
@@ -81,10 +82,8 @@ def replay_row(pair, row, prompt: list[int], mc: int, seed_offset: int) -> dict:
             logits = state.target_session.score_tree(built.tree).logits
             expected = method.expected_emitted(built, logits, cfg)
             replayed = len(method.verify_tree(built, logits, cfg, rng).tokens)
-            runs = []
-            if mc:
-                other = TorchRandom(torch.Generator().manual_seed(10_007 * (state.index + 1) + seed_offset))
-                runs = [len(method.verify_tree(built, logits, cfg, other).tokens) for _ in range(mc)]
+            other = TorchRandom(torch.Generator().manual_seed(10_007 * (state.index + 1) + seed_offset))
+            runs = [len(method.verify_tree(built, logits, cfg, other).tokens) for _ in range(mc)]
         finally:
             state.target_session.discard()
         mean = sum(runs) / len(runs) if runs else float("nan")
@@ -131,18 +130,13 @@ def choose(rows: pd.DataFrame, variant: str, n: int, order: str) -> pd.DataFrame
     return mine.head(n) if n else mine
 
 
-def _mean_ci(values) -> tuple[float, float]:
-    s = pd.Series(list(values), dtype=float)
-    return s.mean(), (1.96 * s.std(ddof=1) / math.sqrt(len(s)) if len(s) > 1 else float("nan"))
-
-
 def summary(results: list[dict], variant: str, mc: int, committed: pd.DataFrame | None = None) -> str:
     """Markdown lines; ``committed``: the chosen committed rows (their own sums, for comparison)."""
     df = pd.DataFrame(results)
     n, offset = len(df), int(df["seed_offset"].iloc[0])
 
     def ci(values, cycles: float | None = None) -> str:
-        mean, half = _mean_ci(values)
+        mean, half, _ = mean_ci(values)
         per = f" per row; per cycle {mean / cycles:+.4f} ± {half / cycles:.4f}" if cycles else ""
         return f"{mean:+.3f} ± {half:.3f}{per}"
 
