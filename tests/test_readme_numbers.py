@@ -142,6 +142,8 @@ def dilemma_and_heads(root: Path) -> list[str]:
     assert d["0"][deep] == d["0"][si]  # one draw per node at T = 0: SpecInfer is RSD
     return [f"T = 0 (21 prompts): {deep} {_pm(d['0'][deep])}, {wide} {_pm(d['0'][wide])}, Rheo m=1 "
             f"{_pm(d['0']['Rheo m=1'])}, the chain {_pm(d['0']['Chain d=8'])} (SpecInfer equals RSD at T = 0);",
+            f"T = 0.5 (21 prompts): {deep} {_pm(d['0.5'][deep])}, {wide} {_pm(d['0.5'][wide])}, {si} "
+            f"{_pm(d['0.5'][si])}, Rheo m=1 {_pm(d['0.5']['Rheo m=1'])}, the chain {_pm(d['0.5']['Chain d=8'])}; "
             f"T = 1 (21 prompts): {deep} {_pm(d['1'][deep])}, {wide} {_pm(d['1'][wide])}, {si} {_pm(d['1'][si])}, "
             f"Rheo m=1 {_pm(d['1']['Rheo m=1'])}; the depth-8 chain {_pm(d['1']['Chain d=8'])}",
             *gain_vs_head(root)]
