@@ -39,6 +39,8 @@ from rheo.placement import DTYPES as PLACEMENT_DTYPES
 from rheo.cli import ArgumentParser, positive_int, run_main
 
 DTYPES = PLACEMENT_DTYPES
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL = "smollm2_135m"
 DEFAULT_SHAPES = "2x2x2,3x2x4,4x3x6,4x4x8,6x4x12,6x5x16,8x6x24,10x8x60"
 
 
@@ -59,7 +61,7 @@ def ints(text: str) -> list[int]:
 
 def parse(argv):
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2_135m")
+    ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--nodes", default="1,2,4,8,12,16,24,32,48,64", help="tree sizes (root included) to time")
@@ -184,11 +186,22 @@ def _jsonable(obj):
     return obj
 
 
+def preset_path(folder: Path, name: str) -> str:
+    """How Hydra names the preset ``folder/name.yaml``: its path under configs/experiment (``broad/tuned_topk``),
+    or just ``name`` for a folder elsewhere (copy the file into configs/experiment to use it)."""
+    try:
+        rel = Path(folder).resolve().relative_to((ROOT / "configs" / "experiment").resolve())
+    except ValueError:
+        return name
+    return (rel / name).as_posix()
+
+
 def write_config(folder: Path, spec: SpecConfig, best: dict, report: dict) -> Path:
     """configs/experiment/tuned_<method>.yaml: ``spec``'s method and fields on the best shape."""
     name, method = f"tuned_{spec.method}", get_method(spec.method).variant(spec)
     k, depth, size = best["shape"]
     m_line = f"  m: {spec.m}\n" if "m" in get_method(spec.method).fields else ""
+    model_arg = f" model={report['model']}" if report.get("model", DEFAULT_MODEL) != DEFAULT_MODEL else ""
     text = (f"# @package _global_\n"
             f"# Tree tuned by measurement (scripts/tune_tree.py, `make tune`) for {method}: best expected tokens/s\n"
             f"# averaged over T in {report['temperatures']} ({best['expected_tokens_per_s']:.1f} tok/s).\n"
@@ -196,7 +209,8 @@ def write_config(folder: Path, spec: SpecConfig, best: dict, report: dict) -> Pa
             f"{report['threads']} thread(s), torch {report['torch']}, {report['date']}.\n"
             f"# Tau from {report['prompts']} held-out training-style prompts x {report['max_new_tokens']} tokens.\n"
             f"# Another machine: rerun `make tune`. A speed experiment (like experiment=speed) on this tree:\n"
-            f"#   python -m eval.run -m experiment={name} limit=2 max_new_tokens=128 num_threads=1\n"
+            f"#   python -m eval.run -m experiment={preset_path(folder, name)}{model_arg} limit=2 max_new_tokens=128 "
+            f"num_threads=1\n"
             f"defaults:\n  - override /dataset: all\n  - override /method: {spec.method}\n"
             f"experiment: {name}\n"
             f"baseline: true\npaired_baseline: true\nprofile_phases: true\n"

@@ -78,3 +78,19 @@ def test_written_config_is_a_speed_preset_the_gpu_check_reads(tmp_path, monkeypa
     path.rename(tmp_path.parent / "configs" / "experiment" / "tuned_rheo.yaml")
     assert gpu_check.tuned_specs(0.5) == [SpecConfig(method="rheo", m=1, k=6, depth=5, tree_size=16, sparse_top=128,
                                                      temperature=0.5)]
+
+
+def test_written_preset_names_its_hydra_path_and_model(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import tune_tree
+
+    report = {"temperatures": [0.0], "machine": "m", "host": "h", "device": "cpu", "threads": 1, "torch": "t",
+              "date": "d", "prompts": 3, "max_new_tokens": 8, "model": "smollm2_135m_broad_head"}
+    best = {"shape": (4, 3, 6), "dtype": "bfloat16", "expected_tokens_per_s": 1.0}
+    nested = ROOT / "configs" / "experiment" / "some_head"
+    assert tune_tree.preset_path(nested, "tuned_topk") == "some_head/tuned_topk"
+    assert tune_tree.preset_path(ROOT / "configs" / "experiment", "tuned_topk") == "tuned_topk"
+    text = tune_tree.write_config(tmp_path, SpecConfig(method="topk"), best, report).read_text()
+    assert "experiment=tuned_topk model=smollm2_135m_broad_head limit=2" in text
+    text = tune_tree.write_config(tmp_path, SpecConfig(method="topk"), best, {**report, "model": "smollm2_135m"}).read_text()
+    assert "experiment=tuned_topk limit=2" in text
