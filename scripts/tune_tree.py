@@ -37,9 +37,9 @@ from rheo.methods import get_method  # noqa: E402
 from rheo.timing import device_name  # noqa: E402
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
 from rheo.cli import ArgumentParser, positive_int, run_main
+from rheo.paths import REPO_ROOT
 
 DTYPES = PLACEMENT_DTYPES
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = "smollm2_135m"
 DEFAULT_SHAPES = "2x2x2,3x2x4,4x3x6,4x4x8,6x4x12,6x5x16,8x6x24,10x8x60"
 
@@ -190,7 +190,7 @@ def preset_path(folder: Path, name: str) -> str:
     """How Hydra names the preset ``folder/name.yaml``: its path under configs/experiment (``broad/tuned_topk``),
     or just ``name`` for a folder elsewhere (copy the file into configs/experiment to use it)."""
     try:
-        rel = Path(folder).resolve().relative_to((ROOT / "configs" / "experiment").resolve())
+        rel = Path(folder).resolve().relative_to((REPO_ROOT / "configs" / "experiment").resolve())
     except ValueError:
         return name
     return (rel / name).as_posix()
