@@ -360,10 +360,17 @@ same-state-tables: ## tables, figures and archive of the same-state rows in SS_R
 # tables' "keys for +-0.03" column asks for), then the dilemma and the head studies at that size.
 # Their tables join these rows with make reproduce's archive (--also). One core: ~34 s per key
 # for the m ablation, ~20 s per key and temperature for the temperature study on the 2-core VM.
+# STUDY_RESUME=1 first writes the rows of the archive $(STUDY_RESULTS).parquet that the folder lacks
+# (restore_from), so a fresh clone continues the committed study instead of recomputing it.
+# STUDY_ALSO: the archive its tables join (none for a study in another dtype, e.g.
+# TAU_DTYPE=float32 STUDY_RESULTS=results/same_state_fp32 STUDY_ALSO=).
 STUDY_ITEMS ?= 24
 STUDY_TEMPS ?= 0.75 0.25 0.5 0.0
 STUDY_RESULTS ?= results/same_state_studies
-STUDY_ARGS = $(subst limit=$(SS_ITEMS),limit=$(STUDY_ITEMS),$(subst output_dir="$(SS_RESULTS)",output_dir="$(STUDY_RESULTS)",$(SS_ARGS)))
+STUDY_RESUME ?=
+STUDY_ALSO ?= $(SS_RESULTS).parquet
+STUDY_ARGS = $(subst limit=$(SS_ITEMS),limit=$(STUDY_ITEMS),$(subst output_dir="$(SS_RESULTS)",output_dir="$(STUDY_RESULTS)",$(SS_ARGS))) \
+	$(if $(STUDY_RESUME),$(if $(wildcard $(STUDY_RESULTS).parquet),restore_from="$(STUDY_RESULTS).parquet"))
 .PHONY: reproduce-studies same-state-studies-tables
 reproduce-studies: $(VENV_STAMP) ## full-size same-state studies (STUDY_ITEMS, STUDY_TEMPS): temperature, m ablation, dilemma, heads; then their tables (hours on one core; resumable)
 	for t in $(STUDY_TEMPS); do $(SS) $(STUDY_ARGS) temperature=$$t 'compare=$(SS_T_STUDY)' \
@@ -373,7 +380,8 @@ reproduce-studies: $(VENV_STAMP) ## full-size same-state studies (STUDY_ITEMS, S
 	$(MAKE) same-state-studies-tables
 same-state-studies-tables: ## tables and figures of STUDY_RESULTS joined with make reproduce's same-state archive
 	$(PY) -m eval.same_state_tables $(if $(wildcard $(STUDY_RESULTS)/MANIFEST.json),"$(STUDY_RESULTS)" --archive "$(STUDY_RESULTS).parquet","$(STUDY_RESULTS).parquet") \
-	  --also "$(SS_RESULTS).parquet" --out "$(TABLES)/same_state_studies.md" --figures "$(FIGURES)/same_state_studies_" $(UPDATE)
+	  $(if $(STUDY_ALSO),--also "$(STUDY_ALSO)") --out "$(TABLES)/$(notdir $(STUDY_RESULTS)).md" \
+	  --figures "$(FIGURES)/$(notdir $(STUDY_RESULTS))_" $(UPDATE)
 
 # The exact check of results/tables/expected.md again, on new trajectories of the same keys
 # (eval.expected_replay: the main table's Rheo m=1 rows, gen_seed + 1): a replication, ~35 min on one

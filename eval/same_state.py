@@ -25,6 +25,7 @@ from its own stream of (key, state, config), so rows do not depend on what else 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +52,8 @@ FINGERPRINT = {"project": "rheo", "content": "rheo same-state rows", "layout": 1
 _KEY_COLUMNS = [("model", pa.string()), ("dataset", pa.string()), ("item_id", pa.int64()), ("turn", pa.int64()),
                 ("category", pa.string()), ("turns_sha", pa.string()), ("seed", pa.int64()),
                 ("temperature", pa.float64()), ("head_sha", pa.string()), ("max_new_tokens", pa.int64()),
-                ("driver", pa.string()), ("driver_hash", pa.string())]
+                ("driver", pa.string()), ("driver_hash", pa.string()), ("device", pa.string()),
+                ("dtype", pa.string())]
 ROW_SCHEMA = pa.schema(_KEY_COLUMNS + [
     ("state", pa.int64()), ("method", pa.string()), ("variant", pa.string()), ("config_hash", pa.string()),
     *storage.method_columns(),  # the method parameters (rheo.config.method_parameters)
@@ -113,6 +115,9 @@ def run(cfg: DictConfig) -> SameStateSummary:
     root = resolve_path(cfg.output_dir)
     storage.prepare_output_dir(root, FINGERPRINT)
     storage.remove_stale_tmp(root)
+    if cfg.restore_from:
+        restored = restore_rows(resolve_path(cfg.restore_from, must_exist=True), root)
+        log.info("same-state: %d shards restored from %s into %s", restored, cfg.restore_from, root)
     dkey = method_key(cfg)
     ddir = storage.prepare_config_dir(root, cfg.model.name, config_hash(dkey), dkey)
     for c in compared:
@@ -160,7 +165,7 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list
             "category": item.category, "turns_sha": item.turns_sha, "seed": int(cfg.seed),
             "temperature": float(cfg.temperature), "head_sha": dkey.get("head_sha"),
             "max_new_tokens": int(cfg.max_new_tokens), "driver": get_method(driver.method).variant(driver),
-            "driver_hash": ddir.name, "git_sha": start_git_sha(),
+            "driver_hash": ddir.name, "device": str(dkey["device"]), "dtype": str(dkey["dtype"]), "git_sha": start_git_sha(),
             "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     for i, c in enumerate(todo):
         own = {**base, "method": c.spec.method, "variant": get_method(c.spec.method).variant(c.spec),
@@ -199,7 +204,23 @@ def load_rows(root: Path | str, driver: bool = False):
     schema = DRIVER_SCHEMA if driver else ROW_SCHEMA
     if not paths:
         return pd.DataFrame(columns=schema.names)
-    return pa.concat_tables([pq.read_table(p, schema=schema) for p in paths]).to_pandas()
+    return _fill_run_columns(root, pa.concat_tables([pq.read_table(p, schema=schema) for p in paths]).to_pandas())
+
+
+#: the driver key's device and dtype as configured ("None": the model's default); shards written
+#: before these columns existed lack them, and their driver's config.json holds them
+RUN_COLUMNS = ("device", "dtype")
+
+
+def _fill_run_columns(root: Path, frame):
+    """``frame`` with RUN_COLUMNS filled, where a shard lacks them, from the config.json of the
+    row's driver folder under ``root`` (the key its rows were made with)."""
+    missing = frame[list(RUN_COLUMNS)].isna().any(axis=1)
+    for (model, dhash), idx in frame[missing].groupby(["model", "driver_hash"]).groups.items():
+        key = json.loads((root / model / dhash / "config.json").read_text())
+        for col in RUN_COLUMNS:
+            frame.loc[idx, col] = str(key[col])
+    return frame
 
 
 def archive_paths(archive: Path | str) -> tuple:
@@ -220,6 +241,33 @@ def archive_bytes(root: Path | str) -> tuple[bytes, bytes, int]:
         pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), sink, compression="zstd")
         out.append(sink.getvalue().to_pybytes())
     return out[0], out[1], len(rows)
+
+
+def restore_rows(archive: Path | str, root: Path | str) -> int:
+    """Write the rows of ``archive`` (export_rows) back into the results directory ``root`` as the
+    shards it lacks, so that a run into ``root`` computes only what the archive does not hold.
+    A shard already in ``root`` is kept as it is. Returns the number of shards written. The
+    folders are named by the hashes the rows carry; a run writes their config.json."""
+    root = Path(root)
+    storage.prepare_output_dir(root, FINGERPRINT)
+    written = 0
+    for driver, schema in ((False, ROW_SCHEMA), (True, DRIVER_SCHEMA)):
+        table = pq.read_table(archive_paths(archive)[1 if driver else 0], schema=schema)
+        frame = table.to_pandas()
+        inner = [] if driver else ["config_hash"]
+        for (model, dhash, *rest), idx in frame.groupby(["model", "driver_hash"] + inner
+                                                         + ["dataset", "item_id", "turn"]).groups.items():
+            cdir = root / model / dhash / ("driver" if driver else rest[0])
+            suite, item_id, turn = rest[-3:]
+            path = storage.shard_path(cdir, suite, int(item_id), int(turn))
+            if path.exists():
+                continue
+            order = sorted(idx, key=lambda i: frame.at[i, "state"]) if not driver else list(idx)
+            part = table.take(pa.array(order, type=pa.int64()))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            storage.atomic_write(path, lambda f, part=part: pq.write_table(part, f))
+            written += 1
+    return written
 
 
 def export_rows(root: Path | str, archive: Path | str) -> int:

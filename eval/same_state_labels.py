@@ -24,6 +24,7 @@ from rheo.methods import get_method
 BASELINE_METHOD = "topk"
 FAMILIES = ("dynamic", "static", "chain")
 NO_HEAD = "none"
+NO_DTYPE = "unrecorded"  # rows from before the dtype column, read from an archive
 
 
 def _plain(value):
@@ -51,9 +52,11 @@ def family_of(method: str, branching) -> str:
 
 
 def with_labels(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` plus the columns label, family and order (module docstring); head_sha filled."""
+    """``rows`` plus the columns label, family and order (module docstring); head_sha and dtype filled."""
     rows = rows.copy()
     rows["head_sha"] = rows["head_sha"].fillna(NO_HEAD).astype(str)
+    rows["dtype"] = (rows["dtype"] if "dtype" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
+                     ).fillna(NO_DTYPE).astype(str)
     params = [c for c in METHOD_COLUMNS if c in rows.columns]
     ident = [tuple(_plain(v) for v in values) for values in zip(*(rows[c] for c in ["method", "variant"] + params))]
     table = pd.DataFrame({"ident": ident}).drop_duplicates()

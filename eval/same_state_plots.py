@@ -23,7 +23,7 @@ from eval.same_state_labels import FAMILIES, baseline_label, ordered_labels
 from eval.same_state_stats import POOLED, labelled, paired_differences
 from eval.same_state_style import legend_outside, palette, panels, png, style, temps_title
 
-STUDY = ["model", "driver", "head_sha"]
+STUDY = ["model", "dtype", "driver", "head_sha"]
 
 
 def pooled_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -159,9 +159,10 @@ def figures(rows: pd.DataFrame) -> tuple[dict[str, bytes], list[str]]:
               "root_gap": (fig_root_gap, "no root acceptance / bound recorded")}
     rows = labelled(rows)
     studies = list(rows.groupby(STUDY))
+    named = [c != "dtype" or rows["dtype"].nunique() > 1 for c in STUDY]  # dtype named only when it varies
     drawn, skipped = {}, []
     for key, part in studies:
-        tag = "" if len(studies) == 1 else "_" + "_".join(str(k) for k in key)
+        tag = "" if len(studies) == 1 else "_" + "_".join(str(k) for k, n in zip(key, named) if n)
         for name, (make, why) in makers.items():
             got = make(part)
             if got is None:

@@ -25,7 +25,7 @@ import pandas as pd
 from eval.analysis import mean_ci
 from eval.same_state_labels import baseline_label, ordered_labels, rheo_m1_label, with_labels
 
-GROUP = ["model", "driver", "head_sha", "temperature"]
+GROUP = ["model", "dtype", "driver", "head_sha", "temperature"]
 PROMPT = ["dataset", "item_id", "turn", "seed"]  # with GROUP: the key
 POOLED = "pooled"
 RESOLUTION = 0.03

@@ -58,7 +58,7 @@ def _pm(mean: float, half: float, sign: bool = False) -> str:
 
 def _title(group: tuple) -> str:
     cells = dict(zip(GROUP, group))
-    return (f"{cells['model']}, head {cells['head_sha']}, driver {display_name(cells['driver'])}, "
+    return (f"{cells['model']}, {cells['dtype']}, head {cells['head_sha']}, driver {display_name(cells['driver'])}, "
             f"T = {cells['temperature']:g}")
 
 

@@ -128,6 +128,7 @@ class SameStateConf(RunConf):
     compare: List[MethodConf] = field(default_factory=list)
     calibration: bool = True  # the draft-calibration columns
     ot_bound: bool = True  # the root's closed-form acceptance and optimal-transport bound (scipy)
+    restore_from: Optional[str] = None  # an archive (X.parquet) whose rows seed output_dir first (resume)
 
 
 def register_configs() -> None:

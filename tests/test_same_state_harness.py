@@ -68,6 +68,39 @@ def test_archive_holds_every_row_and_reads_like_the_directory(tmp_path):
     assert same_state_tables.main([str(tmp_path / "ss"), "--archive", str(tmp_path / "ss")]) == 2
 
 
+def test_a_folder_restored_from_its_archive_resumes_where_it_stopped(tmp_path):
+    """restore_from: the archive's shards come back into an empty folder with the same rows, and
+    a run over them computes nothing; a larger run computes only the new items."""
+    same_state.run(_cfg(tmp_path, COMPARE))
+    archive = tmp_path / "same_state.parquet"
+    same_state.export_rows(tmp_path / "ss", archive)
+    fresh = tmp_path / "fresh"
+    cfg = compose_config(TINY + [f"output_dir={fresh}", f"restore_from={archive}", COMPARE], "same_state")
+    assert same_state.run(cfg).computed == 0
+    for driver in (False, True):
+        key = ["turn", "variant", "state"] if not driver else ["turn"]
+        a, b = (same_state.load_rows(d, driver=driver).sort_values(key).reset_index(drop=True)
+                for d in (tmp_path / "ss", fresh))
+        pd.testing.assert_frame_equal(a, b)
+    assert same_state.restore_rows(archive, fresh) == 0  # shards already there are kept
+    wider = compose_config([a for a in TINY if a != "limit=1"] + ["limit=2", f"output_dir={fresh}", COMPARE],
+                           "same_state")
+    summary = same_state.run(wider)
+    assert summary.skipped == 2 and summary.computed == 2  # item 1's two turns only
+
+
+def test_rows_name_their_precision_and_older_shards_take_it_from_their_config(tmp_path):
+    same_state.run(_cfg(tmp_path, COMPARE))
+    rows = same_state.load_rows(tmp_path / "ss")
+    assert set(rows["dtype"]) == {"None"} and set(rows["device"]) == {"cpu"}  # the configured dtype: default
+    assert set(same_state.load_rows(tmp_path / "ss", driver=True)["dtype"]) == {"None"}
+    import pyarrow.parquet as pq
+    for path in (tmp_path / "ss").rglob("*.parquet"):  # shards written before the columns existed
+        pq.write_table(pq.read_table(path).drop_columns(["device", "dtype"]), path)
+    old = same_state.load_rows(tmp_path / "ss")
+    pd.testing.assert_frame_equal(old, rows)
+
+
 @pytest.mark.parametrize("extra,needle", [
     ("compare=[]", "compare is empty"),
     ("compare=[{name:ar}]", r"compare\[0\].name must be a registered method"),
