@@ -229,10 +229,25 @@ def archive_paths(archive: Path | str) -> tuple:
     return archive, archive.with_name(archive.stem + ".driver.parquet")
 
 
-def archive_bytes(root: Path | str) -> tuple[bytes, bytes, int]:
+#: mechanism columns an archive may leave out (``--archive-without``): the bulk of its bytes
+OPTIONAL_COLUMNS = {"calibration": ("calib_n", "calib_q", "calib_p"), "depth": ("depth_accept",)}
+
+
+def without_columns(rows, groups=()):
+    """``rows`` with the columns of each OPTIONAL_COLUMNS group in ``groups`` emptied (null)."""
+    if not groups:
+        return rows
+    rows = rows.copy()
+    for group in groups:
+        for col in OPTIONAL_COLUMNS[group]:
+            rows[col] = None
+    return rows
+
+
+def archive_bytes(root: Path | str, without=()) -> tuple[bytes, bytes, int]:
     """(rows, driver rows) of the results directory ``root`` as the parquet bytes of an archive pair,
-    and the number of rows."""
-    rows, drivers = load_rows(root), load_rows(root, driver=True)
+    and the number of rows; ``without``: OPTIONAL_COLUMNS groups left out (null)."""
+    rows, drivers = without_columns(load_rows(root), without), load_rows(root, driver=True)
     if rows.empty:
         raise ValueError(f"{root} holds no same-state rows: nothing to export")
     out = []

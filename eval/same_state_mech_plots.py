@@ -35,9 +35,10 @@ def depth_panel(ax, rows: pd.DataFrame, t: float, mech: pd.DataFrame | None = No
 def fig_depth(rows: pd.DataFrame) -> bytes | None:
     rows = labelled(rows)
     temps = sorted(rows["temperature"].unique())
-    if not temps:
+    mech = mechanism_table(rows) if temps else None
+    if not temps or not any(len(d) for d in mech["depth_accept"]):  # none recorded (left out of an archive)
         return None
-    fig, axes, mech = *panels(len(temps), sharey=True), mechanism_table(rows)
+    fig, axes = panels(len(temps), sharey=True)
     for ax, t in zip(axes[0], temps):
         depth_panel(ax, rows, t, mech)
     top = max(line.get_ydata().max() for ax in axes[0] for line in ax.get_lines())

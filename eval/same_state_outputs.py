@@ -68,15 +68,19 @@ def joined_rows(results, also=()) -> pd.DataFrame:
 
 def plan_outputs(args) -> tuple[pd.DataFrame, OutputPlan, list[str]]:
     """(rows, [(Outputs, stale globs)], messages) of the parsed command line ``args``."""
-    from eval.same_state import archive_bytes, archive_paths, load_rows
+    from eval.same_state import archive_bytes, archive_paths, load_rows, without_columns
     from eval.same_state_tables import report_markdown
 
     figs = figure_paths(args.figures) if args.figures is not None else None  # a bad prefix fails first
+    without = getattr(args, "archive_without", None) or []
+    if without and not args.archive:
+        raise ValueError("--archive-without needs --archive")
     rows, plan, messages = joined_rows(args.results, getattr(args, "also", [])), OutputPlan(args.update_committed), []
+    rows = without_columns(rows, without)  # the tables and figures the archive will give again
     if args.archive:
         if Path(args.archive).resolve() == Path(args.results).resolve():
             raise ValueError(f"--archive {args.archive} is the input itself: give another file")
-        data, driver_data, n = archive_bytes(args.results)
+        data, driver_data, n = archive_bytes(args.results, without)
         for path, blob in zip(archive_paths(args.archive), (data, driver_data)):
             plan.add(path, blob)
         messages.append(f"{n} rows -> {args.archive}")

@@ -154,7 +154,7 @@ def figures(rows: pd.DataFrame) -> tuple[dict[str, bytes], list[str]]:
     makers = {"m_ablation": (fig_m_ablation, "no temperature with two or more values of Rheo's m"),
               "temperature": (fig_temperature, "one temperature only"),
               "families": (fig_families, "one temperature or one family (dynamic / static / chain) only"),
-              "depth": (fig_depth, "no rows"), "probe": (fig_probe, "no method drew sampled children"),
+              "depth": (fig_depth, "no rows, or no per-depth acceptance recorded"), "probe": (fig_probe, "no method drew sampled children"),
               "calibration": (fig_calibration, "no calibration counts"),
               "root_gap": (fig_root_gap, "no root acceptance / bound recorded")}
     rows = labelled(rows)

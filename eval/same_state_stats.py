@@ -90,8 +90,9 @@ def m_ablation(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _stacked(frame: pd.DataFrame, column: str) -> np.ndarray:
-    """A list column as [rows, d] floats (lists of unequal length padded with NaN)."""
-    lists = [np.asarray(x, dtype=float) for x in frame[column]]
+    """A list column as [rows, d] floats (lists of unequal length padded with NaN; a null list is
+    empty: a column an archive left out)."""
+    lists = [np.asarray([] if x is None else x, dtype=float) for x in frame[column]]
     width = max((len(x) for x in lists), default=0)
     out = np.full((len(lists), width), np.nan)
     for i, x in enumerate(lists):

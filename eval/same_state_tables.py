@@ -1,7 +1,8 @@
 """Tables and figures of same-state rows (eval.same_state).
 
     python -m eval.same_state_tables RESULTS [--out FILE] [--figures PREFIX] [--figure FILE]
-                                     [--archive FILE] [--also RESULTS2 ...] [--update-committed]
+                                     [--archive FILE [--archive-without GROUP ...]] [--also RESULTS2 ...]
+                                     [--update-committed]
 
 RESULTS: a same-state output_dir, or an archive (X.parquet) written by ``--archive``; ``--also``
 joins the rows of other folders or archives into the tables and figures (a study split over two
@@ -140,7 +141,10 @@ def mechanism_markdown(rows: pd.DataFrame) -> str:
     lines = ["## Per-depth acceptance and draft calibration (pooled over states)", "",
              "| model | head | T | method | states | P(depth >= d), d = 1.. | calibration: mean target prob. "
              "(T = 0: argmax match) per draft bucket 0-0.1, .., 0.9-1 |", "|---" * 7 + "|"]
-    for r in mechanism_table(rows).itertuples():
+    mech = mechanism_table(rows)
+    if not any(len(d) or len(c) for d, c in zip(mech["depth_accept"], mech["calib_target"])):
+        return lines[0] + "\n\nNot recorded: these rows' archive leaves the columns out.\n"
+    for r in mech.itertuples():
         lines.append(f"| {r.model} | {r.head_sha} | {r.temperature:g} | {r.label} | {r.states} | "
                      f"{_fmt_list(r.depth_accept)} | {_fmt_list(r.calib_target)} |")
     return "\n".join(lines) + "\n"
@@ -160,6 +164,9 @@ def main(argv=None) -> int:
     ap.add_argument("--figure", type=path_arg, help="also draw the one-file summary (PNG) here")
     ap.add_argument("--archive", type=path_arg, help="also write every row into this parquet file (and "
                     "X.driver.parquet), for git")
+    ap.add_argument("--archive-without", action="append", choices=["calibration", "depth"], metavar="GROUP",
+                    help="leave these mechanism columns out of the archive, and so out of the tables and figures "
+                    "made now (calibration: calib_n/q/p; depth: depth_accept); repeatable")
     ap.add_argument("--also", type=path_arg, action="append", default=[], metavar="RESULTS",
                     help="rows of another same-state folder or archive joined into the tables and figures (not "
                     "the archive); repeatable; a state already in RESULTS is not counted twice")

@@ -68,6 +68,22 @@ def test_archive_holds_every_row_and_reads_like_the_directory(tmp_path):
     assert same_state_tables.main([str(tmp_path / "ss"), "--archive", str(tmp_path / "ss")]) == 2
 
 
+def test_an_archive_without_the_bulky_mechanism_columns_gives_its_own_tables_again(tmp_path):
+    same_state.run(_cfg(tmp_path, COMPARE))
+    lean, out = tmp_path / "lean.parquet", tmp_path / "lean.md"
+    args = [str(tmp_path / "ss"), "--archive", str(lean), "--out", str(out)]
+    assert same_state_tables.main(args + ["--archive-without", "calibration", "--archive-without", "depth"]) == 0
+    rows, full = same_state.load_rows(lean), same_state.load_rows(tmp_path / "ss")
+    assert rows[["calib_n", "calib_q", "calib_p", "depth_accept"]].isna().all().all()
+    assert full["depth_accept"].notna().all() and len(rows) == len(full)
+    pd.testing.assert_series_equal(rows.sort_values(["turn", "variant", "state"])["expected_emitted"].reset_index(drop=True),
+                                   full.sort_values(["turn", "variant", "state"])["expected_emitted"].reset_index(drop=True))
+    assert "Not recorded" in out.read_text()
+    assert same_state_tables.main([str(lean), "--out", str(tmp_path / "again.md")]) == 0
+    assert (tmp_path / "again.md").read_text() == out.read_text()
+    assert same_state_tables.main([str(tmp_path / "ss"), "--archive-without", "depth"]) == 2  # needs --archive
+
+
 def test_a_folder_restored_from_its_archive_resumes_where_it_stopped(tmp_path):
     """restore_from: the archive's shards come back into an empty folder with the same rows, and
     a run over them computes nothing; a larger run computes only the new items."""
