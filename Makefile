@@ -383,6 +383,29 @@ same-state-studies-tables: ## tables and figures of STUDY_RESULTS joined with ma
 	  $(if $(STUDY_ALSO),--also "$(STUDY_ALSO)") --out "$(TABLES)/$(notdir $(STUDY_RESULTS)).md" \
 	  --figures "$(FIGURES)/$(notdir $(STUDY_RESULTS))_" $(UPDATE)
 
+# The same studies in float32, into FP32_RESULTS: the m ablation at T=1 (Top-K, m=0..4) and the
+# temperature study (Top-K, m=0..2) at FP32_TEMPS, on FP32_ITEMS items per suite (MT-bench both
+# turns). On VMs without AVX512-BF16 float32 runs several times faster than bfloat16 here. The
+# archive leaves out the calibration and per-depth lists (measured in bfloat16 above; they are most
+# of an archive's bytes). FP32_RESUME=1 continues the committed archive instead of recomputing it.
+FP32_ITEMS ?= 9
+FP32_TEMPS ?= 0.0 0.5
+FP32_RESULTS ?= results/same_state_fp32
+FP32_RESUME ?=
+FP32_ARGS = $(subst dtype=$(TAU_DTYPE),dtype=float32,$(subst limit=$(SS_ITEMS),limit=$(FP32_ITEMS),$(subst \
+	output_dir="$(SS_RESULTS)",output_dir="$(FP32_RESULTS)",$(SS_ARGS)))) \
+	$(if $(FP32_RESUME),$(if $(wildcard $(FP32_RESULTS).parquet),restore_from="$(FP32_RESULTS).parquet"))
+.PHONY: same-state-fp32 same-state-fp32-tables
+same-state-fp32: $(VENV_STAMP) ## the float32 m ablation (T=1) and temperature study (FP32_ITEMS, FP32_TEMPS), then their tables (hours; resumable)
+	$(SS) $(FP32_ARGS) temperature=1.0 'compare=$(SS_M_ABLATION)' hydra.run.dir=$(SS_LOGS)-fp32-t1
+	for t in $(FP32_TEMPS); do $(SS) $(FP32_ARGS) temperature=$$t 'compare=$(SS_T_STUDY)' \
+	  hydra.run.dir=$(SS_LOGS)-fp32-t$$t || exit 1; done
+	$(MAKE) same-state-fp32-tables
+same-state-fp32-tables: ## tables, figures and (lean) archive of the float32 study in FP32_RESULTS (its archive when the folder is absent)
+	$(PY) -m eval.same_state_tables $(if $(wildcard $(FP32_RESULTS)/MANIFEST.json),"$(FP32_RESULTS)" --archive "$(FP32_RESULTS).parquet" \
+	  --archive-without calibration --archive-without depth,"$(FP32_RESULTS).parquet") \
+	  --out "$(TABLES)/$(notdir $(FP32_RESULTS)).md" --figures "$(FIGURES)/$(notdir $(FP32_RESULTS))_" $(UPDATE)
+
 # The exact check of results/tables/expected.md again, on new trajectories of the same keys
 # (eval.expected_replay: the main table's Rheo m=1 rows, gen_seed + 1): a replication, ~35 min on one
 # core. REPLAY_ARGS="--rows 24 --order worst --mc 50 --seed-offset 0" instead replays the committed

@@ -132,6 +132,35 @@ def pooled_diffs(path: Path) -> dict:
     return out
 
 
+def pooled_keys(path: Path) -> dict:
+    """{T: keys} of the pooled paired tables of a same-state table file (one key count per T)."""
+    out = {}
+    for heading, rows in tables(path):
+        if "diff vs Top-K" in rows[0] and "suite" not in rows[0]:
+            counts = {r["keys"] for r in rows}
+            assert len(counts) == 1, f"{heading}: methods with different key counts {counts}"
+            out[heading.rsplit("T = ", 1)[1]] = counts.pop()
+    return out
+
+
+def float32_study(root: Path) -> list[str]:
+    """The float32 same-state study (results/tables/same_state_fp32.md)."""
+    path = root / "results/tables/same_state_fp32.md"
+    d, keys = pooled_diffs(path), pooled_keys(path)
+    assert all(", float32, head" in h for h, rows in tables(path) if "diff vs Top-K" in rows[0])
+    assert d["0"]["Rheo m=0"] == [0.0, 0.0]  # identical to Top-K at T = 0
+    temps = [t for t in ("1", "0.5", "0") if t in d]
+    vs_m1 = {r["method"]: numbers(r["diff vs Rheo m=1"]) for heading, rows in tables(path)
+             if heading.endswith("T = 1") and "diff vs Rheo m=1" in rows[0] for r in rows if r["diff vs Rheo m=1"] != "-"}
+    return [f"m − m=1 = {_pm(vs_m1['Rheo m=0'])} (m=0), " + ", ".join(_pm(vs_m1[f"Rheo m={m}"]) for m in (2, 3, 4))
+            + " (m = 2, 3, 4)",
+            f"float32, {keys['1']} prompts (`results/tables/same_state_fp32.md`): m = 0..4 − Top-K = "
+            + " / ".join(_pm(d["1"][f"Rheo m={m}"]) for m in range(5)),
+            f"float32 ({' / '.join(keys[t] for t in temps)} prompts at T = {' / '.join(temps)}): m=1 − Top-K "
+            + " / ".join(_pm(d[t]["Rheo m=1"]) for t in temps) + "; m=0 "
+            + " / ".join(_pm(d[t]["Rheo m=0"]) for t in temps if t != "0")]
+
+
 def _pm(cell) -> str:
     return f"{signed(cell[0], 3)} ± {cell[1]:.3f}"
 
@@ -205,7 +234,7 @@ def speed(root: Path) -> list[str]:
 
 
 CHECKS = [wall_time, main_table, expected_check, same_state_tables, temperature_curve, sampled_temperature_zero, mechanism, speed,
-          dilemma_and_heads]
+          dilemma_and_heads, float32_study]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
