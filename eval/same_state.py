@@ -116,6 +116,8 @@ def run(cfg: DictConfig) -> SameStateSummary:
     storage.prepare_output_dir(root, FINGERPRINT)
     storage.remove_stale_tmp(root)
     if cfg.restore_from:
+        from eval.same_state_restore import restore_rows
+
         restored = restore_rows(resolve_path(cfg.restore_from, must_exist=True), root)
         log.info("same-state: %d shards restored from %s into %s", restored, cfg.restore_from, root)
     dkey = method_key(cfg)
@@ -256,33 +258,6 @@ def archive_bytes(root: Path | str, without=()) -> tuple[bytes, bytes, int]:
         pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), sink, compression="zstd")
         out.append(sink.getvalue().to_pybytes())
     return out[0], out[1], len(rows)
-
-
-def restore_rows(archive: Path | str, root: Path | str) -> int:
-    """Write the rows of ``archive`` (export_rows) back into the results directory ``root`` as the
-    shards it lacks, so that a run into ``root`` computes only what the archive does not hold.
-    A shard already in ``root`` is kept as it is. Returns the number of shards written. The
-    folders are named by the hashes the rows carry; a run writes their config.json."""
-    root = Path(root)
-    storage.prepare_output_dir(root, FINGERPRINT)
-    written = 0
-    for driver, schema in ((False, ROW_SCHEMA), (True, DRIVER_SCHEMA)):
-        table = pq.read_table(archive_paths(archive)[1 if driver else 0], schema=schema)
-        frame = table.to_pandas()
-        inner = [] if driver else ["config_hash"]
-        for (model, dhash, *rest), idx in frame.groupby(["model", "driver_hash"] + inner
-                                                         + ["dataset", "item_id", "turn"]).groups.items():
-            cdir = root / model / dhash / ("driver" if driver else rest[0])
-            suite, item_id, turn = rest[-3:]
-            path = storage.shard_path(cdir, suite, int(item_id), int(turn))
-            if path.exists():
-                continue
-            order = sorted(idx, key=lambda i: frame.at[i, "state"]) if not driver else list(idx)
-            part = table.take(pa.array(order, type=pa.int64()))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            storage.atomic_write(path, lambda f, part=part: pq.write_table(part, f))
-            written += 1
-    return written
 
 
 def export_rows(root: Path | str, archive: Path | str) -> int:

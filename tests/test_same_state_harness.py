@@ -12,6 +12,7 @@ import pytest
 
 import eval.runner as runner
 import eval.same_state as same_state
+import eval.same_state_restore as same_state_restore
 from eval import storage
 from eval.compose import compose_config
 import eval.same_state_tables as same_state_tables
@@ -98,7 +99,7 @@ def test_a_folder_restored_from_its_archive_resumes_where_it_stopped(tmp_path):
         a, b = (same_state.load_rows(d, driver=driver).sort_values(key).reset_index(drop=True)
                 for d in (tmp_path / "ss", fresh))
         pd.testing.assert_frame_equal(a, b)
-    assert same_state.restore_rows(archive, fresh) == 0  # shards already there are kept
+    assert same_state_restore.restore_rows(archive, fresh) == 0  # shards already there are kept
     wider = compose_config([a for a in TINY if a != "limit=1"] + ["limit=2", f"output_dir={fresh}", COMPARE],
                            "same_state")
     summary = same_state.run(wider)
