@@ -369,8 +369,11 @@ STUDY_TEMPS ?= 0.75 0.25 0.5 0.0
 STUDY_RESULTS ?= results/same_state_studies
 STUDY_RESUME ?=
 STUDY_ALSO ?= $(SS_RESULTS).parquet
+STUDY_WITHOUT ?=
+# $(call resume_from,FLAG,FOLDER): restore_from=FOLDER.parquet when FLAG is set and that archive exists
+resume_from = $(if $(1),$(if $(wildcard $(2).parquet),restore_from="$(2).parquet"))
 STUDY_ARGS = $(subst limit=$(SS_ITEMS),limit=$(STUDY_ITEMS),$(subst output_dir="$(SS_RESULTS)",output_dir="$(STUDY_RESULTS)",$(SS_ARGS))) \
-	$(if $(STUDY_RESUME),$(if $(wildcard $(STUDY_RESULTS).parquet),restore_from="$(STUDY_RESULTS).parquet"))
+	$(call resume_from,$(STUDY_RESUME),$(STUDY_RESULTS))
 .PHONY: reproduce-studies same-state-studies-tables
 reproduce-studies: $(VENV_STAMP) ## full-size same-state studies (STUDY_ITEMS, STUDY_TEMPS): temperature, m ablation, dilemma, heads; then their tables (hours on one core; resumable)
 	for t in $(STUDY_TEMPS); do $(SS) $(STUDY_ARGS) temperature=$$t 'compare=$(SS_T_STUDY)' \
@@ -379,8 +382,8 @@ reproduce-studies: $(VENV_STAMP) ## full-size same-state studies (STUDY_ITEMS, S
 	$(MAKE) same-state-dilemma same-state-heads SS_ITEMS=$(STUDY_ITEMS)
 	$(MAKE) same-state-studies-tables
 same-state-studies-tables: ## tables and figures of STUDY_RESULTS joined with make reproduce's same-state archive
-	$(PY) -m eval.same_state_tables $(if $(wildcard $(STUDY_RESULTS)/MANIFEST.json),"$(STUDY_RESULTS)" --archive "$(STUDY_RESULTS).parquet","$(STUDY_RESULTS).parquet") \
-	  $(if $(STUDY_ALSO),--also "$(STUDY_ALSO)") --out "$(TABLES)/$(notdir $(STUDY_RESULTS)).md" \
+	$(PY) -m eval.same_state_tables $(if $(wildcard $(STUDY_RESULTS)/MANIFEST.json),"$(STUDY_RESULTS)" --archive "$(STUDY_RESULTS).parquet" \
+	  $(foreach g,$(STUDY_WITHOUT),--archive-without $(g)),"$(STUDY_RESULTS).parquet") $(if $(STUDY_ALSO),--also "$(STUDY_ALSO)") --out "$(TABLES)/$(notdir $(STUDY_RESULTS)).md" \
 	  --figures "$(FIGURES)/$(notdir $(STUDY_RESULTS))_" $(UPDATE)
 
 # The same studies in float32, into FP32_RESULTS: the m ablation at T=1 (Top-K, m=0..4) and the
@@ -394,7 +397,7 @@ FP32_RESULTS ?= results/same_state_fp32
 FP32_RESUME ?=
 FP32_ARGS = $(subst dtype=$(TAU_DTYPE),dtype=float32,$(subst limit=$(SS_ITEMS),limit=$(FP32_ITEMS),$(subst \
 	output_dir="$(SS_RESULTS)",output_dir="$(FP32_RESULTS)",$(SS_ARGS)))) \
-	$(if $(FP32_RESUME),$(if $(wildcard $(FP32_RESULTS).parquet),restore_from="$(FP32_RESULTS).parquet"))
+	$(call resume_from,$(FP32_RESUME),$(FP32_RESULTS))
 .PHONY: same-state-fp32 same-state-fp32-tables
 same-state-fp32: $(VENV_STAMP) ## the float32 m ablation (T=1) and temperature study (FP32_ITEMS, FP32_TEMPS), then their tables (hours; resumable)
 	$(SS) $(FP32_ARGS) temperature=1.0 'compare=$(SS_M_ABLATION)' hydra.run.dir=$(SS_LOGS)-fp32-t1
@@ -402,9 +405,7 @@ same-state-fp32: $(VENV_STAMP) ## the float32 m ablation (T=1) and temperature s
 	  hydra.run.dir=$(SS_LOGS)-fp32-t$$t || exit 1; done
 	$(MAKE) same-state-fp32-tables
 same-state-fp32-tables: ## tables, figures and (lean) archive of the float32 study in FP32_RESULTS (its archive when the folder is absent)
-	$(PY) -m eval.same_state_tables $(if $(wildcard $(FP32_RESULTS)/MANIFEST.json),"$(FP32_RESULTS)" --archive "$(FP32_RESULTS).parquet" \
-	  --archive-without calibration --archive-without depth,"$(FP32_RESULTS).parquet") \
-	  --out "$(TABLES)/$(notdir $(FP32_RESULTS)).md" --figures "$(FIGURES)/$(notdir $(FP32_RESULTS))_" $(UPDATE)
+	$(MAKE) same-state-studies-tables STUDY_RESULTS="$(FP32_RESULTS)" STUDY_ALSO= STUDY_WITHOUT="calibration depth"
 
 # The exact check of results/tables/expected.md again, on new trajectories of the same keys
 # (eval.expected_replay: the main table's Rheo m=1 rows, gen_seed + 1): a replication, ~35 min on one
