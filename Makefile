@@ -420,6 +420,7 @@ expected-replay: $(VENV_STAMP) ## the main table's Rheo rows on new seeds: sum o
 
 # The dilemma on shared states: Top-K, Rheo m=1, RSD and SpecInfer on two 60-node shapes, and the
 # depth-8 chain, each scoring its own tree at the Top-K driver's states, at DILEMMA_TEMPS.
+# Its archive leaves out the calibration lists (the same head's are in the temperature study's).
 DILEMMA_RESULTS ?= results/same_state_dilemma
 DILEMMA_TEMPS ?= 1.0 0.0 0.5
 DILEMMA_COMPARE = [{name:topk},{name:rheo,m:1},{name:static,branching:[4,2,1,1,1,1,1,1],replacement:false},\
@@ -432,7 +433,7 @@ HEADS_MODELS ?= smollm2_135m_small_head smollm2_135m_mid_head
 same-state-dilemma: $(VENV_STAMP) ## the dilemma's same-state study (DILEMMA_TEMPS), then its tables and figures
 	for t in $(DILEMMA_TEMPS); do $(SS) $(subst output_dir="$(SS_RESULTS)",output_dir="$(DILEMMA_RESULTS)",$(SS_ARGS)) \
 	  temperature=$$t 'compare=$(DILEMMA_COMPARE)' hydra.run.dir=$(SS_LOGS)-dilemma-t$$t || exit 1; done
-	$(PY) -m eval.same_state_tables "$(DILEMMA_RESULTS)" --archive "$(DILEMMA_RESULTS).parquet" \
+	$(PY) -m eval.same_state_tables "$(DILEMMA_RESULTS)" --archive "$(DILEMMA_RESULTS).parquet" --archive-without calibration \
 	  --out "$(TABLES)/same_state_dilemma.md" --figures "$(FIGURES)/same_state_dilemma_" $(UPDATE)
 same-state-heads: $(VENV_STAMP) ## Top-K vs Rheo m=1 on shared states with the weak head at T=1 and 0, then tables and figures
 	for h in $(HEADS_MODELS); do for t in 1.0 0.0; do \
