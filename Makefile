@@ -25,8 +25,10 @@ VENV_STAMP := .venv/.rheo-setup
 $(VENV_STAMP): pyproject.toml
 	$(MAKE) setup
 
-test: $(VENV_STAMP) ## fast tests (CPU, tiny models)
-	.venv/bin/pytest -q
+# One pytest worker per core (each test process keeps torch at one thread: tests/conftest.py).
+TEST_WORKERS ?= auto
+test: $(VENV_STAMP) ## fast tests (CPU, tiny models), one worker per core (TEST_WORKERS)
+	.venv/bin/pytest -q -n $(TEST_WORKERS) --maxprocesses 8
 
 bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work)
 	$(PY) scripts/bench_core.py
@@ -386,21 +388,22 @@ same-state-studies-tables: ## tables and figures of STUDY_RESULTS joined with ma
 	  $(foreach g,$(STUDY_WITHOUT),--archive-without $(g)),"$(STUDY_RESULTS).parquet") $(if $(STUDY_ALSO),--also "$(STUDY_ALSO)") --out "$(TABLES)/$(notdir $(STUDY_RESULTS)).md" \
 	  --figures "$(FIGURES)/$(notdir $(STUDY_RESULTS))_" $(UPDATE)
 
-# The same studies in float32, into FP32_RESULTS: the m ablation at T=1 (Top-K, m=0..4) and the
-# temperature study (Top-K, m=0..2) at FP32_TEMPS, on FP32_ITEMS items per suite (MT-bench both
-# turns). On VMs without AVX512-BF16 float32 runs several times faster than bfloat16 here. The
+# The same studies in float32, into FP32_RESULTS: the m ablation at T=1 (Top-K, m=0..4) on
+# FP32_M_ITEMS items per suite and the temperature study (Top-K, m=0..2) at FP32_TEMPS on FP32_ITEMS
+# items per suite (MT-bench both turns: 7 prompts per item). On VMs without AVX512-BF16 float32 runs several times faster than bfloat16 here. The
 # archive leaves out the calibration and per-depth lists (measured in bfloat16 above; they are most
 # of an archive's bytes). FP32_RESUME=1 continues the committed archive instead of recomputing it.
-FP32_ITEMS ?= 9
-FP32_TEMPS ?= 0.0 0.5
+FP32_ITEMS ?= 11
+FP32_M_ITEMS ?= 14
+FP32_TEMPS ?= 0.0 0.25 0.5 0.75
 FP32_RESULTS ?= results/same_state_fp32
 FP32_RESUME ?=
 FP32_ARGS = $(subst dtype=$(TAU_DTYPE),dtype=float32,$(subst limit=$(SS_ITEMS),limit=$(FP32_ITEMS),$(subst \
 	output_dir="$(SS_RESULTS)",output_dir="$(FP32_RESULTS)",$(SS_ARGS)))) \
 	$(call resume_from,$(FP32_RESUME),$(FP32_RESULTS))
 .PHONY: same-state-fp32 same-state-fp32-tables
-same-state-fp32: $(VENV_STAMP) ## the float32 m ablation (T=1) and temperature study (FP32_ITEMS, FP32_TEMPS), then their tables (hours; resumable)
-	$(SS) $(FP32_ARGS) temperature=1.0 'compare=$(SS_M_ABLATION)' hydra.run.dir=$(SS_LOGS)-fp32-t1
+same-state-fp32: $(VENV_STAMP) ## the float32 m ablation (T=1, FP32_M_ITEMS) and temperature study (FP32_ITEMS, FP32_TEMPS), then their tables (hours; resumable)
+	$(SS) $(subst limit=$(FP32_ITEMS),limit=$(FP32_M_ITEMS),$(FP32_ARGS)) temperature=1.0 'compare=$(SS_M_ABLATION)' hydra.run.dir=$(SS_LOGS)-fp32-t1
 	for t in $(FP32_TEMPS); do $(SS) $(FP32_ARGS) temperature=$$t 'compare=$(SS_T_STUDY)' \
 	  hydra.run.dir=$(SS_LOGS)-fp32-t$$t || exit 1; done
 	$(MAKE) same-state-fp32-tables

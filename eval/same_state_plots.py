@@ -89,7 +89,8 @@ def fig_temperature(rows: pd.DataFrame) -> bytes | None:
     for ax in (left, right):
         ax.set_xlabel("temperature T")
         ax.set_xticks(sorted(rows["temperature"].unique()))
-    keys = int(table["keys"].max())
+    counts = sorted({int(k) for k in table["keys"]})  # keys per T (a T can have more prompts than another)
+    keys = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     left.set_title(f"mean over the driver's states, {keys} keys per T", fontsize=9)
     right.set_title(f"paired difference vs {base} on the same states", fontsize=9)
     legend_outside(fig, axes)

@@ -149,7 +149,7 @@ def float32_study(root: Path) -> list[str]:
     d, keys = pooled_diffs(path), pooled_keys(path)
     assert all(", float32, head" in h for h, rows in tables(path) if "diff vs Top-K" in rows[0])
     assert d["0"]["Rheo m=0"] == [0.0, 0.0]  # identical to Top-K at T = 0
-    temps = [t for t in ("1", "0.5", "0") if t in d]
+    temps = [t for t in ("1", "0.75", "0.5", "0.25", "0") if t in d]
     vs_m1 = {r["method"]: numbers(r["diff vs Rheo m=1"]) for heading, rows in tables(path)
              if heading.endswith("T = 1") and "diff vs Rheo m=1" in rows[0] for r in rows if r["diff vs Rheo m=1"] != "-"}
     return [f"m − m=1 = {_pm(vs_m1['Rheo m=0'])} (m=0), " + ", ".join(_pm(vs_m1[f"Rheo m={m}"]) for m in (2, 3, 4))
