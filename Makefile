@@ -390,21 +390,23 @@ same-state-studies-tables: ## tables and figures of STUDY_RESULTS joined with ma
 
 # The same studies in float32, into FP32_RESULTS: the m ablation at T=1 (Top-K, m=0..4) on
 # FP32_M_ITEMS items per suite and the temperature study (Top-K, m=0..2) at FP32_TEMPS on FP32_ITEMS
-# items per suite (MT-bench both turns: 7 prompts per item). On VMs without AVX512-BF16 float32 runs several times faster than bfloat16 here. The
-# archive leaves out the calibration and per-depth lists (measured in bfloat16 above; they are most
-# of an archive's bytes). FP32_RESUME=1 continues the committed archive instead of recomputing it.
+# items per suite (MT-bench both turns: 7 prompts per item). On VMs without AVX512-BF16 float32
+# runs several times faster than bfloat16 here. The archive leaves out the calibration and per-depth
+# lists (measured in bfloat16 above; they are most of an archive's bytes). FP32_RESUME=1 continues
+# the committed archive instead of recomputing it.
 FP32_ITEMS ?= 11
 FP32_M_ITEMS ?= 14
 FP32_TEMPS ?= 0.0 0.25 0.5 0.75
 FP32_RESULTS ?= results/same_state_fp32
 FP32_RESUME ?=
-FP32_ARGS = $(subst dtype=$(TAU_DTYPE),dtype=float32,$(subst limit=$(SS_ITEMS),limit=$(FP32_ITEMS),$(subst \
+# $(call fp32_args,ITEMS): the same-state arguments of the float32 study on ITEMS items per suite
+fp32_args = $(subst dtype=$(TAU_DTYPE),dtype=float32,$(subst limit=$(SS_ITEMS),limit=$(1),$(subst \
 	output_dir="$(SS_RESULTS)",output_dir="$(FP32_RESULTS)",$(SS_ARGS)))) \
 	$(call resume_from,$(FP32_RESUME),$(FP32_RESULTS))
 .PHONY: same-state-fp32 same-state-fp32-tables
 same-state-fp32: $(VENV_STAMP) ## the float32 m ablation (T=1, FP32_M_ITEMS) and temperature study (FP32_ITEMS, FP32_TEMPS), then their tables (hours; resumable)
-	$(SS) $(subst limit=$(FP32_ITEMS),limit=$(FP32_M_ITEMS),$(FP32_ARGS)) temperature=1.0 'compare=$(SS_M_ABLATION)' hydra.run.dir=$(SS_LOGS)-fp32-t1
-	for t in $(FP32_TEMPS); do $(SS) $(FP32_ARGS) temperature=$$t 'compare=$(SS_T_STUDY)' \
+	$(SS) $(call fp32_args,$(FP32_M_ITEMS)) temperature=1.0 'compare=$(SS_M_ABLATION)' hydra.run.dir=$(SS_LOGS)-fp32-t1
+	for t in $(FP32_TEMPS); do $(SS) $(call fp32_args,$(FP32_ITEMS)) temperature=$$t 'compare=$(SS_T_STUDY)' \
 	  hydra.run.dir=$(SS_LOGS)-fp32-t$$t || exit 1; done
 	$(MAKE) same-state-fp32-tables
 same-state-fp32-tables: ## tables, figures and (lean) archive of the float32 study in FP32_RESULTS (its archive when the folder is absent)
