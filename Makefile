@@ -394,7 +394,7 @@ same-state-studies-tables: ## tables and figures of STUDY_RESULTS joined with ma
 # runs several times faster than bfloat16 here. The archive leaves out the calibration and per-depth
 # lists (measured in bfloat16 above; they are most of an archive's bytes). FP32_RESUME=1 continues
 # the committed archive instead of recomputing it.
-FP32_ITEMS ?= 11
+FP32_ITEMS ?= 12
 FP32_M_ITEMS ?= 14
 FP32_TEMPS ?= 0.0 0.25 0.5 0.75
 FP32_RESULTS ?= results/same_state_fp32
