@@ -4,6 +4,11 @@
   of each phase of :mod:`rheo.timing` (draft = head, build = tree build/prune/mask,
   score = target, verify, commit, other), their sum, tau and tokens/s. Rows without
   phase columns (older runs, ``profile_phases=false``) are left out.
+* :func:`paired_cost_table` - the same groups, each tree method against Top-K on the same tree
+  and prompts: per-phase ms per cycle minus Top-K's, and the ratios of cycle time, tau and tokens/s
+  (geometric means of the per-prompt ratios), each with a 95% CI over prompts. It separates the two
+  factors of a speed gain (speed ratio = tau ratio / cycle-time ratio): a method that costs more
+  per cycle gains less in speed than in tau.
 * :func:`speed_table` - per model x device/dtype x max_new_tokens x T: tokens/s of
   every method and tree, its speedup over the AR rows timed next to it (ratio of sums,
   eval.analysis) and the ``transformers`` ``generate`` reference row.
@@ -17,8 +22,10 @@ Each returns Markdown, or None when the rows it needs are absent.
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 
 from baselines import AR
@@ -92,6 +99,60 @@ def phase_table(df: pd.DataFrame) -> Optional[str]:
             "commit = target KV compaction + the head's pass over the accepted tokens; other = the rest of "
             "the cycle. Means over all cycles of the rows (weighted by cycles); AR rows: one cycle per "
             "token. CUDA: CUDA events; CPU: perf_counter (rheo/timing.py).\n\n" + "\n\n".join(blocks) + "\n")
+
+
+COST_KEY = ["dataset", "item_id", "turn", "seed"]  # with GROUP and the tree: one prompt
+
+
+def _log_ratio_ci(ratios: pd.Series) -> str:
+    """Geometric mean of per-prompt ratios with its 95% CI (a t interval on the logs)."""
+    mean, half, _ = mean_ci(np.log(ratios.astype(float)))
+    if math.isnan(half):
+        return fmt(math.exp(mean), digits=3)
+    return f"{math.exp(mean):.3f} [{math.exp(mean - half):.3f}, {math.exp(mean + half):.3f}]"
+
+
+def paired_cost_table(df: pd.DataFrame) -> Optional[str]:
+    """Each tree method minus Top-K on the same tree and prompts: ms per cycle by phase, ratios."""
+    if df.empty or "phase_score_ms" not in df:
+        return None
+    timed = df[df["phase_score_ms"].notna() & (df["target_calls"] > 0)].copy()
+    if timed.empty:
+        return None
+    timed["tree"] = [tree_label(r) for _, r in timed.iterrows()]
+    timed["cycle_ms"] = timed[PHASE_COLS].fillna(0.0).sum(axis=1)
+    blocks = []
+    for key, rows in timed.groupby(GROUP, sort=True):
+        body = []
+        for tree, part in rows.groupby("tree", sort=True):
+            base = part[part["variant"] == FIRST_TREE_METHOD].set_index(COST_KEY)
+            if base.empty or not base.index.is_unique:
+                continue
+            for variant, other in sorted(part.groupby("variant"), key=lambda kv: _order(kv[0])):
+                other = other.set_index(COST_KEY)
+                if variant in (FIRST_TREE_METHOD, *method_names("reference")) or not other.index.is_unique:
+                    continue
+                both = other.index.intersection(base.index)
+                if len(both) < 2:
+                    continue
+                a, b = other.loc[both], base.loc[both]
+                deltas = [fmt(*mean_ci(a[c] - b[c])[:2]) for c in PHASE_COLS + ["cycle_ms"]]
+                body.append([display_name(variant), tree, str(len(both))] + deltas
+                            + [_log_ratio_ci(a["cycle_ms"] / b["cycle_ms"]), _log_ratio_ci(a["tau"] / b["tau"]),
+                               _log_ratio_ci(a["tokens_per_s"] / b["tokens_per_s"])])
+        if body:
+            header = (["method", "tree", "prompts"] + [f"Δ {p} ms" for p in PHASES]
+                      + ["Δ cycle ms", "cycle ratio", "τ ratio", "tok/s ratio"])
+            blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + _md(header, body))
+    if not blocks:
+        return None
+    return ("## Cost per cycle next to Top-K (paired over prompts)\n\nEach tree method's rows against Top-K's "
+            "rows of the same prompt (suite, item, turn, seed) on the same tree: Δ = the method's mean ms per "
+            "cycle of a phase minus Top-K's, mean ± 95% CI over prompts; cycle ratio, τ ratio and tok/s "
+            "ratio = geometric means of the per-prompt ratios [95% CI]. tok/s ratio = τ ratio / cycle ratio "
+            "up to prefill, so a method that costs more per cycle gains less in speed than in τ. Rows timed "
+            "next to another job are noisier; the comparison is fair when both methods' rows ran under "
+            "the same load.\n\n" + "\n\n".join(blocks) + "\n")
 
 
 def speed_table(df: pd.DataFrame) -> Optional[str]:

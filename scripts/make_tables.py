@@ -5,7 +5,8 @@
 Writes main.md (Top-K vs Rheo m=1 per model x suite), m_ablation.md,
 temperature.md, methods.md (every method at one node budget, experiment=methods),
 speed.md (tokens/s and speedup next to AR, `generate` reference),
-phases.md (where the time goes, ms per cycle per phase), agreement.md (T=0 output vs our AR:
+phases.md (where the time goes, ms per cycle per phase), cost.md (each tree method's ms per
+cycle, tau and tokens/s next to Top-K's on the same prompts), agreement.md (T=0 output vs our AR:
 identity in fp32, agreement rate in bf16), runs.md (inventory, failures included) and theory.md (Lemma-1
 worked example, closed form vs Monte-Carlo; its Monte-Carlo numbers are cached
 in <out>/theory/). A table whose runs are absent is skipped, and the script
@@ -30,7 +31,8 @@ from eval.committed import Outputs, outputs_main  # noqa: E402
 from rheo.cli import run_main  # noqa: E402
 
 # (methods.md is left alone: `make methods` writes it from its own results directory into the same folder)
-RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "speed.md", "phases.md", "agreement.md", "runs.md")
+RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "speed.md", "phases.md", "cost.md", "agreement.md",
+                 "runs.md")
 
 
 def make_tables(results: Path, out: Path, theory: bool = True, update_committed: bool = False) -> dict[str, Path]:
@@ -40,7 +42,7 @@ def make_tables(results: Path, out: Path, theory: bool = True, update_committed:
     written, outputs = {}, Outputs(out, update_committed)  # written at the end, after the git check
     builders = {"main": tables.main_table, "m_ablation": tables.m_ablation_table,
                 "temperature": tables.temperature_table, "methods": methods_study.methods_table,
-                "speed": speed.speed_table, "phases": speed.phase_table,
+                "speed": speed.speed_table, "phases": speed.phase_table, "cost": speed.paired_cost_table,
                 "agreement": speed.agreement_table, "expected": tables.expected_check_table}
     for name, build in builders.items():
         text = build(df) if not df.empty else None
