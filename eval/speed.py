@@ -151,8 +151,10 @@ def paired_cost_table(df: pd.DataFrame) -> Optional[str]:
             "cycle of a phase minus Top-K's, mean ± 95% CI over prompts; cycle ratio, τ ratio and tok/s "
             "ratio = geometric means of the per-prompt ratios [95% CI]. tok/s ratio = τ ratio / cycle ratio "
             "up to prefill, so a method that costs more per cycle gains less in speed than in τ. Rows timed "
-            "next to another job are noisier; the comparison is fair when both methods' rows ran under "
-            "the same load.\n\n" + "\n\n".join(blocks) + "\n")
+            "next to another job are noisier. The CIs treat prompts as independent: a drift of the "
+            "machine's speed between the times the two methods' rows ran is shared by those rows and is not "
+            "in them. The draft phase does the same work for both methods, so a Δ draft away from 0 "
+            "measures that drift.\n\n" + "\n\n".join(blocks) + "\n")
 
 
 def speed_table(df: pd.DataFrame) -> Optional[str]:

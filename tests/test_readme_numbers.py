@@ -236,8 +236,9 @@ def speed(root: Path) -> list[str]:
     base = row(table(root / "results/tables/speed_cost/phases.md", "T=1"), method="Top-K", tree=PAPER_TREE)
     main = row(table(root / "results/tables/cost.md", "cpu/bfloat16, max_new_tokens=128, T=1"),
                method="Rheo m=1", tree=PAPER_TREE)
-    lower = numbers(alone["cycle ratio"])[1]
-    assert lower > 1.0 and numbers(main["cycle ratio"])[1] < 1.0  # resolved alone in float32, not in the main rows
+    drift = row(table(root / "results/tables/speed_cost/cost.md", "cpu/float32, max_new_tokens=64, T=0"),
+                method="Rheo m=1", tree=PAPER_TREE)
+    assert numbers(drift["Δ draft ms"])[0] < 0  # the README reads it as a drift of the machine's speed
     return [over_ar,
             f"{alone['prompts']} prompts, AMD EPYC VM): τ ratio {alone['τ ratio']}, tokens/s ratio {alone['tok/s ratio']}, "
             f"cycle-time ratio {alone['cycle ratio']} (build +{alone['Δ build ms']} ms and verify +{alone['Δ verify ms']} ms "
@@ -245,7 +246,7 @@ def speed(root: Path) -> list[str]:
             f"score +{alone['Δ score ms']} ms)",
             f"bf16, {main['prompts']} prompts, two jobs side by side, expectation bookkeeping on): build "
             f"+{main['Δ build ms']} ms, verify +{main['Δ verify ms']} ms, cycle-time ratio {main['cycle ratio']}",
-            f"the whole cycle's ratio only in the float32 run (its lower bound {lower:.3f})"]
+            f"at T = 0 the draft phase, the same work for both, reads −{drift['Δ draft ms'].lstrip('-')} ms"]
 
 
 CHECKS = [wall_time, main_table, expected_check, same_state_tables, temperature_curve, sampled_temperature_zero, mechanism, speed,
