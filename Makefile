@@ -481,9 +481,10 @@ methods: ## every method at the paper's node budget (Top-K, Rheo m=1, RSD, SpecI
 
 # Cost per cycle next to Top-K: Top-K and Rheo m=1 on the paper tree at T=COST_T, float32, one thread,
 # COST_MAX_NEW new tokens, no expected-acceptance bookkeeping; COST_ITEMS items per suite (MT-bench
-# both turns), added two items at a time with the methods alternating so that a drift of the
-# machine's speed falls on both; run it alone. Table: results/tables/speed_cost/cost.md (per-phase
-# ms per cycle minus Top-K's, cycle, tau and tokens/s ratios, paired over prompts).
+# both turns), added two items at a time with the methods alternating; run it alone. Alternating
+# blocks spread a drift of the machine's speed over both methods but do not cancel it: the table's
+# draft column (the same work for both) shows what is left. Table: results/tables/speed_cost/cost.md
+# (per-phase ms per cycle minus Top-K's, cycle, tau and tokens/s ratios, paired over prompts).
 COST_RESULTS ?= results/speed_cost
 COST_ITEMS ?= 8
 COST_MAX_NEW ?= 64

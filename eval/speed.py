@@ -71,14 +71,22 @@ def _devices(rows: pd.DataFrame) -> str:
     return (f"hardware: {'; '.join(names)}; " if names else "") + told + "\n\n"
 
 
-def phase_table(df: pd.DataFrame) -> Optional[str]:
-    """Mean ms per cycle per phase (rows that carry phase timings only)."""
+def _timed(df: pd.DataFrame) -> Optional[pd.DataFrame]:
+    """The rows that carry phase timings, with their ``tree`` label; None when there are none."""
     if df.empty or "phase_score_ms" not in df:
         return None
     timed = df[df["phase_score_ms"].notna()].copy()
     if timed.empty:
         return None
     timed["tree"] = [tree_label(r) for _, r in timed.iterrows()]
+    return timed
+
+
+def phase_table(df: pd.DataFrame) -> Optional[str]:
+    """Mean ms per cycle per phase (rows that carry phase timings only)."""
+    timed = _timed(df)
+    if timed is None:
+        return None
     blocks = []
     for key, rows in timed.groupby(GROUP, sort=True):
         body = []
@@ -114,12 +122,9 @@ def _log_ratio_ci(ratios: pd.Series) -> str:
 
 def paired_cost_table(df: pd.DataFrame) -> Optional[str]:
     """Each tree method minus Top-K on the same tree and prompts: ms per cycle by phase, ratios."""
-    if df.empty or "phase_score_ms" not in df:
+    timed = _timed(df)
+    if timed is None:
         return None
-    timed = df[df["phase_score_ms"].notna() & (df["target_calls"] > 0)].copy()
-    if timed.empty:
-        return None
-    timed["tree"] = [tree_label(r) for _, r in timed.iterrows()]
     timed["cycle_ms"] = timed[PHASE_COLS].fillna(0.0).sum(axis=1)
     blocks = []
     for key, rows in timed.groupby(GROUP, sort=True):
