@@ -481,10 +481,11 @@ methods: ## every method at the paper's node budget (Top-K, Rheo m=1, RSD, SpecI
 
 # Cost per cycle next to Top-K: Top-K and Rheo m=1 on the paper tree at T=COST_T, float32, one thread,
 # COST_MAX_NEW new tokens, no expected-acceptance bookkeeping; COST_ITEMS items per suite (MT-bench
-# both turns), added two items at a time with the methods alternating; run it alone. Alternating
-# blocks spread a drift of the machine's speed over both methods but do not cancel it: the table's
-# draft column (the same work for both) shows what is left. Table: results/tables/speed_cost/cost.md
-# (per-phase ms per cycle minus Top-K's, cycle, tau and tokens/s ratios, paired over prompts).
+# both turns); run it alone. One process runs both methods item by item (alongside=[topk]), the
+# order turning from item to item, so the two timings of a prompt are seconds apart and a slow drift
+# of the machine's speed falls on both; the table's draft column (the same work for both methods)
+# shows what is left of it. Table: results/tables/speed_cost/cost.md (per-phase ms per cycle minus
+# Top-K's, cycle, tau and tokens/s ratios, paired over prompts).
 COST_RESULTS ?= results/speed_cost
 COST_ITEMS ?= 8
 COST_MAX_NEW ?= 64
@@ -492,9 +493,8 @@ COST_T ?= 1.0
 .PHONY: speed-cost
 speed-cost: $(VENV_STAMP) ## Top-K vs Rheo m=1 cost per cycle, tau and tokens/s on the same prompts (float32, alone; COST_T=0.0 for greedy) -> results/speed_cost.parquet, results/tables/speed_cost/
 	@$(MAKE) --no-print-directory check-vars REPRODUCE_VARS='COST_ITEMS COST_MAX_NEW'
-	for n in $$( (seq 2 2 $(COST_ITEMS); echo $(COST_ITEMS)) | sort -nu); do for m in topk rheo; do \
-	  $(PY) -m eval.run experiment=main_table method=$$m temperature=$(COST_T) seed=0 model=$(MODEL) device=cpu dtype=float32 num_threads=1 \
-	    max_new_tokens=$(COST_MAX_NEW) record_expected=false limit=$$n output_dir="$(COST_RESULTS)" \
-	    hydra.run.dir=multirun/speed-cost-$(STAMP)-t$(COST_T)-$$m-$$n || exit 1; done; done
+	$(PY) -m eval.run experiment=main_table method=rheo 'alongside=[topk]' temperature=$(COST_T) seed=0 model=$(MODEL) \
+	  device=cpu dtype=float32 num_threads=1 max_new_tokens=$(COST_MAX_NEW) record_expected=false \
+	  limit=$(COST_ITEMS) output_dir="$(COST_RESULTS)" hydra.run.dir=multirun/speed-cost-$(STAMP)-t$(COST_T)
 	$(PY) scripts/export_results.py --results "$(COST_RESULTS)" --out "$(COST_RESULTS).parquet" --replace
 	$(MAKE) tables RESULTS="$(COST_RESULTS).parquet" TABLES=results/tables/speed_cost TABLE_ARGS="--no-theory $(UPDATE)"

@@ -95,7 +95,8 @@ def run(cfg: DictConfig) -> RunSummary:
         if missing:
             raise ValueError(f"item_ids {missing} are not question_ids of {list(cfg.dataset.suites)}")
     summary = RunSummary(config_hashes={j.method: j.chash for j in jobs})
-    pending = [(j, item) for item in _all_items(suites) for j in jobs if not _item_done(j, item, summary)]
+    pending = [(j, item) for i, item in enumerate(_all_items(suites)) for j in _order(cfg, jobs, i)
+               if not _item_done(j, item, summary)]
     if not pending:
         log.info("nothing to do: all %d rows already stored", summary.skipped)
         return summary
@@ -103,7 +104,9 @@ def run(cfg: DictConfig) -> RunSummary:
         torch.set_num_threads(int(cfg.num_threads))
     pair = load_pair(cfg.model.name, cfg.device, cfg.dtype, cfg.model.target_path, cfg.model.head_path)
     first_items = list({id(item): item for _, item in pending}.values())
-    check_against_pair(cfg, spec, pair, [pair.format_chat(chat_messages(item, 0, [])) for item in first_items])
+    first_prompts = [pair.format_chat(chat_messages(item, 0, [])) for item in first_items]
+    for job in jobs:
+        check_against_pair(cfg, job.spec, pair, first_prompts)
     meta = rows.run_metadata(cfg, pair)
     try:
         if cfg.warmup:
@@ -118,7 +121,7 @@ def run(cfg: DictConfig) -> RunSummary:
 
 
 def _jobs(cfg: DictConfig, spec: SpecConfig, root: Path) -> list[_Job]:
-    specs = [spec]
+    specs = [spec] + [spec_config(cfg, name) for name in cfg.alongside]
     if cfg.baseline and spec.method != AR.name:
         specs.append(spec_config(cfg, AR.name))
     jobs = []
@@ -129,6 +132,15 @@ def _jobs(cfg: DictConfig, spec: SpecConfig, root: Path) -> list[_Job]:
         tree = not get_method(one.method).is_reference
         jobs.append(_Job(one, chash, cdir, record_expected=bool(cfg.record_expected) and tree))
     return jobs
+
+
+def _order(cfg: DictConfig, jobs: list[_Job], index: int) -> list[_Job]:
+    """The jobs of item number ``index``: with ``alongside`` methods, the order turns by one from item to
+    item, so each method runs first, second, ... equally often; otherwise the run's method, then its AR."""
+    if not cfg.alongside:
+        return jobs
+    turn = index % len(jobs)
+    return jobs[turn:] + jobs[:turn]
 
 
 def _all_items(suites: dict[str, list[Item]]) -> list[Item]:
@@ -174,6 +186,7 @@ def progress_bar(cfg: DictConfig, rows: int) -> tqdm:
     """One compact line: "job 3/13 rheo m=1 T=1: 12/56 rows [01:10<05:20, tau=2.1]" (rows = turns)."""
     method = get_method(cfg.method.name).variant(spec_config(cfg))
     job = os.environ.get(JOB_ENV, "").strip()
+    method = " + ".join([method] + [str(name) for name in cfg.alongside])
     desc = f"{'job ' + job + ' ' if job else ''}{method} T={float(cfg.temperature):g} {cfg.dataset.name}"
     return tqdm(total=rows, desc=desc, unit="row", disable=not cfg.progress, mininterval=10 if job else 0.1,
                 bar_format="{desc}: {n_fmt}/{total_fmt} rows [{elapsed}<{remaining}{postfix}]")

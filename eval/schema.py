@@ -26,7 +26,7 @@ from baselines import AR
 from eval import keys
 from eval.keys import SUITE_FILES, config_hash
 from rheo.config import SpecConfig, method_parameters
-from rheo.methods import method_names
+from rheo.methods import get_method, method_names
 from rheo.models.catalog import MODELS as REGISTRY
 from rheo.placement import DTYPE_NAMES
 
@@ -108,6 +108,11 @@ class RunConf:
     # on a dedicated machine). true: an AR row per method config, timed item by item next to it, so
     # the speedup of each config compares two timings taken under the same machine load.
     paired_baseline: bool = False
+    # other methods run on each item next to the run's own, item by item, the order alternating from
+    # item to item (a speed comparison that a slow drift of the machine's speed falls on evenly); each
+    # reads the parameters of the method node that it shares (e.g. the tree of method=rheo for topk)
+    # and stores its rows under its own config hash, the same as when run alone
+    alongside: List[str] = field(default_factory=list)
     warmup: bool = True  # one untimed generation before the first timed one
     progress: bool = True
     num_threads: Optional[int] = 1  # torch intra-op threads (None = torch's default); not in the config hash
@@ -159,7 +164,23 @@ def validate(cfg: DictConfig) -> SpecConfig:
     t = cfg.temperature
     if not math.isfinite(t) or t < 0:
         raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+    _check_alongside(cfg)
     return spec_config(cfg)
+
+
+def _check_alongside(cfg: DictConfig) -> None:
+    names = list(cfg.alongside)
+    for name in names:
+        _choice("alongside method", name, methods())
+    if cfg.method.name in names:
+        raise ValueError(f"alongside={names} holds the run's own method {cfg.method.name!r}: list other methods")
+    if len(set(names)) < len(names):
+        raise ValueError(f"alongside={names} names a method twice")
+    if AR.name in names and cfg.baseline:
+        raise ValueError(f"alongside={names} holds {AR.name!r}, which baseline=true already runs next to every "
+                         f"item: drop it from alongside")
+    for name in names:
+        spec_config(cfg, name)  # its parameters are valid for it (SpecConfig checks them)
 
 
 def _check_dataset(cfg: DictConfig) -> None:
@@ -177,10 +198,13 @@ def _check_dataset(cfg: DictConfig) -> None:
 
 def spec_config(cfg: DictConfig, method: Optional[str] = None) -> SpecConfig:
     """The decoding configuration of the run's method, or of ``method`` run next to it (the AR
-    baseline, which reads none of the method node's parameters)."""
-    if method is not None and method != cfg.method.name:
-        return SpecConfig(method=method, temperature=float(cfg.temperature))
+    baseline, which reads none of the method node's parameters, or an ``alongside`` method, which
+    reads those it shares)."""
     fields = {f: v for f, v in to_plain(cfg.method).items() if f != "name" and f in SpecConfig.__dataclass_fields__}
+    if method is not None and method != cfg.method.name:  # only the parameters it reads (AR: none)
+        reads = set(get_method(method).fields)
+        return SpecConfig(method=method, temperature=float(cfg.temperature),
+                          **{f: v for f, v in fields.items() if f in reads})
     return SpecConfig(method=cfg.method.name, temperature=float(cfg.temperature), **fields)
 
 

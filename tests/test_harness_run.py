@@ -174,3 +174,38 @@ def test_paired_baseline_times_an_ar_row_next_to_each_config(tmp_path):
         partner = ar[ar["paired_with"] == rheo.loc[m, "config_hash"]] if m < 2 else ar[ar["paired_with"].isna()]
         assert len(partner) == 1
         assert speed.loc[m, "ar_wall_s"] == pytest.approx(partner["wall_s"].iloc[0])
+
+
+def test_alongside_runs_other_methods_item_by_item_in_turning_order(tmp_path, monkeypatch):
+    order = []
+    one_turn = runner._one_turn
+
+    def spy(cfg, pair, meta, job, item, turn, answers):
+        order.append((item.item_id, job.method))
+        return one_turn(cfg, pair, meta, job, item, turn, answers)
+
+    monkeypatch.setattr(runner, "_one_turn", spy)
+    runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=3", "baseline=false", "alongside=[topk]"))
+    ids = sorted({i for i, _ in order})
+    assert order == [(ids[0], "rheo"), (ids[0], "topk"), (ids[1], "topk"), (ids[1], "rheo"),
+                     (ids[2], "rheo"), (ids[2], "topk")]
+    both = load_results(tmp_path / "out")
+    topk = both[both["method"] == "topk"].sort_values("item_id")
+    assert topk["m"].isna().all() and (topk["tree_size"] == 6).all() and (topk["k"] == 4).all()
+    # the same config hash and tokens as Top-K run on its own with the same tree
+    runner.run(compose_config(TINY + [f"output_dir={tmp_path / 'alone'}", "dataset=gsm8k", "limit=3",
+                                      "baseline=false", "method=topk"]))
+    alone = load_results(tmp_path / "alone").sort_values("item_id")
+    assert list(alone["config_hash"]) == list(topk["config_hash"])
+    assert [list(t) for t in alone["output_tokens"]] == [list(t) for t in topk["output_tokens"]]
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["alongside=[rheo]"], "the run's own method"),
+    (["alongside=[topk,topk]"], "names a method twice"),
+    (["alongside=[ar]"], "baseline=true already runs"),
+    (["alongside=[beam]"], "unknown alongside method"),
+])
+def test_alongside_rejects_what_it_cannot_run(tmp_path, extra, needle):
+    with pytest.raises(ValueError, match=needle):
+        runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", *extra))
