@@ -158,8 +158,9 @@ def paired_cost_table(df: pd.DataFrame) -> Optional[str]:
             "up to prefill, so a method that costs more per cycle gains less in speed than in τ. Rows timed "
             "next to another job are noisier. The CIs treat prompts as independent: a drift of the "
             "machine's speed between the times the two methods' rows ran is shared by those rows and is not "
-            "in them. The draft phase does the same work for both methods, so a Δ draft away from 0 "
-            "measures that drift.\n\n" + "\n\n".join(blocks) + "\n")
+            "in them. Rows timed item by item (`alongside`, as `make speed-cost` runs them) ran seconds apart, "
+            "which leaves such a drift little time; rows of separate runs ran minutes or hours apart. The "
+            "draft phase does the same work for both methods, so a Δ draft away from 0 measures that drift.\n\n" + "\n\n".join(blocks) + "\n")
 
 
 def speed_table(df: pd.DataFrame) -> Optional[str]:
