@@ -184,9 +184,8 @@ JOB_ENV = "RHEO_JOB"
 
 def progress_bar(cfg: DictConfig, rows: int) -> tqdm:
     """One compact line: "job 3/13 rheo m=1 T=1: 12/56 rows [01:10<05:20, tau=2.1]" (rows = turns)."""
-    method = get_method(cfg.method.name).variant(spec_config(cfg))
+    method = " + ".join([get_method(cfg.method.name).variant(spec_config(cfg)), *cfg.alongside])
     job = os.environ.get(JOB_ENV, "").strip()
-    method = " + ".join([method] + [str(name) for name in cfg.alongside])
     desc = f"{'job ' + job + ' ' if job else ''}{method} T={float(cfg.temperature):g} {cfg.dataset.name}"
     return tqdm(total=rows, desc=desc, unit="row", disable=not cfg.progress, mininterval=10 if job else 0.1,
                 bar_format="{desc}: {n_fmt}/{total_fmt} rows [{elapsed}<{remaining}{postfix}]")

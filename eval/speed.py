@@ -160,7 +160,8 @@ def paired_cost_table(df: pd.DataFrame) -> Optional[str]:
             "machine's speed between the times the two methods' rows ran is shared by those rows and is not "
             "in them. Rows timed item by item (`alongside`, as `make speed-cost` runs them) ran seconds apart, "
             "which leaves such a drift little time; rows of separate runs ran minutes or hours apart. The "
-            "draft phase does the same work for both methods, so a Δ draft away from 0 measures that drift.\n\n" + "\n\n".join(blocks) + "\n")
+            "draft phase does the same work for both methods, so a Δ draft away from 0 measures that drift.\n\n"
+            + "\n\n".join(blocks) + "\n")
 
 
 def speed_table(df: pd.DataFrame) -> Optional[str]:
