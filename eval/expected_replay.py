@@ -1,7 +1,7 @@
 """Replay committed main-table rows cycle by cycle: realized, exact expected, and a Monte-Carlo.
 
     python -m eval.expected_replay RUNS [--variant "rheo m=1"] [--rows N] [--order worst|first]
-                                   [--mc R] [--seed-offset S] [--out FILE.md] [--jsonl FILE]
+                                   [--mc R] [--seed-offset S] [--dtype D] [--out FILE.md] [--jsonl FILE]
 
 RUNS: a results folder or archive of ``make reproduce`` (rows with ``expected_accept_lengths``).
 For each chosen row the generation is run again (same prompt, same method, ``gen_seed`` +
@@ -21,7 +21,9 @@ What each row's sums say (cycle c: realized r_c, expected e_c, Monte-Carlo mean 
 
 With ``--mc 0`` nothing is drafted twice: a plain generation with its expectations. With
 ``--seed-offset 0`` the replay must reproduce the committed tokens (checked per row:
-``identical``). A nonzero offset gives new trajectories of the same keys: a replication.
+``identical``). A nonzero offset gives new trajectories of the same keys: a replication; so does
+``--dtype`` other than the rows' own (the martingale argument holds in any precision, and a CPU
+without bf16 instructions neither reproduces bf16 rows bit for bit nor runs them fast).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def _missing(value) -> bool:
         return False
 
 
-def replay_row(pair, row, prompt: list[int], mc: int, seed_offset: int) -> dict:
+def replay_row(pair, row, prompt: list[int], mc: int, seed_offset: int, dtype: str) -> dict:
     """One generation of ``row``'s config on ``prompt`` with the per-cycle replay (module docstring)."""
     cfg = row_spec(row)
     method = get_method(cfg.method)
@@ -100,6 +102,7 @@ def replay_row(pair, row, prompt: list[int], mc: int, seed_offset: int) -> dict:
     mcs = [c["mc"] for c in cycles]
     return dict(
         dataset=row["dataset"], item_id=int(row["item_id"]), turn=int(row["turn"]), seed_offset=seed_offset, mc=mc,
+        dtype=dtype,
         cycles=len(e), identical=list(out.tokens) == list(row["output_tokens"]),
         replay_matches=[c["replayed"] for c in cycles] == realized if mc else None,
         expected_matches=max(abs(a - b) for a, b in zip(e, out.expected_accept_lengths)) < 1e-9 if mc else None,
@@ -134,25 +137,29 @@ def summary(results: list[dict], variant: str, mc: int, committed: pd.DataFrame 
     """Markdown lines; ``committed``: the chosen committed rows (their own sums, for comparison)."""
     df = pd.DataFrame(results)
     n, offset = len(df), int(df["seed_offset"].iloc[0])
+    dtype = str(df["dtype"].iloc[0]) if "dtype" in df else None
+    own = committed is None or dtype is None or not len(committed) or dtype == str(committed["dtype"].iloc[0])
+    replay = offset == 0 and own  # the committed generations themselves
 
     def ci(values, cycles: float | None = None) -> str:
         mean, half, _ = mean_ci(values)
         per = f" per row; per cycle {mean / cycles:+.4f} ± {half / cycles:.4f}" if cycles else ""
         return f"{mean:+.3f} ± {half:.3f}{per}"
 
-    lines = [f"### {variant}: {n} rows, seed offset {offset}, {mc} Monte-Carlo verifications per tree", ""]
-    if offset == 0:
+    lines = [f"### {variant}: {n} rows, seed offset {offset}{'' if own else f', {dtype}'}, "
+             f"{mc} Monte-Carlo verifications per tree", ""]
+    if replay:
         lines.append(f"- committed tokens reproduced: {int(df['identical'].sum())} / {n}"
                      + (f"; replayed verification = the decoder's on every cycle: {int(df['replay_matches'].sum())}"
                         f" / {n}; expectation as recorded: {int(df['expected_matches'].sum())} / {n}" if mc else ""))
     lines += [f"- mean cycles per row: {df['cycles'].mean():.1f}",
               f"- realized − expected, summed over a row's cycles (± = 95% over rows): "
               f"{ci(df['r_minus_e'], df['cycles'].mean())}"]
-    if committed is not None and len(committed) and offset != 0:
+    if committed is not None and len(committed) and not replay:
         from eval.tables import uncut_difference
 
         sums = [uncut_difference(r) for _, r in committed.iterrows()]
-        lines.append(f"- the same keys' committed rows (seed offset 0): "
+        lines.append(f"- the same keys' committed rows (seed offset 0, {committed['dtype'].iloc[0]}): "
                      f"{ci([d for d, _ in sums], sum(c for _, c in sums) / len(sums))}")
     if mc:
         se = math.sqrt(df["mc_minus_e_var"].sum()) / n
@@ -170,6 +177,8 @@ def main(argv=None) -> int:
                     help="worst: the rows with the most negative sum(realized - expected) first")
     ap.add_argument("--mc", type=non_negative_int, default=100, help="Monte-Carlo verifications per tree")
     ap.add_argument("--seed-offset", type=int, default=0, help="added to each row's gen_seed (0 = replay)")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"],
+                    help="the models' precision (default: the rows' own; another one gives new trajectories)")
     ap.add_argument("--data-dir", type=path_arg, default=Path("data/benchmarks"))
     ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--jsonl", type=path_arg, help="append one JSON line per replayed row here (a rerun with "
@@ -189,18 +198,19 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
         return 2
     first = chosen.iloc[0]  # the model and dtype the rows ran with
-    pair = load_pair(str(first["model"]), "cpu", str(first["dtype"]))
+    dtype = args.dtype or str(first["dtype"])
+    pair = load_pair(str(first["model"]), "cpu", dtype)
     mine = rows[(rows["variant"] == args.variant) & (rows["model"] == first["model"])]
     answers = {(r["dataset"], int(r["item_id"]), int(r["turn"])):
                pair.tokenizer.decode(list(r["output_tokens"]), skip_special_tokens=True) for _, r in mine.iterrows()}
-    done = finished(args.jsonl, args.mc, args.seed_offset)
+    done = finished(args.jsonl, args.mc, args.seed_offset, dtype)
     results = []
     for _, row in tqdm(list(chosen.iterrows()), desc="replay", unit="row"):
         key = (row["dataset"], int(row["item_id"]), int(row["turn"]))
         if key in done:  # a killed run continues: rows already in --jsonl are not generated again
             results.append(done[key])
             continue
-        got = replay_row(pair, row, prompt_of(pair, row, args.data_dir, answers), args.mc, args.seed_offset)
+        got = replay_row(pair, row, prompt_of(pair, row, args.data_dir, answers), args.mc, args.seed_offset, dtype)
         results.append(got)
         if args.jsonl:
             Path(args.jsonl).parent.mkdir(parents=True, exist_ok=True)
@@ -215,8 +225,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def finished(path, mc: int, seed_offset: int) -> dict:
-    """(dataset, item_id, turn) -> the row already in ``path`` with the same mc and seed offset."""
+def finished(path, mc: int, seed_offset: int, dtype: str) -> dict:
+    """(dataset, item_id, turn) -> the row already in ``path`` with the same mc, seed offset and dtype
+    (lines written without a dtype count as ``dtype``'s: they predate the option)."""
     if not path or not Path(path).is_file():
         return {}
     out = {}
@@ -225,7 +236,7 @@ def finished(path, mc: int, seed_offset: int) -> dict:
             got = json.loads(line)
         except ValueError:  # a line cut by a kill: that row is generated again
             continue
-        if got.get("mc") == mc and got.get("seed_offset") == seed_offset:
+        if got.get("mc") == mc and got.get("seed_offset") == seed_offset and got.get("dtype", dtype) == dtype:
             out[(got["dataset"], int(got["item_id"]), int(got["turn"]))] = got
     return out
 

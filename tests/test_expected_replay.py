@@ -59,3 +59,19 @@ def test_a_rerun_continues_from_its_lines(rows, tmp_path, monkeypatch):
     monkeypatch.setattr(er, "replay_row", lambda *a, **k: pytest.fail("a finished row was generated again"))
     assert main(args) == 0
     assert out.read_text() == first and first.startswith("Command: `python -m eval.expected_replay ")
+
+
+def test_another_dtype_is_a_replication_not_a_replay(rows, tmp_path, capsys):
+    stored = load_results(rows)
+    own = str(stored["dtype"].iloc[0])
+    other = "bfloat16" if own == "float32" else "float32"
+    lines = tmp_path / "r.jsonl"
+    assert main([str(rows), "--rows", "2", "--order", "first", "--mc", "0", "--jsonl", str(lines)]) == 0
+    capsys.readouterr()
+    assert main([str(rows), "--rows", "2", "--order", "first", "--mc", "0", "--dtype", other,
+                 "--jsonl", str(lines)]) == 0
+    got = [json.loads(x) for x in lines.read_text().splitlines()]
+    assert [g["dtype"] for g in got] == [own, own, other, other]  # the rows of the own dtype were not reused
+    text = capsys.readouterr().out
+    assert f"seed offset 0, {other}" in text and "committed tokens reproduced" not in text
+    assert f"the same keys' committed rows (seed offset 0, {own})" in text
