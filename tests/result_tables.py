@@ -78,3 +78,19 @@ def in_words(x: float) -> str:
         return {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}[round(x)]
     shares = {"a quarter": 1 / 4, "a third": 1 / 3, "half": 1 / 2, "two thirds": 2 / 3}
     return min(shares, key=lambda w: abs(shares[w] - x))
+
+
+def replications(root: Path) -> list[tuple[float, float, str]]:
+    """(per-cycle realized - expected, its 95% half-width, label) of every new-trajectory run of
+    eval.expected_replay over all the main table's Rheo keys (not the replays of committed rows)."""
+    out = []
+    for path in sorted((root / "results/tables").glob("expected_replay*.md")):
+        text = path.read_text()
+        head = re.search(r"rheo m=1: (\d+) rows, seed offset (\d+)(?:, (\w+))?,", text)
+        if head is None or "committed tokens reproduced" in text:
+            continue
+        value = re.search(r"summed over a row's cycles .*?per cycle ([+-]\d\.\d+) ± (\d\.\d+)", text)
+        out.append((float(value.group(1)), float(value.group(2)),
+                    f"{head.group(3) or 'bf16'} +{head.group(2)}".replace("bfloat16", "bf16")))
+    assert len({g[2] for g in out}) == len(out) >= 3
+    return sorted(out, key=lambda g: g[2])

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from result_tables import headed_table, numbers, row, setting, signed, table, tables
+from result_tables import headed_table, numbers, replications, row, setting, signed, table, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_TREE = "K=10 d=8 R=60 top-128"  # as the speed tables name it
@@ -89,22 +89,6 @@ def replay_check(root: Path) -> list[str]:
             f"{new.group(1).replace('-', '−')} ± {new.group(2)}",
             f"all {len(got)} replications of these keys ({', '.join(g[2] for g in got)}; "
             f"`results/tables/expected_replay*.md`) pooled with equal weights: {signed(mean, 4)} ± {half:.4f} per cycle"]
-
-
-def replications(root: Path) -> list[tuple[float, float, str]]:
-    """(per-cycle realized - expected, its 95% half-width, label) of every new-trajectory run of
-    eval.expected_replay over all the main table's Rheo keys (not the replays of committed rows)."""
-    out = []
-    for path in sorted((root / "results/tables").glob("expected_replay*.md")):
-        text = path.read_text()
-        head = re.search(r"rheo m=1: (\d+) rows, seed offset (\d+)(?:, (\w+))?,", text)
-        if head is None or "committed tokens reproduced" in text:
-            continue
-        value = re.search(r"summed over a row's cycles .*?per cycle ([+-]\d\.\d+) ± (\d\.\d+)", text)
-        out.append((float(value.group(1)), float(value.group(2)),
-                    f"{head.group(3) or 'bf16'} +{head.group(2)}".replace("bfloat16", "bf16")))
-    assert len({g[2] for g in out}) == len(out) >= 3
-    return sorted(out, key=lambda g: g[2])
 
 
 def pooled_same_state(root: Path, t: str, column: str) -> list[dict]:
