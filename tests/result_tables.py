@@ -80,8 +80,8 @@ def in_words(x: float) -> str:
     return min(shares, key=lambda w: abs(shares[w] - x))
 
 
-def replications(root: Path) -> list[tuple[float, float, str]]:
-    """(per-cycle realized - expected, its 95% half-width, label) of every new-trajectory run of
+def replications(root: Path) -> list[tuple[float, float, str, int]]:
+    """(per-cycle realized - expected, its 95% half-width, label, rows) of every new-trajectory run of
     eval.expected_replay over all the main table's Rheo keys (not the replays of committed rows)."""
     out = []
     for path in sorted((root / "results/tables").glob("expected_replay*.md")):
@@ -91,6 +91,6 @@ def replications(root: Path) -> list[tuple[float, float, str]]:
             continue
         value = re.search(r"summed over a row's cycles .*?per cycle ([+-]\d\.\d+) ± (\d\.\d+)", text)
         out.append((float(value.group(1)), float(value.group(2)),
-                    f"{head.group(3) or 'bf16'} +{head.group(2)}".replace("bfloat16", "bf16")))
+                    f"{head.group(3) or 'bf16'} +{head.group(2)}".replace("bfloat16", "bf16"), int(head.group(1))))
     assert len({g[2] for g in out}) == len(out) >= 3
     return sorted(out, key=lambda g: g[2])

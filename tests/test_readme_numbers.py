@@ -73,20 +73,19 @@ def expected_check(root: Path) -> list[str]:
 
 def replay_check(root: Path) -> list[str]:
     """The replication of the exact check on new seeds (results/tables/expected_replay.md)."""
+    got = replications(root)
+    first = {g[2]: g for g in got}["bf16 +1"]  # results/tables/expected_replay.md
+    assert abs(first[0]) <= first[1]  # the README says the replication covers 0
     text = (root / "results/tables/expected_replay.md").read_text()
-    rows = int(re.search(r"rheo m=1: (\d+) rows, seed offset 1", text).group(1))
-    new = re.search(r"summed over a row's cycles .*?per cycle ([+-]\d\.\d+) ± (\d\.\d+)", text)
     old = re.search(r"committed rows \(seed offset 0(?:, \w+)?\): .*?per cycle ([+-]\d\.\d+) ± (\d\.\d+)", text)
-    assert abs(float(new.group(1))) <= float(new.group(2))  # the README says the replication covers 0
     cells = table(root / "results/tables/expected.md", "max_new_tokens=128")
     committed = numbers(row(cells, method="Rheo m=1", suite="**pooled**")["every cycle, last uncut"])
     assert float(old.group(1)) == pytest.approx(committed[0], abs=6e-4)  # the same rows as expected.md
-    got = replications(root)
     mean = sum(g[0] for g in got) / len(got)
     half = math.sqrt(sum(g[1] ** 2 for g in got)) / len(got)  # independent readings, equal weights
     assert abs(mean) <= half  # the README says the pooled replications cover 0
-    return [f"The same {rows} Rheo keys on new seeds (`make expected-replay`, `results/tables/expected_replay.md`): "
-            f"{new.group(1).replace('-', '−')} ± {new.group(2)}",
+    return [f"The same {first[3]} Rheo keys on new seeds (`make expected-replay`, `results/tables/expected_replay.md`): "
+            f"{signed(first[0], 4)} ± {first[1]:.4f}",
             f"all {len(got)} replications of these keys ({', '.join(g[2] for g in got)}; "
             f"`results/tables/expected_replay*.md`) pooled with equal weights: {signed(mean, 4)} ± {half:.4f} per cycle"]
 
