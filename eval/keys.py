@@ -47,10 +47,17 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
         "seed": int(seed), "max_new_tokens": int(max_new_tokens), **dict.fromkeys(EVERY_KEY_FIELDS),
         "paired_with": paired_with,
     }
-    key.update({f: _plain(getattr(spec, f)) for f in method.fields})
+    key.update({f: _plain(getattr(spec, f)) for f in method.fields if not _at_default(spec, f)})
     if not method.is_reference and model in MODELS:  # the head's weights, not only its path
         key["head_sha"] = head_fingerprint(model, head_path)
     return key
+
+
+def _at_default(spec: SpecConfig, name: str) -> bool:
+    """A KEY_WHEN_SET parameter (rheo.config) left at its default: kept out of the key, so the rows
+    keyed before it existed keep their hashes."""
+    f = type(spec).__dataclass_fields__[name]
+    return bool(f.metadata.get("key_when_set")) and getattr(spec, name) == f.default
 
 
 def _plain(value):

@@ -13,6 +13,21 @@ part of the method):
 Top-K fills every slot with the top-``K`` tokens of ``q`` (all deterministic).
 If the leads hold the whole truncated mass there is nothing to sample and the node
 falls back to Top-K (a function of ``q`` only).
+
+Options (``rheo.config.SpecConfig``), each a function of ``q`` and ``T`` only, never of
+the drawn token, and each keeping the sample ranked at or above every fill (ties go to the
+sample, created first) - the two conditions that keep the sample's survival independent of
+its identity, which the losslessness argument needs (``docs/algorithm.md``):
+
+* ``rank="q_T"`` - every score (leads, fills, Top-K children, and the proxy's terms) is read
+  from the draft at the sampling temperature instead of ``q``; at ``T = 0`` from its limit,
+  the logit gaps ``l(x) - max l`` (``T log q_T`` as ``T -> 0``), where the sample, always
+  ``x_{m+1}``, gets ``x_{m+1}``'s own score.
+* ``proxy="tempered"`` - ``max(r(x_{m+1}) + eps, min(r(x_m), z_T))`` with ``r`` the ranking
+  distribution and ``z_T`` the non-lead mass of ``q_T``; at ``T = 1`` (and ``rank="q"``) the
+  paper's proxy wherever ``min(q(x_m), z) > q(x_{m+1})``.
+* ``probe_min`` - a node draws its sample only where ``z_T >= probe_min``; other nodes are
+  Top-K nodes.
 """
 
 from __future__ import annotations
@@ -46,37 +61,75 @@ class Candidates:
     sample_prob: torch.Tensor
 
 
-def select_topk(dist: DraftDist, k: int) -> Candidates:
+def rank_scores(dist: DraftDist, rank: str, temperature: float) -> torch.Tensor:
+    """[n, S] log score of every support slot: log q (``rank="q"``), log q_T (``"q_T"``), or at
+    T = 0 the limit of ``T log q_T``: the logit gap to the node's best logit (-inf stays -inf)."""
+    if rank == "q":
+        return dist.log_q
+    if temperature == 0:
+        return dist.logits - dist.logits[:, :1]  # sorted descending: column 0 holds the max
+    return torch.log_softmax(dist.logits / temperature, dim=-1)
+
+
+def nonlead_mass(dist: DraftDist, m: int, temperature: float) -> torch.Tensor:
+    """z_T: [n] mass of q_T (the truncated draft at the sampling temperature) outside the m leads."""
+    return tempered(dist.logits, temperature)[:, m:].sum(-1)
+
+
+def draws_probe(dist: DraftDist, m: int, temperature: float, probe_min: float) -> torch.Tensor:
+    """[n] bool: the node draws a sample (a tail slot is drawable, and z_T >= probe_min)."""
+    has_tail = torch.isfinite(dist.logits[:, m])  # [n] (sorted: any finite <=> first finite)
+    if probe_min > 0:
+        has_tail = has_tail & (nonlead_mass(dist, m, temperature) >= probe_min)
+    return has_tail
+
+
+def select_topk(dist: DraftDist, k: int, rank: str = "q", temperature: float = 1.0) -> Candidates:
     n, support = dist.log_q.shape
     slots = min(k, support)
     return Candidates(
         tokens=dist.ids[:, :slots],
-        log_score=dist.log_q[:, :slots],
+        log_score=rank_scores(dist, rank, temperature)[:, :slots],
         kind=torch.full((n, slots), LEAD, dtype=torch.long, device=dist.ids.device),
         resid_probs=None,
         sample_prob=torch.zeros(n, dtype=dist.log_q.dtype, device=dist.ids.device),
     )
 
 
-def proxy_prob(q: torch.Tensor, m: int, proxy: str, proxy_value: float, eps: float) -> torch.Tensor:
-    """q: [n, S] sorted descending -> proxy probability of the sample, [n]."""
+def proxy_prob(q: torch.Tensor, m: int, proxy: str, proxy_value: float, eps: float,
+               z_t: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """q: [n, S] ranking probabilities sorted descending (z_t: [n] non-lead mass of q_T, for
+    ``proxy="tempered"``) -> proxy probability of the sample, [n]."""
     if proxy == "fixed":
         return torch.full_like(q[:, 0], proxy_value)
     if m == 0:
         return (q[:, 0] + eps).clamp(max=1.0)
-    z = q[:, m:].sum(-1)  # [n] untempered non-lead mass
+    if proxy == "tempered":
+        floor = (q[:, m] + eps).clamp(max=1.0)  # at or above every fill
+        return torch.maximum(floor, torch.minimum(q[:, m - 1], z_t))
+    z = q[:, m:].sum(-1)  # [n] non-lead mass of the ranking distribution
     return torch.minimum(q[:, m - 1], z)
 
 
+def log_proxy(dist: DraftDist, scores: torch.Tensor, m: int, temperature: float, proxy: str,
+              proxy_value: float, eps: float, rank: str) -> torch.Tensor:
+    """[n] log score of the sample slot (module docstring). scores: [n, S] from :func:`rank_scores`."""
+    if rank == "q_T" and temperature == 0 and proxy != "fixed":
+        return scores[:, m]  # the limit: the sample is x_{m+1} and takes its score
+    z_t = nonlead_mass(dist, m, temperature) if proxy == "tempered" else None
+    return proxy_prob(scores.exp(), m, proxy, proxy_value, eps, z_t).log()
+
+
 def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: RandomSource,
-                proxy: str = "rheo", proxy_value: float = 0.25, eps: float = 1e-6) -> Candidates:
+                proxy: str = "rheo", proxy_value: float = 0.25, eps: float = 1e-6, rank: str = "q",
+                probe_min: float = 0.0) -> Candidates:
     n, support = dist.log_q.shape
     slots = min(k, support)
     if not 0 <= m < slots:
         raise ValueError(f"m must be in [0, {slots - 1}] for {slots} candidate slots, got m={m}")
     device = dist.ids.device
     tail_logits = dist.logits[:, m:]  # [n, S-m]
-    has_tail = torch.isfinite(tail_logits[:, 0])  # [n] (sorted: any finite <=> first finite)
+    has_tail = draws_probe(dist, m, temperature, probe_min)  # [n]
     resid = tempered(tail_logits, temperature)  # [n, S-m]
     resid = torch.where(has_tail[:, None], resid, torch.ones_like(resid))  # keep rows drawable
     pick = rng.categorical(resid)  # [n] in [0, S-m)
@@ -88,9 +141,10 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
     slot = torch.cat([lead_slot, (m + pick)[:, None], fill_slot], dim=1)  # [n, K]
     slot = torch.where(has_tail[:, None], slot, torch.arange(slots, device=device)[None, :])
 
-    log_score = dist.log_q.gather(1, slot)  # [n, K]
-    log_proxy = proxy_prob(dist.q, m, proxy, proxy_value, eps).log()  # [n]
-    log_score[:, m] = torch.where(has_tail, log_proxy, log_score[:, m])
+    scores = rank_scores(dist, rank, temperature)  # [n, S]
+    log_score = scores.gather(1, slot)  # [n, K]
+    sample_score = log_proxy(dist, scores, m, temperature, proxy, proxy_value, eps, rank)  # [n]
+    log_score[:, m] = torch.where(has_tail, sample_score, log_score[:, m])
 
     kind = torch.full((n, slots), FILL, dtype=torch.long, device=device)
     kind[:, :m] = LEAD

@@ -17,12 +17,16 @@ from typing import Optional
 
 from rheo.methods.registry import get_method
 
-PROXIES = ("rheo", "fixed")
+PROXIES = ("rheo", "tempered", "fixed")
+RANKS = ("q", "q_T")
 VERIFY_ORDERS = ("stochastic_first", "deterministic_first")
 #: field metadata: held (None where unused) by the harness key of every method, whatever it reads, so
 #: the config hashes of rows stay what they were; other fields enter only the keys of methods that read
 #: them. Marking another field so changes every config hash.
 IN_EVERY_KEY = {"in_every_key": True}
+#: field metadata: in the key of the methods that read it only when set to something other than its
+#: default, so that adding the parameter leaves the config hashes of every earlier row as they were
+KEY_WHEN_SET = {"key_when_set": True}
 #: field metadata: a library setting only, no harness parameter (no config key, no row column)
 LIBRARY_ONLY = {"harness": False}
 #: fields a harness takes from the run rather than from the method node
@@ -43,7 +47,14 @@ class SpecConfig:
     tree_size:    drafted nodes kept after global re-ranking (root excluded)
     temperature:  0 = greedy; enters sampling and verification only
     sparse_top:   keep this many top draft logits before the softmax (None = all)
-    proxy:        "rheo" (min(q(x_m), z); q(x_1)+eps for m=0) or "fixed" (lossy ablation)
+    proxy:        "rheo" (min(q(x_m), z); q(x_1)+eps for m=0), "tempered" (max(q(x_{m+1}) + eps,
+                  min(q(x_m), z_T)), z_T the non-lead mass of the draft at temperature T) or
+                  "fixed" (lossy ablation); q is the ranking distribution (``rank``)
+    rank:         what path scores are made of (Top-K and Rheo): "q" (the untempered draft, the
+                  EAGLE-2/3 and paper rule) or "q_T" (the draft at the sampling temperature; at
+                  T = 0 its limit, the logit gaps to the node's best draft logit)
+    probe_min:    Rheo: a node draws its sample only where the draft's non-lead mass at temperature
+                  T (z_T) is at least this; elsewhere it is a Top-K node. 0 = always (the paper)
     proxy_value:  the constant of proxy="fixed"
     verify_order: "stochastic_first" (lossless) or "deterministic_first" (lossy ablation)
     proxy_eps:    the eps of the m=0 proxy
@@ -65,15 +76,20 @@ class SpecConfig:
     proxy_eps: float = field(default=1e-6, metadata=LIBRARY_ONLY)
     branching: Optional[tuple[int, ...]] = None
     replacement: bool = False
+    rank: str = field(default="q", metadata=KEY_WHEN_SET)
+    probe_min: float = field(default=0.0, metadata=KEY_WHEN_SET)
 
     def __post_init__(self) -> None:
         for name in ("k", "m", "depth", "tree_size", "sparse_top"):  # np.int64(3) -> 3
             _as_int(self, name)
-        for name in ("temperature", "proxy_value", "proxy_eps"):  # np.float32(0.5) -> 0.5
+        for name in ("temperature", "proxy_value", "proxy_eps", "probe_min"):  # np.float32(0.5) -> 0.5
             _as_float(self, name)
         method = get_method(self.method)  # ValueError listing the registered methods
         _choice("proxy", self.proxy, PROXIES)
         _choice("verify_order", self.verify_order, VERIFY_ORDERS)
+        _choice("rank", self.rank, RANKS)
+        if not (type(self.probe_min) is float and 0.0 <= self.probe_min <= 1.0):
+            raise ValueError(f"probe_min must be a number in [0, 1], got {_show(self.probe_min)}")
         _int_at_least("k", self.k, 1)
         _int_at_least("depth", self.depth, 1)
         _int_at_least("tree_size", self.tree_size, 1)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 
+from rheo.candidates import draws_probe
 from rheo.probs import DraftDist, tempered
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def rheo_sets(dist: DraftDist, cfg: "SpecConfig") -> CandidateSets:
     """Leads + sample y + fills F_y, with probability q~(y) (rheo.candidates)."""
     ids, logits = dist.ids[0].tolist(), dist.logits[0]
     slots, m = min(cfg.k, len(ids)), cfg.m
-    if not torch.isfinite(logits[m]):  # the leads hold the whole mass: Top-K
+    if not bool(draws_probe(dist, m, cfg.temperature, cfg.probe_min)[0]):  # a Top-K node
         return [(_top(dist, cfg.k), 1.0)]
     q_tail = tempered(logits[m:].double(), cfg.temperature).tolist()
     finite = torch.isfinite(logits).tolist()

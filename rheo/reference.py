@@ -53,21 +53,63 @@ def reference_select(draft_logits: torch.Tensor, cfg: SpecConfig, rng: RandomSou
             for chosen in twin(rows, supports, slots, cfg, rng)]
 
 
-def _log_q(r: list[float], sup: list[int]) -> dict[int, float]:
-    """log q of the support's tokens (the truncated draft distribution), -inf where undrawable."""
+def _log_q(r: list[float], sup: list[int], temperature: float = 1.0) -> dict[int, float]:
+    """log q_T of the support's tokens (the truncated draft distribution at ``temperature``; q at
+    1), -inf where undrawable."""
     finite = [i for i in sup if math.isfinite(r[i])]
-    lse = math.log(sum(math.exp(r[i] - r[finite[0]]) for i in finite)) + r[finite[0]]
-    return {i: r[i] - lse if math.isfinite(r[i]) else -math.inf for i in sup}
+    top = r[finite[0]] / temperature
+    lse = math.log(sum(math.exp(r[i] / temperature - top) for i in finite)) + top
+    return {i: r[i] / temperature - lse if math.isfinite(r[i]) else -math.inf for i in sup}
 
 
-def _leads(r: list[float], sup: list[int], count: int) -> list[tuple[int, float, int, float]]:
-    log_q = _log_q(r, sup)
-    return [(i, log_q[i], LEAD, 0.0) for i in sup[:count]]
+def _scores(r: list[float], sup: list[int], cfg: SpecConfig) -> dict[int, float]:
+    """The ranking score of each support token: log q, log q_T, or at T = 0 the logit gap."""
+    if cfg.rank == "q":
+        return _log_q(r, sup)
+    if cfg.temperature == 0:
+        return {i: r[i] - r[sup[0]] if math.isfinite(r[i]) else -math.inf for i in sup}
+    return _log_q(r, sup, cfg.temperature)
+
+
+def _mass_outside(r: list[float], sup: list[int], m: int, temperature: float) -> float:
+    """z_T: the mass of q_T off the first m support tokens (T = 0: of the one-hot argmax)."""
+    if temperature == 0:
+        return 0.0 if m > 0 else 1.0
+    log_qt = _log_q(r, sup, temperature)
+    return sum(math.exp(log_qt[i]) for i in sup[m:])
+
+
+def _leads(r: list[float], sup: list[int], count: int, cfg: SpecConfig) -> list[tuple[int, float, int, float]]:
+    score = _scores(r, sup, cfg)
+    return [(i, score[i], LEAD, 0.0) for i in sup[:count]]
 
 
 def _topk_slots(rows, supports, slots: int, cfg: SpecConfig, rng: RandomSource) -> list[list[tuple]]:
     """Top-K: every slot a lead (no randomness)."""
-    return [_leads(r, sup, slots) for r, sup in zip(rows, supports)]
+    return [_leads(r, sup, slots, cfg) for r, sup in zip(rows, supports)]
+
+
+def _draws(r: list[float], sup: list[int], cfg: SpecConfig) -> bool:
+    """The node draws a sample: a drawable tail token and z_T >= probe_min."""
+    if not math.isfinite(r[sup[cfg.m]]):  # the leads hold all the mass
+        return False
+    return cfg.probe_min <= 0 or _mass_outside(r, sup, cfg.m, cfg.temperature) >= cfg.probe_min
+
+
+def _proxy(r: list[float], sup: list[int], cfg: SpecConfig) -> float:
+    """The sample's log score (rheo.candidates, module docstring), one node at a time."""
+    m, score = cfg.m, _scores(r, sup, cfg)
+    if cfg.proxy == "fixed":
+        return math.log(cfg.proxy_value)
+    if cfg.rank == "q_T" and cfg.temperature == 0:
+        return score[sup[m]]
+    q = [math.exp(score[i]) for i in sup]
+    if m == 0:
+        return math.log(min(q[0] + cfg.proxy_eps, 1.0))
+    if cfg.proxy == "tempered":
+        z_t = _mass_outside(r, sup, m, cfg.temperature)
+        return math.log(max(min(q[m] + cfg.proxy_eps, 1.0), min(q[m - 1], z_t)))
+    return math.log(min(q[m - 1], sum(q[m:])))
 
 
 def _rheo_slots(rows, supports, slots: int, cfg: SpecConfig, rng: RandomSource) -> list[list[tuple]]:
@@ -76,26 +118,19 @@ def _rheo_slots(rows, supports, slots: int, cfg: SpecConfig, rng: RandomSource) 
     resid_rows = []
     for r, sup in zip(rows, supports):
         vals = torch.tensor([r[i] for i in sup], dtype=torch.float64)
-        resid_rows.append(tempered(vals[m:], cfg.temperature) if math.isfinite(vals[m]) else torch.ones(len(sup) - m))
+        resid_rows.append(tempered(vals[m:], cfg.temperature) if _draws(r, sup, cfg) else torch.ones(len(sup) - m))
     picks = rng.categorical(torch.stack(resid_rows)).tolist()
     out = []
     for node, (r, sup) in enumerate(zip(rows, supports)):
-        if not math.isfinite(r[sup[m]]):  # the leads hold all the mass
-            out.append(_leads(r, sup, slots))
+        if not _draws(r, sup, cfg):  # a Top-K node
+            out.append(_leads(r, sup, slots, cfg))
             continue
-        log_q = _log_q(r, sup)
+        score = _scores(r, sup, cfg)
         sample = sup[m + picks[node]]
-        q = [math.exp(log_q[i]) for i in sup]
-        if cfg.proxy == "fixed":
-            proxy = cfg.proxy_value
-        elif m == 0:
-            proxy = min(q[0] + cfg.proxy_eps, 1.0)
-        else:
-            proxy = min(q[m - 1], sum(q[m:]))
         fills = [i for i in sup[m:] if i != sample][: slots - m - 1]
         q_t = float(resid_rows[node][picks[node]])
-        out.append(_leads(r, sup, m) + [(sample, math.log(proxy), SAMPLE, q_t)]
-                   + [(i, log_q[i], FILL, 0.0) for i in fills])
+        out.append(_leads(r, sup, m, cfg) + [(sample, _proxy(r, sup, cfg), SAMPLE, q_t)]
+                   + [(i, score[i], FILL, 0.0) for i in fills])
     return out
 
 

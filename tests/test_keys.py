@@ -21,14 +21,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.parametrize("archive", ["runs.parquet", "speed.parquet", "sampled_studies.parquet"])
 def test_every_committed_row_rehashes_from_its_columns(archive):
-    """The key a row was hashed from is its run columns plus its method's fields; only the dtype
-    is ambiguous: the key holds the configured one (None = the model's default), the row the one
-    the model ran in."""
+    """The key a row was hashed from is its run columns plus its method's fields (an option keyed
+    only when set, rheo.config.KEY_WHEN_SET, is None in rows that leave it at its default or
+    predate it); only the dtype is ambiguous: the key holds the configured one (None = the
+    model's default), the row the one the model ran in."""
     rows = {r["config_hash"]: r for r in pq.read_table(ROOT / "results" / archive).to_pylist()}
     assert len(rows) >= {"runs.parquet": 2}.get(archive, 10)  # the main table: Top-K and Rheo m=1
     for chash, r in rows.items():
         spec = SpecConfig(method=r["method"], temperature=r["temperature"],
-                          **{f: r[f] for f in get_method(r["method"]).fields})
+                          **{f: r[f] for f in get_method(r["method"]).fields if r.get(f) is not None})
         found = {keys.config_hash(keys.method_key(
             spec, model=r["model"], device=r["device"], dtype=dtype, seed=r["seed"],
             max_new_tokens=r["max_new_tokens"], target_path=r["target_path"], head_path=r["head_path"],

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from rheo.candidates import Candidates, select_rheo
+from rheo.candidates import Candidates, draws_probe, select_rheo
 from rheo.expected import dynamic_path_probs
 from rheo.methods.registry import Method, register
-from rheo.methods.topk import DYNAMIC_FIELDS, check_sparse_top, top_slots_mass
+from rheo.methods.topk import DYNAMIC_FIELDS, check_sparse_top, option_label, top_slots_mass
 from rheo.ot import rheo_sets
 from rheo.probs import DraftDist, clamp_probability, draft_distribution, tempered
 from rheo.random import RandomSource
@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # the configuration validates itself against the registry
 
 def rheo_candidates(dist: DraftDist, cfg: SpecConfig, rng: RandomSource, layer: int) -> Candidates:
     """dist: [f, S] -> leads, one sample per node (one categorical draw of [f] rows), fills."""
-    return select_rheo(dist, cfg.k, cfg.m, cfg.temperature, rng, cfg.proxy, cfg.proxy_value, cfg.proxy_eps)
+    return select_rheo(dist, cfg.k, cfg.m, cfg.temperature, rng, cfg.proxy, cfg.proxy_value, cfg.proxy_eps,
+                       cfg.rank, cfg.probe_min)
 
 
 def _validate(cfg: SpecConfig) -> None:
@@ -39,7 +40,7 @@ def rheo_label(row) -> str:
         label += f" {row.verify_order}"
     if row.proxy != "rheo":
         label += f" proxy={row.proxy}"
-    return label
+    return label + option_label(row)
 
 
 def rheo_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg: SpecConfig) -> float:
@@ -53,7 +54,7 @@ def rheo_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg:
     slots, m = min(cfg.k, ids.shape[0]), cfg.m
     if not 0 <= m < slots:
         raise ValueError(f"m must be in [0, {slots - 1}], got {m}")
-    if not finite[m]:  # leads hold all the mass: deterministic fallback
+    if not bool(draws_probe(dist, m, cfg.temperature, cfg.probe_min)[0]):  # a Top-K node
         return top_slots_mass(p, draft_logits, cfg.sparse_top, slots)
     q_t = tempered(logits[m:], cfg.temperature)  # [S-m] residual q~ on the tail slots
     p_tail = p[ids[m:]]  # [S-m]
@@ -74,5 +75,5 @@ def rheo_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg:
 
 register(Method(
     name="rheo", display="Rheo", kind="dynamic", candidates=rheo_candidates, build=build_dynamic_tree,
-    verify=verify_dynamic, fields=DYNAMIC_FIELDS + ("m", "verify_order", "proxy"), validate=_validate,
+    verify=verify_dynamic, fields=DYNAMIC_FIELDS + ("m", "verify_order", "proxy", "probe_min"), validate=_validate,
     label=rheo_label, acceptance=rheo_acceptance, path_probs=dynamic_path_probs, candidate_sets=rheo_sets))

@@ -18,12 +18,35 @@ from rheo.verify import verify_dynamic
 if TYPE_CHECKING:  # the configuration validates itself against the registry
     from rheo.config import SpecConfig
 
-DYNAMIC_FIELDS = ("k", "depth", "tree_size", "sparse_top")
+DYNAMIC_FIELDS = ("k", "depth", "tree_size", "sparse_top", "rank")
 
 
 def topk_candidates(dist: DraftDist, cfg: SpecConfig, rng: RandomSource, layer: int) -> Candidates:
     """dist: [f, S] -> the top-K tokens of each node (no randomness)."""
-    return select_topk(dist, cfg.k)
+    return select_topk(dist, cfg.k, cfg.rank, cfg.temperature)
+
+
+def _set(value) -> bool:
+    """A row's (or config's) option cell holds a value: not None, not NaN (pandas' empty cell)."""
+    return value is not None and value == value
+
+
+def option_label(row) -> str:
+    """' rank=q_T probe_min=0.1': the ranking and probe options where they differ from the paper's
+    rule (a row keyed before they existed, or at their defaults, holds None or the default)."""
+    out = ""
+    rank = getattr(row, "rank", None)
+    if _set(rank) and rank != "q":
+        out += f" rank={rank}"
+    probe_min = getattr(row, "probe_min", None)
+    if _set(probe_min) and float(probe_min) > 0:
+        out += f" probe_min={float(probe_min):g}"
+    return out
+
+
+def topk_label(row) -> str:
+    """'topk', or 'topk rank=q_T'."""
+    return "topk" + option_label(row)
 
 
 def check_sparse_top(cfg: SpecConfig, slots: int, name: str) -> None:
@@ -51,5 +74,5 @@ def topk_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg:
 
 register(Method(
     name="topk", display="Top-K", kind="dynamic", candidates=topk_candidates, build=build_dynamic_tree,
-    verify=verify_dynamic, fields=DYNAMIC_FIELDS, validate=_validate, acceptance=topk_acceptance,
+    verify=verify_dynamic, fields=DYNAMIC_FIELDS, validate=_validate, label=topk_label, acceptance=topk_acceptance,
     path_probs=dynamic_path_probs, candidate_sets=topk_sets))
