@@ -31,7 +31,7 @@ EVERY_KEY_FIELDS = tuple(f.name for f in method_parameters() if f.metadata.get("
 
 def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str], seed: int,
                max_new_tokens: int, target_path: Optional[str] = None, head_path: Optional[str] = None,
-               paired_with: Optional[str] = None) -> dict:
+               paired_with: Optional[str] = None, draft_mix: Optional[float] = None) -> dict:
     """Everything that determines the rows of one method: hashed into config_hash.
 
     A drafting method's key also holds ``head_sha``, the fingerprint of the head's weight files
@@ -39,6 +39,7 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
     Parameters a method does not read are None (Top-K has no m, AR has no tree), so e.g. a sweep
     over m reuses the Top-K and AR rows. The parameters a method reads are its registered ``fields``.
     ``paired_with``: the config hash of the method config an AR row was timed next to.
+    ``draft_mix``: the draft-quality dial (rheo.models.mixture), in the key only when set.
     """
     method = get_method(spec.method)
     key = {
@@ -48,6 +49,8 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
         "paired_with": paired_with,
     }
     key.update({f: _plain(getattr(spec, f)) for f in method.fields if not _at_default(spec, f)})
+    if draft_mix is not None and not method.is_reference:
+        key["draft_mix"] = float(draft_mix)
     if not method.is_reference and model in MODELS:  # the head's weights, not only its path
         key["head_sha"] = head_fingerprint(model, head_path)
     return key

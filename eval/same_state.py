@@ -53,7 +53,7 @@ _KEY_COLUMNS = [("model", pa.string()), ("dataset", pa.string()), ("item_id", pa
                 ("category", pa.string()), ("turns_sha", pa.string()), ("seed", pa.int64()),
                 ("temperature", pa.float64()), ("head_sha", pa.string()), ("max_new_tokens", pa.int64()),
                 ("driver", pa.string()), ("driver_hash", pa.string()), ("device", pa.string()),
-                ("dtype", pa.string())]
+                ("dtype", pa.string()), ("draft_mix", pa.float64())]
 ROW_SCHEMA = pa.schema(_KEY_COLUMNS + [
     ("state", pa.int64()), ("method", pa.string()), ("variant", pa.string()), ("config_hash", pa.string()),
     *storage.method_columns(),  # the method parameters (rheo.config.method_parameters)
@@ -157,8 +157,13 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list
     seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
     generator = torch.Generator(device="cuda" if str(cfg.device).startswith("cuda") else "cpu").manual_seed(seed)
     key = f"{item.suite}/{item.item_id}/{turn}/{cfg.seed}"  # the compared methods' streams
+    drafter = pair.drafter
+    if cfg.get("draft_mix") is not None:  # the draft-quality dial: the head mixed with the target
+        from rheo.models.mixture import MixedDrafter
+
+        drafter = MixedDrafter(pair.drafter, pair.target, float(cfg.draft_mix))
     with torch.inference_mode():
-        got = same_state_generate(pair.target, pair.drafter, prompt, int(cfg.max_new_tokens), driver,
+        got = same_state_generate(pair.target, drafter, prompt, int(cfg.max_new_tokens), driver,
                                   [c.spec for c in todo], generator, key=key,
                                   eos_token_id=list(pair.eos_token_ids) or None, calibration=bool(cfg.calibration),
                                   ot_bound=bool(cfg.ot_bound))
@@ -167,7 +172,8 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list
             "category": item.category, "turns_sha": item.turns_sha, "seed": int(cfg.seed),
             "temperature": float(cfg.temperature), "head_sha": dkey.get("head_sha"),
             "max_new_tokens": int(cfg.max_new_tokens), "driver": get_method(driver.method).variant(driver),
-            "driver_hash": ddir.name, "device": str(dkey["device"]), "dtype": str(dkey["dtype"]), "git_sha": start_git_sha(),
+            "driver_hash": ddir.name, "device": str(dkey["device"]), "dtype": str(dkey["dtype"]),
+            "draft_mix": cfg.get("draft_mix"), "git_sha": start_git_sha(),
             "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     for i, c in enumerate(todo):
         own = {**base, "method": c.spec.method, "variant": get_method(c.spec.method).variant(c.spec),

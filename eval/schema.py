@@ -134,6 +134,7 @@ class SameStateConf(RunConf):
     calibration: bool = True  # the draft-calibration columns
     ot_bound: bool = True  # the root's closed-form acceptance and optimal-transport bound (scipy)
     restore_from: Optional[str] = None  # an archive (X.parquet) whose rows seed output_dir first (resume)
+    draft_mix: Optional[float] = None  # the draft-quality dial a in [0, 1] (rheo.models.mixture); None: the head
 
 
 def register_configs() -> None:
@@ -155,6 +156,9 @@ def validate(cfg: DictConfig) -> SpecConfig:
     _choice("model.name", cfg.model.name, MODELS)
     _choice("method.name", cfg.method.name, methods())
     _check_dataset(cfg)
+    mix = cfg.get("draft_mix")
+    if mix is not None and not (isinstance(mix, (int, float)) and not isinstance(mix, bool) and 0 <= mix <= 1):
+        raise ValueError(f"draft_mix must be null (the head) or a number in [0, 1], got {mix!r}")
     if cfg.dtype is not None:
         _choice("dtype", cfg.dtype, DTYPES)
     if cfg.max_new_tokens < 1:
@@ -218,7 +222,7 @@ def method_key(cfg: DictConfig, method: Optional[str] = None) -> dict:
         paired = config_hash(method_key(cfg))
     return keys.method_key(spec, model=cfg.model.name, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed,
                            max_new_tokens=cfg.max_new_tokens, target_path=cfg.model.target_path,
-                           head_path=cfg.model.head_path, paired_with=paired)
+                           head_path=cfg.model.head_path, paired_with=paired, draft_mix=cfg.get("draft_mix"))
 
 
 def methods() -> list[str]:
