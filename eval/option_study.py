@@ -1,0 +1,263 @@
+"""Tables and figures of the ranking-option studies: serving temperatures and the draft-quality dial.
+
+    python -m eval.option_study serving RESULTS [--out FILE] [--figure FILE] [--archive FILE] [--update-committed]
+    python -m eval.option_study dial RESULTS [--out FILE] [--figure FILE] [--archive FILE] [--update-committed]
+
+RESULTS: a same-state output_dir (eval.same_state) or its archive (X.parquet). Every number is a
+mean over *keys* (a key is one prompt: suite, item, turn, seed; its driver states averaged first)
+of the exact expected emitted tokens per state, and every interval a 95% Student-t half-width
+over keys (eval.analysis.mean_ci) of paired per-key differences.
+
+* **serving** - per temperature, each compared option minus Top-K, minus the paper's m=0 and
+  m=1, and minus the *envelope* (the better of m=0 and m=1 at that temperature, by mean). An
+  option *meets the envelope* at T when the lower bounds of its differences with m=0 and with
+  m=1 are both >= -0.01; it *beats* it when the lower bound of its difference with the better
+  one is > 0. The summary says which options meet the envelope at every temperature present.
+* **dial** - per value of ``draft_mix`` (the head mixed with the target, rheo.models.mixture):
+  Top-K's expected tokens per call and each method's gain over it (absolute and %), with the
+  paper's three reported (Top-K tau, Rheo tau) points on the figure's axes.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from eval.analysis import mean_ci
+from eval.same_state_labels import ordered_labels
+from eval.same_state_stats import PROMPT, labelled
+from eval.tables import frame_markdown
+from rheo.cli import ArgumentParser, path_arg, run_main
+
+PROG = "python -m eval.option_study"
+TOPK, M0, M1 = "Top-K", "Rheo m=0", "Rheo m=1"
+TOLERANCE = 0.01  # "at least as good": lower bound of the paired difference >= -TOLERANCE
+#: the paper's reported tau with official EAGLE-3 heads at T = 1: (pair, Top-K, Rheo m=1)
+PAPER_POINTS = (("Llama-3.1-8B-Instruct", 5.04, 5.25), ("Vicuna-13B", 5.75, 5.89),
+                ("DeepSeek-R1-Distill-Llama-8B", 4.99, 5.21))
+CI_TEXT = ("± = 95% Student-t half-width over keys of the paired per-key difference (a key is one prompt: "
+           "suite, item, turn, seed; its states averaged first)")
+
+
+def wide_keys(rows: pd.DataFrame, by: str) -> dict[float, pd.DataFrame]:
+    """{value of ``by``: [keys, labels] mean expected emitted per key}, keys holding every label only
+    where the label was computed (NaN otherwise)."""
+    rows = labelled(rows)
+    out = {}
+    for value, frame in rows.groupby(by):
+        per_key = frame.groupby(["label"] + PROMPT)["expected_emitted"].mean().reset_index()
+        out[float(value)] = per_key.pivot_table(index=PROMPT, columns="label", values="expected_emitted")
+    return out
+
+
+def paired(wide: pd.DataFrame, a: str, b: str) -> tuple[float, float, int]:
+    """(mean, 95% half-width, keys) of a - b over the keys holding both."""
+    if a not in wide.columns or b not in wide.columns:
+        return math.nan, math.nan, 0
+    return mean_ci((wide[a] - wide[b]).dropna())
+
+
+def _pm(mean: float, half: float, digits: int = 3) -> str:
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:+.{digits}f} ± {half:.{digits}f}" if not math.isnan(half) else f"{mean:+.{digits}f}"
+
+
+def envelope(wide: pd.DataFrame) -> Optional[str]:
+    """The better of the paper's m=0 and m=1 on these keys (by mean), or None without both."""
+    if M0 not in wide.columns or M1 not in wide.columns:
+        return None
+    return M0 if wide[M0].mean() >= wide[M1].mean() else M1
+
+
+def serving_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (temperature, option): keys, mean, and the paired differences (module docstring)."""
+    out = []
+    order = ordered_labels(labelled(rows))
+    for t, wide in sorted(wide_keys(rows, "temperature").items()):
+        best = envelope(wide)
+        for label in sorted(wide.columns, key=order.index):
+            mean, mean_hw, n = mean_ci(wide[label].dropna())
+            row = {"temperature": t, "label": label, "keys": n, "mean": mean, "mean_hw": mean_hw, "envelope": best}
+            for name, other in (("topk", TOPK), ("m0", M0), ("m1", M1), ("env", best)):
+                d, h, _ = paired(wide, label, other) if other and other != label else (math.nan, math.nan, 0)
+                row[f"d_{name}"], row[f"h_{name}"] = d, h
+            lows = [row["d_m0"] - row["h_m0"] if label != M0 else 0.0, row["d_m1"] - row["h_m1"] if label != M1 else 0.0]
+            row["meets"] = best is not None and all(x >= -TOLERANCE for x in lows)
+            row["beats"] = best is not None and label not in (M0, M1) and row["d_env"] - row["h_env"] > 0
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def serving_markdown(rows: pd.DataFrame) -> str:
+    frame = serving_frame(rows)
+    if frame.empty:
+        return "## Ranking options at serving temperatures\n\nNo rows.\n"
+    temps = sorted(frame["temperature"].unique())
+    lines = ["## Ranking options at serving temperatures (same states, exact expected emitted tokens)", "",
+             CI_TEXT + f". Envelope: the better of {M0} and {M1} at that T (by mean); meets: both lower bounds "
+             f"of the differences with {M0} and {M1} >= -{TOLERANCE:g}; beats: the lower bound of the difference "
+             "with the envelope > 0.", ""]
+    labels = list(dict.fromkeys(frame["label"]))
+    summary = frame.pivot_table(index="label", columns="temperature", values="d_topk", aggfunc="first").loc[labels]
+    halves = frame.pivot_table(index="label", columns="temperature", values="h_topk", aggfunc="first").loc[labels]
+    meets = frame.pivot_table(index="label", columns="temperature", values="meets", aggfunc="first").loc[labels]
+    table = pd.DataFrame({"option − Top-K": summary.index})
+    for t in temps:
+        table[f"T = {t:g}"] = [_pm(summary.loc[lab, t], halves.loc[lab, t]) + (" ✓" if meets.loc[lab, t] else "")
+                               if lab != TOPK else "-" for lab in summary.index]
+    lines += ["### Gain over Top-K per temperature (✓: meets the envelope)", "", frame_markdown(table), ""]
+    every = [lab for lab in meets.index if lab not in (M0, M1, TOPK) and bool(meets.loc[lab].all())]
+    lines += [f"Temperatures present: {', '.join(f'{t:g}' for t in temps)}. Options meeting the envelope at "
+              f"every one of them: {', '.join(every) if every else 'none'}.", ""]
+    for t in temps:
+        part = frame[frame["temperature"] == t]
+        best = part["envelope"].iloc[0]
+        lines += [f"### T = {t:g} (envelope: {best})", ""]
+        table = pd.DataFrame({
+            "method": part["label"], "keys": part["keys"],
+            "mean": [f"{m:.3f} ± {h:.3f}" for m, h in zip(part["mean"], part["mean_hw"])],
+            "− Top-K": [_pm(d, h) for d, h in zip(part["d_topk"], part["h_topk"])],
+            f"− {M0}": [_pm(d, h) for d, h in zip(part["d_m0"], part["h_m0"])],
+            f"− {M1}": [_pm(d, h) for d, h in zip(part["d_m1"], part["h_m1"])],
+            "− envelope": [_pm(d, h) for d, h in zip(part["d_env"], part["h_env"])],
+            "meets": ["yes" if x else "no" for x in part["meets"]],
+            "beats": ["yes" if x else "no" for x in part["beats"]]})
+        lines += [frame_markdown(table), ""]
+    lines += mechanism_lines(rows)
+    return "\n".join(lines)
+
+
+def mechanism_lines(rows: pd.DataFrame) -> list[str]:
+    """Sampled share and probe survival (sampled children kept / drawn), per option and temperature."""
+    rows = labelled(rows)
+    out = []
+    for (t, label), frame in rows.groupby(["temperature", "label"]):
+        drawn = sum(sum(x) for x in frame["probe_drawn"] if x is not None)
+        kept = sum(sum(x) for x in frame["probe_kept"] if x is not None)
+        out.append({"T": f"{t:g}", "method": label, "sampled share": float(frame["sampled_share"].mean()),
+                    "probes drawn per state": drawn / len(frame), "probe survival": kept / drawn if drawn else math.nan})
+    if not out:
+        return []
+    return ["### Mechanism: sampled share of emitted tokens, probes drawn per state, probe survival", "",
+            frame_markdown(pd.DataFrame(out)), ""]
+
+
+def dial_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (draft_mix, method): Top-K's mean on the keys, the gain and its % of Top-K's mean."""
+    rows = rows[rows["draft_mix"].notna()]
+    out = []
+    for a, wide in sorted(wide_keys(rows, "draft_mix").items()):
+        base, base_hw, n = mean_ci(wide[TOPK].dropna()) if TOPK in wide.columns else (math.nan, math.nan, 0)
+        for label in wide.columns:
+            if label == TOPK:
+                continue
+            d, h, pairs = paired(wide, label, TOPK)
+            out.append({"draft_mix": a, "label": label, "keys": pairs, "topk": base, "topk_hw": base_hw,
+                        "gain": d, "gain_hw": h, "gain_pct": 100 * d / base, "gain_pct_hw": 100 * h / base})
+    return pd.DataFrame(out)
+
+
+def dial_markdown(rows: pd.DataFrame) -> str:
+    frame = dial_frame(rows)
+    lines = ["## Gain over Top-K along the draft-quality dial (T = 1, same states)", "",
+             CI_TEXT + ". draft_mix a: the drafter proposes from (1 − a) q_head + a p_target at every node "
+             "(a = 1: the target itself). A mixed drafter is not a better-trained head: its errors are the "
+             "head's, diluted.", ""]
+    if frame.empty:
+        return "\n".join(lines + ["No rows.", ""])
+    table = pd.DataFrame({"a": [f"{a:g}" for a in frame["draft_mix"]], "method": frame["label"], "keys": frame["keys"],
+                          "E[τ] Top-K": [f"{m:.3f} ± {h:.3f}" for m, h in zip(frame["topk"], frame["topk_hw"])],
+                          "gain": [_pm(d, h) for d, h in zip(frame["gain"], frame["gain_hw"])],
+                          "gain %": [_pm(d, h, 1) for d, h in zip(frame["gain_pct"], frame["gain_pct_hw"])]})
+    paper = "; ".join(f"{name} {a:.2f} -> {b:.2f} ({b - a:+.2f}, {100 * (b - a) / a:+.1f}%)"
+                      for name, a, b in PAPER_POINTS)
+    return "\n".join(lines + [frame_markdown(table), "", f"The paper (official heads, T = 1): {paper}.", ""])
+
+
+def serving_figure(rows: pd.DataFrame) -> Optional[bytes]:
+    """Each option minus Top-K vs T with its 95% CI band."""
+    from eval.same_state_style import panels, png
+
+    frame = serving_frame(rows)
+    if frame.empty or frame["temperature"].nunique() < 1:
+        return None
+    fig, axes = panels(1, width=6.0, height=4.2)
+    ax = axes[0, 0]
+    for label, part in frame[frame["label"] != TOPK].groupby("label", sort=False):
+        part = part.sort_values("temperature")
+        line, = ax.plot(part["temperature"], part["d_topk"], marker="o", label=label)
+        ax.fill_between(part["temperature"], part["d_topk"] - part["h_topk"], part["d_topk"] + part["h_topk"],
+                        color=line.get_color(), alpha=0.12)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xlabel("temperature T")
+    ax.set_ylabel("expected emitted tokens per call − Top-K")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    return png(fig)
+
+
+def dial_figure(rows: pd.DataFrame) -> Optional[bytes]:
+    """Gain over Top-K (absolute, %) vs Top-K's expected tokens per call, the paper's points beside."""
+    from eval.same_state_style import panels, png
+
+    frame = dial_frame(rows)
+    if frame.empty:
+        return None
+    fig, axes = panels(2, width=4.8, height=4.0)
+    for ax, col, unit in ((axes[0, 0], "gain", "tokens per call"), (axes[0, 1], "gain_pct", "% of Top-K")):
+        for label, part in frame.groupby("label", sort=False):
+            part = part.sort_values("topk")
+            ax.errorbar(part["topk"], part[col], yerr=part[f"{col}_hw"], marker="o", capsize=3, label=label)
+            for x, y, a in zip(part["topk"], part[col], part["draft_mix"]):
+                ax.annotate(f"a={a:g}", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        for name, a, b in PAPER_POINTS:
+            ax.plot([a], [b - a if col == "gain" else 100 * (b - a) / a], marker="*", markersize=11, linestyle="",
+                    color="black", label=f"paper: {name}")
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xlabel("Top-K expected tokens per call (τ)")
+        ax.set_ylabel(f"Rheo − Top-K ({unit})")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    return png(fig)
+
+
+def main(argv=None) -> Optional[int]:
+    """The command line (module docstring): exit status 2 with one line for a refused input."""
+    from eval.committed import Outputs
+    from eval.same_state import archive_bytes, archive_paths, load_rows
+
+    ap = ArgumentParser(prog=PROG, description="Tables and figures of the ranking-option studies.")
+    ap.add_argument("study", choices=["serving", "dial"])
+    ap.add_argument("results", type=path_arg, help="a same-state output_dir or its archive X.parquet")
+    ap.add_argument("--out", type=path_arg, help="the Markdown table file")
+    ap.add_argument("--figure", type=path_arg, help="the PNG figure file")
+    ap.add_argument("--archive", type=path_arg, help="also write the rows of RESULTS (a folder) to this archive")
+    ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
+    args = ap.parse_args(argv)
+    rows = load_rows(args.results)
+    if rows.empty:
+        print(f"{PROG}: error: {args.results} holds no same-state rows", file=sys.stderr)
+        return 2
+    text = (serving_markdown if args.study == "serving" else dial_markdown)(rows)
+    figure = (serving_figure if args.study == "serving" else dial_figure)(rows)
+    outputs = Outputs(Path("."), update_committed=args.update_committed)
+    if args.out:
+        outputs.add(args.out, text.encode())
+    if args.figure and figure is not None:
+        outputs.add(args.figure, figure)
+    if args.archive:
+        data, driver_data, _ = archive_bytes(args.results)
+        for path, blob in zip(archive_paths(args.archive), (data, driver_data)):
+            outputs.add(path, blob)
+    outputs.write((), args.results)
+    if not args.out:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, PROG, (FileNotFoundError, ValueError))

@@ -1,0 +1,69 @@
+"""eval.option_study: the envelope verdicts and the dial table computed from rows whose answers
+are known (synthetic same-state rows: per-key values chosen, so every difference is exact)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from eval.option_study import PAPER_POINTS, dial_frame, dial_markdown, serving_frame, serving_markdown
+
+VARIANTS = {"topk": ("topk", 0), "rheo m=0": ("rheo", 0), "rheo m=1": ("rheo", 1),
+            "rheo m=1 proxy=tempered": ("rheo", 1), "rheo m=2 proxy=tempered": ("rheo", 2)}
+
+
+def _rows(values: dict, temps=(0.7,), n_keys: int = 12, mix=None) -> pd.DataFrame:
+    """values: variant -> offset added to a per-key base; two states per key; small per-key noise
+    that is the same for every variant (so paired differences are exact, half-widths ~0)."""
+    rng = np.random.default_rng(0)
+    out = []
+    for t in temps:
+        for key in range(n_keys):
+            base = 2.0 + rng.normal(0, 0.3)
+            for variant, offset in values.items():
+                method, m = VARIANTS[variant]
+                for state in range(2):
+                    out.append({"method": method, "variant": variant, "m": m if method == "rheo" else None,
+                                "proxy": "tempered" if "tempered" in variant else "rheo", "head_sha": "h",
+                                "dtype": "float32", "model": "x", "driver": "topk", "temperature": t,
+                                "dataset": "gsm8k", "item_id": key, "turn": 0, "seed": 0, "draft_mix": mix,
+                                "expected_emitted": base + offset + (0.01 * key if variant == "rheo m=2 proxy=tempered" else 0),
+                                "sampled_share": 0.1, "probe_drawn": [1, 2], "probe_kept": [1, 1]})
+    return pd.DataFrame(out)
+
+
+def test_envelope_verdicts():
+    rows = _rows({"topk": 0.0, "rheo m=0": 0.05, "rheo m=1": 0.10, "rheo m=1 proxy=tempered": 0.095,
+                  "rheo m=2 proxy=tempered": 0.0})
+    frame = serving_frame(rows).set_index("label")
+    assert frame.loc["Rheo m=1", "envelope"] == "Rheo m=1"
+    assert frame.loc["Rheo m=1 proxy=tempered", "d_topk"] == pytest.approx(0.095)
+    assert frame.loc["Rheo m=1 proxy=tempered", "d_env"] == pytest.approx(-0.005)
+    assert bool(frame.loc["Rheo m=1 proxy=tempered", "meets"])  # within 0.01 of m=1, above m=0
+    assert not bool(frame.loc["Rheo m=1 proxy=tempered", "beats"])
+    assert not bool(frame.loc["Rheo m=2 proxy=tempered", "meets"])  # 0.1 below m=1
+    text = serving_markdown(rows)
+    assert "Options meeting the envelope at every one of them: Rheo m=1 proxy=tempered." in text
+
+
+def test_an_option_above_both_beats_the_envelope():
+    rows = _rows({"topk": 0.0, "rheo m=0": 0.05, "rheo m=1": 0.02, "rheo m=1 proxy=tempered": 0.15})
+    frame = serving_frame(rows).set_index("label")
+    assert frame.loc["Rheo m=1", "envelope"] == "Rheo m=0"
+    assert bool(frame.loc["Rheo m=1 proxy=tempered", "beats"]) and bool(frame.loc["Rheo m=1 proxy=tempered", "meets"])
+
+
+def test_meeting_is_required_at_every_temperature():
+    rows = pd.concat([_rows({"topk": 0.0, "rheo m=0": 0.05, "rheo m=1": 0.1, "rheo m=1 proxy=tempered": 0.1}, (1.0,)),
+                      _rows({"topk": 0.0, "rheo m=0": 0.05, "rheo m=1": 0.0, "rheo m=1 proxy=tempered": 0.0}, (0.5,))])
+    assert "at every one of them: none." in serving_markdown(rows)
+
+
+def test_dial_gain_and_percent():
+    rows = pd.concat([_rows({"topk": 0.0, "rheo m=1": 0.2}, mix=0.0), _rows({"topk": 1.0, "rheo m=1": 1.5}, mix=1.0)])
+    frame = dial_frame(rows).set_index("draft_mix")
+    assert frame.loc[0.0, "gain"] == pytest.approx(0.2) and frame.loc[1.0, "gain"] == pytest.approx(0.5)
+    assert frame.loc[1.0, "gain_pct"] == pytest.approx(100 * 0.5 / frame.loc[1.0, "topk"])
+    text = dial_markdown(rows)
+    assert all(name in text for name, _, _ in PAPER_POINTS)
