@@ -103,9 +103,9 @@ def serving_markdown(rows: pd.DataFrame) -> str:
              f"of the differences with {M0} and {M1} >= -{TOLERANCE:g}; beats: the lower bound of the difference "
              "with the envelope > 0.", ""]
     labels = list(dict.fromkeys(frame["label"]))
-    summary = frame.pivot_table(index="label", columns="temperature", values="d_topk", aggfunc="first").loc[labels]
-    halves = frame.pivot_table(index="label", columns="temperature", values="h_topk", aggfunc="first").loc[labels]
-    meets = frame.pivot_table(index="label", columns="temperature", values="meets", aggfunc="first").loc[labels]
+    summary = frame.pivot(index="label", columns="temperature", values="d_topk").reindex(labels)
+    halves = frame.pivot(index="label", columns="temperature", values="h_topk").reindex(labels)
+    meets = frame.pivot(index="label", columns="temperature", values="meets").reindex(labels)
     table = pd.DataFrame({"option − Top-K": summary.index})
     for t in temps:
         table[f"T = {t:g}"] = [_pm(summary.loc[lab, t], halves.loc[lab, t]) + (" ✓" if meets.loc[lab, t] else "")
