@@ -498,3 +498,23 @@ speed-cost: $(VENV_STAMP) ## Top-K vs Rheo m=1 cost per cycle, tau and tokens/s 
 	  limit=$(COST_ITEMS) output_dir="$(COST_RESULTS)" hydra.run.dir=multirun/speed-cost-$(STAMP)-t$(COST_T)
 	$(PY) scripts/export_results.py --results "$(COST_RESULTS)" --out "$(COST_RESULTS).parquet" --replace
 	$(MAKE) tables RESULTS="$(COST_RESULTS).parquet" TABLES=results/tables/speed_cost TABLE_ARGS="--no-theory $(UPDATE)"
+
+# ---------------------------------------------------------------- ranking options (beyond the paper)
+# The temperature-aware ranking options (docs/algorithm.md) at serving temperatures, and the
+# draft-quality dial, as same-state studies: configs/experiment/serving_temps.yaml and
+# draft_dial.yaml say what runs (methods, items, dtype, folder). One process per temperature
+# (per dial value), one thread each, OPTION_JOBS at a time; resumable: a rerun computes only the
+# prompts a folder lacks.
+SERVING_TEMPS ?= 0.7 0.6 0.8 1.0 0.5 0.25 0.0
+DIAL_MIXES ?= 1.0 0.0 0.5 0.25 0.75
+OPTION_JOBS ?= 2
+.PHONY: serving-study dial-study option-tables
+serving-study: $(VENV_STAMP) ## same-state study of the ranking options at SERVING_TEMPS (hours per T on one core; resumable)
+	printf '%s\n' $(SERVING_TEMPS) | xargs -P $(OPTION_JOBS) -I{} $(SS) experiment=serving_temps temperature={} hydra.run.dir=multirun/serving-t{}
+dial-study: $(VENV_STAMP) ## same-state study along the draft-quality dial (DIAL_MIXES, T=1; hours per value on one core; resumable)
+	printf '%s\n' $(DIAL_MIXES) | xargs -P $(OPTION_JOBS) -I{} $(SS) experiment=draft_dial draft_mix={} hydra.run.dir=multirun/dial-a{}
+option-tables: ## tables, figures and archives of the two option studies (their folders, else their committed archives)
+	$(PY) -m eval.option_study serving $(if $(wildcard results/same_state_serving/MANIFEST.json),results/same_state_serving --archive results/same_state_serving.parquet,results/same_state_serving.parquet) \
+	  --out $(TABLES)/serving_temps.md --figure $(FIGURES)/serving_temps.png $(UPDATE)
+	$(PY) -m eval.option_study dial $(if $(wildcard results/same_state_dial/MANIFEST.json),results/same_state_dial --archive results/same_state_dial.parquet,results/same_state_dial.parquet) \
+	  --out $(TABLES)/draft_dial.md --figure $(FIGURES)/draft_dial.png $(UPDATE)
