@@ -136,3 +136,22 @@ def test_bad_mix_is_refused(tiny, drafter, bad):
 def test_labels():
     assert [mix_label(a) for a in (None, 0.0, 0.5, 1.0)] == ["head", "head", "a=0.5", "target"]
     assert VOCAB > 0
+
+
+@torch.no_grad()
+def test_trees_at_one_state_share_their_common_nodes(tiny, drafter):
+    """A second tree at the same state (same-state evaluation drafts several) reads the nodes it
+    shares with the first back and scores only its new ones; its rows equal a fresh session's."""
+    _, _, sess = _session(tiny, drafter, 1.0)
+    first = TreeView(torch.tensor(TOKENS), torch.tensor(PARENTS), torch.tensor(DEPTHS))
+    _draft_all(sess, first)
+    scored = len(sess.slot_of)
+    #          node: 0  1   2   3    4   5   6   7    8  (0, 1, 2, 4, 5, 7: the first tree's paths)
+    tokens = [PROMPT[-1], 11, 42, 77, 3, 64, 90, 128, 19]
+    second = TreeView(torch.tensor(tokens), torch.tensor(PARENTS), torch.tensor(DEPTHS))
+    got = _draft_all(sess, second)
+    assert len(sess.slot_of) == scored + 3  # new paths: 77, 42-90, 11-3-19
+    _, _, fresh = _session(tiny, drafter, 1.0)
+    want = _draft_all(fresh, second)
+    for node in got:
+        assert torch.allclose(got[node], want[node], atol=ATOL), node

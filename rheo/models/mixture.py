@@ -11,10 +11,12 @@ protocol, so every lossless method stays lossless with it; what it is *not* is a
 of that quality: its errors are the head's, diluted, not those a stronger head would make.
 
 Cost: the target scores the partial tree level by level. The session keeps its own target
-cache of the committed context; drafting a layer runs one forward of the frontier tokens only
-(each attends to the committed past, its ancestors scored at earlier layers, and itself), and
-the output layer on those rows. The tree part is dropped when the next tree starts; a commit
-extends the cache by the old root and the accepted tokens in one forward.
+cache of the committed context; drafting a layer runs one forward of the frontier tokens it has
+not scored yet (each attends to the committed past, its ancestors scored at earlier layers, and
+itself), and the output layer on those rows. A node is known by its path of tokens from the
+root, so trees drafted at the same state (same-state evaluation drafts several) share every
+node they have in common; a commit drops them all and extends the cache by the old root and the
+accepted tokens in one forward. ``python -m eval.dial_cost`` measures what a tree costs.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ class MixedSession:
         self.cache = DynamicCache(config=model.config)
         self.past_len = 0
         self.root: Optional[int] = None  # the last token given to prefill/commit (not in the cache)
-        self.slot_of: dict[int, int] = {}  # tree node -> its position in the cache's tree part
+        self.slot_of: dict[tuple[int, ...], int] = {}  # a scored node's path (root first) -> its cache slot
+        self.rows: dict[tuple[int, ...], torch.Tensor] = {}  # ... -> its target logits [V] float32
 
     # ------------------------------------------------------------------ protocol
     @torch.no_grad()
@@ -100,35 +103,39 @@ class MixedSession:
 
     # ------------------------------------------------------------------ the target's side
     def _score_frontier(self, tree: TreeView, frontier: torch.Tensor) -> torch.Tensor:
-        """Target logits [f, V] float32 of the frontier nodes, each after its own path; their keys
-        and values stay in the cache for the next layer."""
+        """Target logits [f, V] float32 of the frontier nodes, each after its own path. Nodes scored
+        before at this state (same path) are read back; the others are scored in one forward and
+        their keys and values stay in the cache for deeper layers and later trees."""
+        paths = _paths(tree)
+        nodes = [int(i) for i in frontier.tolist()]
+        new = list(dict.fromkeys(paths[n] for n in nodes if paths[n] not in self.rows))
+        if new:
+            self._score(new)
+        return torch.stack([self.rows[paths[n]] for n in nodes])
+
+    def _score(self, paths: list[tuple[int, ...]]) -> None:
+        """One forward of the last token of each path (their ancestors are scored: paths are scored
+        layer by layer, so a path's prefixes always are)."""
         target = self.d.target
         model, device = target.hf_model, target.device
-        nodes = [int(i) for i in frontier.tolist()]
-        depths = tree.depths.tolist()
-        parents = tree.parents.tolist()
-        if depths[nodes[0]] == 0:  # a new tree: drop the last one's scored nodes
-            self._crop(self.past_len)
-        scored = len(self.slot_of)
-        f = len(nodes)
+        scored, f = len(self.slot_of), len(paths)
         visible = torch.zeros(f, self.past_len + scored + f, dtype=torch.bool)  # [f, past + s + f]
         visible[:, : self.past_len] = True
-        for row, node in enumerate(nodes):
+        for row, path in enumerate(paths):
             visible[row, self.past_len + scored + row] = True
-            up = parents[node]
-            while up >= 0:
-                visible[row, self.past_len + self.slot_of[up]] = True
-                up = parents[up]
+            for cut in range(1, len(path)):
+                visible[row, self.past_len + self.slot_of[path[:cut]]] = True
         mask = torch.zeros(visible.shape, dtype=target.dtype)
         mask.masked_fill_(~visible, torch.finfo(target.dtype).min)
-        tokens = tree.tokens[frontier].to(device, torch.long)[None]  # [1, f]
-        positions = torch.tensor([[self.past_len + depths[i] for i in nodes]], device=device)  # [1, f]
+        tokens = torch.tensor([[p[-1] for p in paths]], dtype=torch.long, device=device)  # [1, f]
+        positions = torch.tensor([[self.past_len + len(p) - 1 for p in paths]], device=device)  # [1, f]
         hidden = model.get_decoder()(input_ids=tokens, attention_mask=mask[None, None].to(device),
                                      position_ids=positions, use_cache=True,
                                      **{target.cache_kwarg: self.cache}).last_hidden_state[0]  # [f, H]
-        for row, node in enumerate(nodes):
-            self.slot_of[node] = scored + row
-        return model.get_output_embeddings()(hidden).float()  # [f, V]
+        logits = model.get_output_embeddings()(hidden).float()  # [f, V]
+        for row, path in enumerate(paths):
+            self.slot_of[path] = scored + row
+            self.rows[path] = logits[row]
 
     def _extend(self, ids: list[int]) -> None:
         """Append ``ids`` to the committed context in the target's cache (one causal forward)."""
@@ -144,11 +151,20 @@ class MixedSession:
     def _crop(self, length: int) -> None:
         """Keep the first ``length`` cached positions (the committed past), drop the tree part."""
         self.past_len = length
-        self.slot_of = {}
+        self.slot_of, self.rows = {}, {}
         for layer in self.cache.layers:
             if getattr(layer, "keys", None) is not None and layer.keys.numel():
                 layer.keys = layer.keys[..., :length, :]
                 layer.values = layer.values[..., :length, :]
+
+
+def _paths(tree: TreeView) -> list[tuple[int, ...]]:
+    """Every node's tokens from the root to itself (root first): [n] tuples."""
+    tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
+    out: list[tuple[int, ...]] = []
+    for node, (tok, up) in enumerate(zip(tokens, parents)):  # parents precede children
+        out.append((out[up] if up >= 0 else ()) + (int(tok),))
+    return out
 
 
 def mix_label(mix: Optional[float]) -> str:
