@@ -140,7 +140,8 @@ def _token_ids(prompt) -> list[int]:
 def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
                          max_new_tokens: int, config: SpecConfig = SpecConfig(),
                          generator: Optional[torch.Generator] = None,
-                         eos_token_id: EosSpec = None, timer=None, record_expected: bool = False) -> GenerationOutput:
+                         eos_token_id: EosSpec = None, timer=None, record_expected: bool = False,
+                         on_tokens: Optional[Callable[[list[int]], None]] = None) -> GenerationOutput:
     """Generate up to ``max_new_tokens`` tokens after ``prompt`` (token ids).
 
     The output has exactly the distribution of sampling ``target`` at
@@ -151,15 +152,17 @@ def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Seque
     ``timer``: a :class:`rheo.timing.PhaseTimer` recording time per phase (None = off).
     ``record_expected``: fill ``expected_accept_lengths`` (:mod:`rheo.expected`); it draws no
     random numbers, so the tokens are the same, and costs nothing when off.
+    ``on_tokens``: called after every cycle with the tokens it emitted (streaming).
     """
     return generate_with_source(target, drafter, prompt, max_new_tokens, config,
-                                TorchRandom(generator), eos_token_id, timer, record_expected)
+                                TorchRandom(generator), eos_token_id, timer, record_expected, on_tokens=on_tokens)
 
 
 def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
                          max_new_tokens: int, config: SpecConfig, rng: RandomSource,
                          eos_token_id: EosSpec = None, timer=None, record_expected: bool = False,
-                         on_state: Optional[Callable[[CycleState], None]] = None) -> GenerationOutput:
+                         on_state: Optional[Callable[[CycleState], None]] = None,
+                         on_tokens: Optional[Callable[[list[int]], None]] = None) -> GenerationOutput:
     """speculative_generate with an explicit :class:`RandomSource` (tests enumerate it).
 
     ``on_state``: called at every cycle start, before the tree is drafted, with the
@@ -210,6 +213,8 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
             emitted = emitted[: hit + 1]
         out.tokens.extend(emitted)
         out.accept_lengths.append(len(emitted))
+        if on_tokens is not None:
+            on_tokens(list(emitted))
         out.last_cycle_verified = len(result.tokens)
         out.drafted_nodes.append(built.drafted)
         out.kept_nodes.append(built.tree.num_nodes - 1)

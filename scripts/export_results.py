@@ -16,11 +16,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from eval.storage import (OutputDirError, export_results, is_archive, load_results,  # noqa: E402
+from eval.storage import (OutputDirError, export_results, is_archive, load_results,
                           require_results_dir)
-from rheo.cli import ArgumentParser, one_line, path_arg, run_main  # noqa: E402
+from rheo.cli import ArgumentParser, one_line, path_arg, run_main
 
 ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]
 

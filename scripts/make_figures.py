@@ -15,17 +15,14 @@ nothing is written, exit status 2), unless --update-committed (make reproduce).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from eval import methods_study, plots  # noqa: E402
-from eval.analysis import load  # noqa: E402
-from eval.storage import require_results_dir  # noqa: E402
-from eval.committed import Outputs, outputs_main  # noqa: E402
-from rheo.io import child_path  # noqa: E402
-from rheo.cli import run_main  # noqa: E402
+from eval import methods_study, plots
+from eval.analysis import load
+from eval.storage import require_results_dir
+from eval.committed import Outputs, outputs_main
+from rheo.io import child_path
+from rheo.cli import run_main
 
 RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png")
 

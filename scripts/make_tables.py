@@ -19,16 +19,13 @@ nothing is written, exit status 2), unless --update-committed (make reproduce).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from eval import methods_study, speed, tables  # noqa: E402
-from eval.analysis import add_variant, load  # noqa: E402
-from eval.storage import load_results, require_results_dir  # noqa: E402
-from eval.committed import Outputs, outputs_main  # noqa: E402
-from rheo.cli import run_main  # noqa: E402
+from eval import methods_study, speed, tables
+from eval.analysis import add_variant, load
+from eval.storage import load_results, require_results_dir
+from eval.committed import Outputs, outputs_main
+from rheo.cli import run_main
 
 # (methods.md is left alone: `make methods` writes it from its own results directory into the same folder)
 RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "speed.md", "phases.md", "cost.md", "agreement.md",

