@@ -67,3 +67,18 @@ def test_dial_gain_and_percent():
     assert frame.loc[1.0, "gain_pct"] == pytest.approx(100 * 0.5 / frame.loc[1.0, "topk"])
     text = dial_markdown(rows)
     assert all(name in text for name, _, _ in PAPER_POINTS)
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("study,archive,table", [("serving", "same_state_serving.parquet", "serving_temps.md"),
+                                                 ("dial", "same_state_dial.parquet", "draft_dial.md")])
+def test_committed_tables_and_verdicts_are_recomputed_from_the_committed_rows(study, archive, table):
+    from eval.option_study import dial_markdown, serving_markdown
+    from eval.same_state import load_rows
+
+    rows = load_rows(ROOT / "results" / archive)
+    assert len(rows) > 0
+    text = (serving_markdown if study == "serving" else dial_markdown)(rows)
+    assert text == (ROOT / "results" / "tables" / table).read_text()
