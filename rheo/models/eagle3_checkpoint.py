@@ -18,9 +18,13 @@ import torch
 
 from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, dequantize_int8
 from rheo.models.weights import CorruptWeightsError, check_weight_files
+from rheo.files import read_bounded, require_regular_file
 from rheo.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
+
+
+CONFIG_BYTES = 1 << 20  # a head config.json is a few hundred bytes
 
 
 class Eagle3LoadError(ValueError):
@@ -38,6 +42,9 @@ def head_weights_fix(head_dir: Path) -> str:
 
 def _read_state(head_dir: Path) -> dict:
     st, binf = head_dir / "model.safetensors", head_dir / "pytorch_model.bin"
+    for path in (st, binf):
+        if path.exists():
+            require_regular_file(path, "EAGLE-3 head weights", head_weights_fix(head_dir))
     if st.exists():
         from safetensors.torch import load_file
 
@@ -61,7 +68,7 @@ def load_head(head_dir, target_hf_model) -> tuple[Eagle3Head, torch.Tensor]:
     if not cfg_path.exists():
         raise FileNotFoundError(f"no config.json in {head_dir}")
     try:
-        raw = json.loads(cfg_path.read_text())
+        raw = json.loads(read_bounded(cfg_path, CONFIG_BYTES, "EAGLE-3 head config", head_weights_fix(head_dir)))
     except ValueError as e:
         raise Eagle3LoadError(f"{cfg_path} is not valid JSON ({e}): truncated?") from e
     cfg = Eagle3Config.from_dict(raw)
