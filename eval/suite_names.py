@@ -41,9 +41,9 @@ def check_user_suite(suite: str, where: str) -> str:
     """``suite`` if a user's prompt set may use it: not a built-in suite, non-empty, not too long.
     ValueError naming ``where`` and the fix otherwise."""
     if suite in SUITE_FILES:
-        raise ValueError(f"{where}: suite name {suite!r} is a built-in suite ({list(SUITE_FILES)} are data_dir's): "
-                         f"its rows would mix with the benchmark's; set dataset.suite_prefix (e.g. 'my_') or "
-                         f"rename the suite")
+        raise ValueError(f"{where}: suite name {suite!r} is reserved: a user's suites may be none of the built-in suites "
+                         f"{list(SUITE_FILES)} (they are data_dir's; its rows would mix with the benchmark's): set "
+                         f"dataset.suite_prefix (e.g. 'my_') or rename the suite")
     try:
         suite_folder(suite)
     except ValueError as e:

@@ -110,8 +110,9 @@ def read_manifest(path: Path) -> dict:
     (no '/', '..', '$', backquote, space: nothing that leaves the bundle or runs in env.sh),
     sizes and SHA-256 digests well formed."""
     fix = "make the bundle again here (python scripts/gpu_bundle.py split) and carry it"
+    data = read_bounded(path, MANIFEST_BYTES, "bundle manifest", fix)
     try:
-        manifest = json.loads(read_bounded(path, MANIFEST_BYTES, "bundle manifest", fix))
+        manifest = json.loads(data)
     except ValueError as e:
         raise ManifestError(f"bundle manifest {path} is not valid JSON ({e}): {fix}") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("parts"), list):
