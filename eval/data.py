@@ -118,6 +118,9 @@ def read_records(path: Path, suite: str, fields: Fields = BUILTIN) -> list[Item]
                 records.append((where, json.loads(line)))
             except ValueError as e:
                 raise BenchmarkDataError(f"{where}: not a JSON object ({e})") from None
+    if not records:
+        raise BenchmarkDataError(f"{path}: no records (the file is empty or holds only blank lines): give one "
+                                 f"JSON object per line")
     return make_items(records, suite, fields)
 
 

@@ -82,9 +82,10 @@ def check_against_pair(cfg: DictConfig, spec, pair, prompts: Sequence[Sequence[i
                          f"({context} positions): choose max_new_tokens < {context}")
     longest = max((len(p) for p in prompts), default=0)
     if longest + max_new > context:
+        fix = (f"choose max_new_tokens <= {context - longest}" if longest < context else
+               f"shorten or leave out that prompt (no max_new_tokens fits: the prompt alone fills the context)")
         raise ValueError(f"max_new_tokens={max_new} plus the longest prompt ({longest} tokens) exceeds the "
-                         f"context length of model {cfg.model.name!r} ({context} positions): choose "
-                         f"max_new_tokens <= {context - longest}")
+                         f"context length of model {cfg.model.name!r} ({context} positions): {fix}")
 
 
 def _children_key(spec: SpecConfig) -> str:
