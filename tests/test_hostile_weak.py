@@ -114,3 +114,19 @@ def test_generation_runs_without_autograd_outside_inference_mode():
         speculative_generate(target, drafter, [1, 2], 4, GREEDY, torch.Generator().manual_seed(0))
         same_state_generate(target, drafter, [1, 2], 4, GREEDY, [GREEDY], torch.Generator().manual_seed(0))
     assert seen and not any(seen)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--threads", "0"], "--threads"), (["--nodes", "0,-3"], "--nodes '0,-3': give integers >= 1"),
+    (["--shapes", "0x0x0"], "needs K, DEPTH and R >= 1"), (["--out", "FILE"], "is an existing file"),
+])
+def test_tune_tree_refuses_bad_arguments_up_front(tmp_path, args, needle, capsys):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import tune_tree
+
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(SystemExit) as info:
+        tune_tree.parse([a.replace("FILE", str(tmp_path / "f")) for a in args])
+    assert needle in str(info.value) + capsys.readouterr().err
