@@ -55,6 +55,7 @@ def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
     if not root.is_dir():
         raise OutputDirError(f"output_dir {root} exists and is not a directory")
     manifest = root / MANIFEST
+    others = foreign_entries(root)  # listed before the manifest is looked at (see foreign_entries)
     if manifest.exists():
         try:
             found = json.loads(manifest.read_text())
@@ -63,8 +64,7 @@ def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
         if found != fingerprint:
             raise OutputDirError(f"output_dir {root} belongs to something else: {manifest} says {found}, "
                                  f"expected {fingerprint}. Choose another output_dir.")
-    elif any(p.name != MANIFEST and not p.name.startswith(TMP_PREFIX) for p in root.iterdir()):
-        # (temporary files may be a parallel sweep job creating the manifest right now)
+    elif others:
         raise OutputDirError(f"output_dir {root} is not empty and has no {MANIFEST}: refusing to write "
                              "results into a directory that is not a rheo results directory.")
     probe = root / f"{TMP_PREFIX}probe{owner()}"
@@ -75,6 +75,13 @@ def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
         raise OutputDirError(f"output_dir {root} is not writable: {e}") from e
     if not manifest.exists():
         atomic_write_bytes(manifest, json.dumps(fingerprint, indent=1).encode())
+
+
+def foreign_entries(root: Path) -> list[str]:
+    """Names in ``root`` other than the manifest and temporary files (a parallel job may be creating
+    the manifest right now). A job writes the manifest before anything else, so an entry listed here
+    before the manifest is checked means a foreign folder only if the manifest is still absent."""
+    return [p.name for p in root.iterdir() if p.name != MANIFEST and not p.name.startswith(TMP_PREFIX)]
 
 
 def is_archive(root: Path | str) -> bool:

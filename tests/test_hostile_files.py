@@ -201,3 +201,22 @@ def test_altered_feature_contents_are_refused_on_read(tmp_path):
     with pytest.raises(CorruptFeaturesError, match=r"sequence 0 differs from the checksum .*--features-only"):
         _cache(tmp_path).sequence(0)
     assert _cache(tmp_path).sequence(1)["features"].min() == 1.5
+
+
+def test_a_parallel_job_making_the_folder_meanwhile_is_not_refused(tmp_path, monkeypatch):
+    """Another job writes the manifest, then its model folder, while this one looks at the folder."""
+    root, real = tmp_path / "o", storage.foreign_entries
+
+    def racing(folder):
+        listed = real(folder)
+        storage.atomic_write_bytes(folder / storage.MANIFEST, json.dumps(storage.FINGERPRINT, indent=1).encode())
+        (folder / "tiny_random").mkdir()
+        return listed + ["tiny_random"]  # seen as the other job made it
+
+    monkeypatch.setattr(storage, "foreign_entries", racing)
+    storage.prepare_output_dir(root)
+    monkeypatch.setattr(storage, "foreign_entries", real)
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "x").write_text("")
+    with pytest.raises(storage.OutputDirError, match="not empty and has no MANIFEST.json"):
+        storage.prepare_output_dir(tmp_path / "foreign")

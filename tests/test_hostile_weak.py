@@ -130,3 +130,12 @@ def test_tune_tree_refuses_bad_arguments_up_front(tmp_path, args, needle, capsys
     with pytest.raises(SystemExit) as info:
         tune_tree.parse([a.replace("FILE", str(tmp_path / "f")) for a in args])
     assert needle in str(info.value) + capsys.readouterr().err
+
+
+def test_a_tiny_temperature_is_named_as_the_cause_not_nan_logits():
+    from rheo.probs import NonFiniteLogitsError, target_probs
+
+    with pytest.raises(NonFiniteLogitsError, match=r"temperature 1e-300 is too small .*use temperature=0"):
+        target_probs(torch.tensor([1.0, 2.0, -float("inf")]), 1e-300)
+    with pytest.raises(NonFiniteLogitsError, match="target model returned NaN logits"):
+        target_probs(torch.tensor([1.0, float("nan")]), 1.0)
