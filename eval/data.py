@@ -90,6 +90,9 @@ def _record_id(record: dict, where: str, fields: Fields):
         raise BenchmarkDataError(f"{where}: {fields.id} must be an integer, got {qid!r}")
     if not fields.strict and not (_integral(qid) or (isinstance(qid, str) and qid.strip())):
         raise BenchmarkDataError(f"{where}: {fields.id} must be an integer or a non-empty string, got {qid!r}")
+    if _integral(qid) and not -2**63 <= int(qid) < 2**63:
+        raise BenchmarkDataError(f"{where}: {fields.id} {int(qid)} is outside the 64-bit range of the rows' item_id: "
+                                 f"use smaller ids" + ("" if fields.strict else " (or dataset.id_field=null)"))
     return qid
 
 
