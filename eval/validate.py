@@ -76,6 +76,9 @@ def check_against_pair(cfg: DictConfig, spec, pair, prompts: Sequence[Sequence[i
     context = context_length(pair)
     if context is None:
         return
+    if context < 1:
+        raise ValueError(f"model {cfg.model.name!r} has a context length of {context}: its config.json "
+                         f"max_position_embeddings must be >= 1 (fix the model's config.json)")
     max_new = int(cfg.max_new_tokens)
     if max_new >= context:
         raise ValueError(f"max_new_tokens={max_new} >= the context length of model {cfg.model.name!r} "
@@ -101,4 +104,4 @@ def _children_key(spec: SpecConfig) -> str:
 def context_length(pair) -> Optional[int]:
     """The target's context length (positions), or None when it does not say."""
     value = getattr(pair.target, "context_length", None)
-    return int(value) if value else None
+    return int(value) if value is not None else None

@@ -145,3 +145,21 @@ def test_an_id_beyond_64_bits_is_shown_as_an_integer_with_its_fix(tmp_path):
     with pytest.raises(BenchmarkDataError, match=rf"{path}:1: question_id 1180591620717411303424 is outside the "
                                                  r"64-bit range .*use smaller ids"):
         read_records(path, "local")
+
+
+def test_the_run_checks_a_context_length_of_zero_and_never_suggests_a_negative_length():
+    from types import SimpleNamespace
+
+    from eval.compose import compose_config
+    from eval.schema import validate
+    from eval.validate import check_against_pair
+
+    cfg = compose_config(["model=tiny_random", "max_new_tokens=4"])
+    spec = validate(cfg)
+    pair = SimpleNamespace(drafter=SimpleNamespace(vocab_size=1000), target=SimpleNamespace(context_length=0))
+    with pytest.raises(ValueError, match="context length of 0: its config.json max_position_embeddings must be >= 1"):
+        check_against_pair(cfg, spec, pair, [[1, 2]])
+    pair.target.context_length = 16
+    with pytest.raises(ValueError, match="shorten or leave out that prompt") as info:
+        check_against_pair(cfg, spec, pair, [list(range(20))])
+    assert "<= -" not in str(info.value)
