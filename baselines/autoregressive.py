@@ -21,6 +21,7 @@ from rheo.random import RandomSource, TorchRandom
 from rheo.timing import NULL_TIMER
 
 
+@torch.no_grad()
 def autoregressive_generate(target: TargetModel, prompt: Sequence[int], max_new_tokens: int,
                             temperature: float = 1.0, generator: Optional[torch.Generator] = None,
                             eos_token_id: EosSpec = None, device: torch.device | str = "cpu",

@@ -90,6 +90,9 @@ def _record_id(record: dict, where: str, fields: Fields):
         raise BenchmarkDataError(f"{where}: {fields.id} must be an integer, got {qid!r}")
     if not fields.strict and not (_integral(qid) or (isinstance(qid, str) and qid.strip())):
         raise BenchmarkDataError(f"{where}: {fields.id} must be an integer or a non-empty string, got {qid!r}")
+    if _integral(qid) and not -2**63 <= int(qid) < 2**63:
+        raise BenchmarkDataError(f"{where}: {fields.id} {int(qid)} is outside the 64-bit range of the rows' item_id: "
+                                 f"use smaller ids" + ("" if fields.strict else " (or dataset.id_field=null)"))
     return qid
 
 
@@ -118,6 +121,9 @@ def read_records(path: Path, suite: str, fields: Fields = BUILTIN) -> list[Item]
                 records.append((where, json.loads(line)))
             except ValueError as e:
                 raise BenchmarkDataError(f"{where}: not a JSON object ({e})") from None
+    if not records:
+        raise BenchmarkDataError(f"{path}: no records (the file is empty or holds only blank lines): give one "
+                                 f"JSON object per line")
     return make_items(records, suite, fields)
 
 

@@ -15,26 +15,23 @@ local copy. A ``path`` that does not exist is an error that says what to downloa
 (nothing is fetched behind the user's back).
 
 Suites: with ``dataset.suite_field`` the records are split by that field's value
-(SPEED-Bench: its ``category``, the 11 domains), each value made a safe name
-(characters other than letters, digits and ``_`` become ``_``) after
-``dataset.suite_prefix``; ``dataset.suites`` keeps some of them ([] = all, in order of
+(SPEED-Bench: its ``category``, the 11 domains), each value kept as it is after
+``dataset.suite_prefix`` (its folder name is encoded one-to-one, eval.suite_names); ``dataset.suites`` keeps some of them ([] = all, in order of
 first appearance). Without it, every record of the split is one suite, named
 ``dataset.suites[0]``. The six built-in suite names are reserved for ``data_dir``.
 """
 
 from __future__ import annotations
 
-import re
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 from eval.data import BenchmarkDataError, Fields, read_records
-from eval.keys import SUITE_FILES
+from eval.suite_names import check_user_suite
 
 FORMATS = {".jsonl": "json", ".parquet": "parquet", ".arrow": "arrow"}
 SAVED_MARKERS = ("dataset_dict.json", "state.json")  # what save_to_disk writes
-SUITE_NAME = re.compile(r"^\w+$", re.ASCII)
 
 
 def is_builtin(conf) -> bool:
@@ -49,9 +46,7 @@ def check_dataset(conf, resolve: Callable[[str], Path] = Path) -> None:
         raise ValueError(f"dataset.suites must name the one suite of dataset {conf.name!r} (e.g. "
                          f"dataset.suites=[{conf.name}]), or set dataset.suite_field to split it; got {suites}")
     for suite in suites:
-        if not SUITE_NAME.match(suite) or suite in SUITE_FILES:
-            raise ValueError(f"dataset suite name {suite!r}: use letters, digits and '_' only, and none of the "
-                             f"built-in suites {list(SUITE_FILES)} (they are data_dir's)")
+        check_user_suite(suite, "dataset.suites")
     if not conf.turns_field:
         raise ValueError("dataset.turns_field is empty: name the field that holds the turns (e.g. turns, prompt)")
     if conf.path is not None and not resolve(conf.path).exists():
@@ -89,7 +84,9 @@ def _by_suite(ds, conf, label: str) -> dict:
         return {conf.suites[0]: ds}
     order: dict[str, list[int]] = {}
     for i, value in enumerate(ds[conf.suite_field]):
-        order.setdefault(conf.suite_prefix + re.sub(r"\W", "_", str(value), flags=re.ASCII), []).append(i)
+        order.setdefault(conf.suite_prefix + str(value), []).append(i)
+    for suite in order:
+        check_user_suite(suite, f"{label} ({conf.suite_field} {suite[len(conf.suite_prefix):]!r})")
     wanted = list(conf.suites or []) or list(order)
     absent = [s for s in wanted if s not in order]
     if absent:

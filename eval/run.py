@@ -23,6 +23,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from eval.resume import interrupted_line
 from eval.runner import RunInterrupted, RunSummary, run
 from eval.schema import register_configs
 from eval.sweep import FAILURE_MARKER
@@ -43,9 +44,7 @@ def main(cfg: DictConfig) -> None:
             summary = run(cfg)
     except RunInterrupted as stop:
         done = stop.summary
-        log.error("interrupted: %d row(s) stored by this run (%d ok, %d failed) and %d found already stored; "
-                  "rerun the same command to resume", done.computed + done.failed, done.computed, done.failed,
-                  done.skipped)
+        log.error("%s", interrupted_line(done.computed + done.failed, done.computed, done.failed, done.skipped))
         raise SystemExit(130) from None
     except KeyboardInterrupt:
         log.error("interrupted before the first generation: nothing was stored by this run; rerun the same "

@@ -35,6 +35,7 @@ from eval.data import Item, chat_messages, load_prompts
 from eval.generation import generate, phase_timer
 from eval.keys import config_hash, generation_seed
 from eval.models import load_pair
+from eval.resume import disk_full_line, same_text
 from eval.schema import method_key, spec_config, validate
 from eval.validate import check_against_pair
 from rheo.paths import REPO_ROOT
@@ -114,6 +115,8 @@ def run(cfg: DictConfig) -> RunSummary:
         _run_pending(cfg, pair, meta, pending, summary)
     except KeyboardInterrupt:
         raise RunInterrupted(summary) from None
+    except storage.ShardWriteError as e:
+        raise storage.ShardWriteError(disk_full_line(e, summary.computed + summary.failed)) from None
     if summary.failed:
         log.error("%d row(s) FAILED and were recorded with status=failed (%s); first error: %s; rerun to "
                   "retry them", summary.failed, summary.failure_report(), summary.first_error)
@@ -148,7 +151,8 @@ def _all_items(suites: dict[str, list[Item]]) -> list[Item]:
 
 
 def _expect(job: _Job, item: Item, turn: int) -> dict:
-    return {"config_hash": job.chash, "dataset": item.suite, "item_id": item.item_id, "turn": turn}
+    return {"model": job.cdir.parent.name, "config_hash": job.chash, "method": job.method, "dataset": item.suite,
+            "item_id": item.item_id, "turn": turn}
 
 
 def _item_done(job: _Job, item: Item, summary: RunSummary) -> bool:
@@ -171,11 +175,7 @@ def _reusable(row: Optional[dict], item: Item, path: Path, needs_expected: bool 
     if needs_expected and row.get("expected_tau") is None:
         log.info("%s has no expected acceptance (record_expected=true): recomputing it", path)
         return False
-    if row.get("turns_sha") not in (None, item.turns_sha):
-        log.warning("%s was made from other text of %s item %s (turns hash %s, now %s): recomputing it",
-                    path, item.suite, item.item_id, row["turns_sha"], item.turns_sha)
-        return False
-    return True
+    return same_text(row, item, path)
 
 
 #: "i/N": this run is job i of N of a longer command (`make reproduce` sets it); shown in the progress line

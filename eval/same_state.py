@@ -39,7 +39,11 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from eval import storage
 from eval.data import chat_messages, load_suite
 from eval.models import load_pair
+from eval.resume import disk_full_line, interrupted_line
 from eval.runner import resolve_path
+from eval.same_state_archive import (OPTIONAL_COLUMNS, archive_bytes, archive_paths, export_rows,  # noqa: F401
+                                     without_columns)
+from eval.same_state_shards import DRIVER, shard_tables, stored
 from rheo.paths import start_git_sha
 from eval.keys import config_hash, generation_seed
 from eval.schema import method_key, register_configs, validate
@@ -77,6 +81,14 @@ class Compared:
     key: dict
     chash: str
     cdir: Path = field(default=Path())
+
+
+class SameStateInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a same-state run; ``summary`` says what was stored before it."""
+
+    def __init__(self, summary: "SameStateSummary") -> None:
+        super().__init__()
+        self.summary = summary
 
 
 @dataclass
@@ -126,25 +138,38 @@ def run(cfg: DictConfig) -> SameStateSummary:
         c.cdir = storage.prepare_config_dir(root / cfg.model.name, ddir.name, c.chash, c.key)
     suites = {s: load_suite(resolve_path(cfg.data_dir, must_exist=True), s, cfg.item_ids, cfg.limit)
               for s in cfg.dataset.suites}
-    summary, pair = SameStateSummary(), None
+    summary = SameStateSummary()
     if cfg.num_threads is not None:
         torch.set_num_threads(int(cfg.num_threads))
+    try:
+        _run_items(cfg, driver, dkey, ddir, compared, suites, summary)
+    except KeyboardInterrupt:
+        raise SameStateInterrupted(summary) from None
+    except storage.ShardWriteError as e:
+        raise storage.ShardWriteError(disk_full_line(e, summary.computed, "(item, turn)(s)")) from None
+    log.info("same-state: %d (item, turn)s computed, %d found stored, %d rows written under %s",
+             summary.computed, summary.skipped, summary.rows, ddir)
+    return summary
+
+
+def _run_items(cfg, driver, dkey: dict, ddir: Path, compared: list[Compared], suites: dict,
+               summary: SameStateSummary) -> None:
+    pair = None
     for item in (i for items in suites.values() for i in items):
         answers: list[str] = []
         for turn in range(len(item.turns)):
-            dpath = storage.shard_path(ddir / "driver", item.suite, item.item_id, turn)
-            todo = [c for c in compared if not storage.shard_path(c.cdir, item.suite, item.item_id, turn).exists()]
-            if dpath.exists() and not todo:
+            dpath = storage.shard_path(ddir / DRIVER, item.suite, item.item_id, turn)
+            drow = stored(dpath, DRIVER_SCHEMA, item)
+            todo = [c for c in compared if drow is None
+                    or stored(storage.shard_path(c.cdir, item.suite, item.item_id, turn), ROW_SCHEMA, item) is None]
+            if drow is not None and not todo:
                 summary.skipped += 1
-                answers.append(pq.read_table(dpath).column("answer")[0].as_py())
+                answers.append(drow.column("answer")[0].as_py())
                 continue
             if pair is None:
                 pair = load_pair(cfg.model.name, cfg.device, cfg.dtype, cfg.model.target_path, cfg.model.head_path)
                 check_against_pair(cfg, driver, pair, [pair.format_chat(chat_messages(item, 0, []))])
             answers.append(_one_turn(cfg, pair, driver, dkey, ddir, dpath, todo, item, turn, answers, summary))
-    log.info("same-state: %d (item, turn)s computed, %d found stored, %d rows written under %s",
-             summary.computed, summary.skipped, summary.rows, ddir)
-    return summary
 
 
 def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list[Compared], item, turn: int,
@@ -190,8 +215,7 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list
 
 
 def _write(path: Path, rows: list[dict], schema: pa.Schema) -> None:
-    table = pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema)
-    storage.atomic_write(path, lambda f: pq.write_table(table, f))
+    storage.write_table(path, pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema))
 
 
 def load_rows(root: Path | str, driver: bool = False):
@@ -207,12 +231,11 @@ def load_rows(root: Path | str, driver: bool = False):
         return pq.read_table(path, schema=DRIVER_SCHEMA if driver else ROW_SCHEMA).to_pandas()
     if not (root / storage.MANIFEST).exists():
         raise FileNotFoundError(f"{root} is not a same-state results directory (no {storage.MANIFEST})")
-    pattern = "*/*/driver/*/*.parquet" if driver else "*/*/*/*/*.parquet"
-    paths = sorted(p for p in root.glob(pattern) if (p.parent.parent.name == "driver") == driver)
     schema = DRIVER_SCHEMA if driver else ROW_SCHEMA
-    if not paths:
+    tables = shard_tables(root, schema, driver)
+    if not tables:
         return pd.DataFrame(columns=schema.names)
-    return _fill_run_columns(root, pa.concat_tables([pq.read_table(p, schema=schema) for p in paths]).to_pandas())
+    return _fill_run_columns(root, pa.concat_tables(tables).to_pandas())
 
 
 #: the driver key's device and dtype as configured ("None": the model's default); shards written
@@ -231,52 +254,6 @@ def _fill_run_columns(root: Path, frame):
     return frame
 
 
-def archive_paths(archive: Path | str) -> tuple:
-    """(rows, driver rows) files of a same-state archive ``X.parquet``: X.parquet, X.driver.parquet."""
-    archive = Path(archive)
-    return archive, archive.with_name(archive.stem + ".driver.parquet")
-
-
-#: mechanism columns an archive may leave out (``--archive-without``): the bulk of its bytes
-OPTIONAL_COLUMNS = {"calibration": ("calib_n", "calib_q", "calib_p"), "depth": ("depth_accept",)}
-
-
-def without_columns(rows, groups=()):
-    """``rows`` with the columns of each OPTIONAL_COLUMNS group in ``groups`` emptied (null)."""
-    if not groups:
-        return rows
-    rows = rows.copy()
-    for group in groups:
-        for col in OPTIONAL_COLUMNS[group]:
-            rows[col] = None
-    return rows
-
-
-def archive_bytes(root: Path | str, without=()) -> tuple[bytes, bytes, int]:
-    """(rows, driver rows) of the results directory ``root`` as the parquet bytes of an archive pair,
-    and the number of rows; ``without``: OPTIONAL_COLUMNS groups left out (null)."""
-    rows, drivers = without_columns(load_rows(root), without), load_rows(root, driver=True)
-    if rows.empty:
-        raise ValueError(f"{root} holds no same-state rows: nothing to export")
-    out = []
-    for frame, schema in ((rows, ROW_SCHEMA), (drivers, DRIVER_SCHEMA)):
-        sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), sink, compression="zstd")
-        out.append(sink.getvalue().to_pybytes())
-    return out[0], out[1], len(rows)
-
-
-def export_rows(root: Path | str, archive: Path | str) -> int:
-    """Every row (and driver row) of the results directory ``root`` into one archive pair, for git.
-    Returns the number of rows."""
-    from rheo.io import atomic_write_bytes
-
-    data, driver_data, n = archive_bytes(root)
-    for path, blob in zip(archive_paths(archive), (data, driver_data)):
-        atomic_write_bytes(path, blob)
-    return n
-
-
 register_configs()
 
 
@@ -289,6 +266,10 @@ def main(cfg: DictConfig) -> None:
     except (ValueError, FileNotFoundError, storage.OutputDirError) as e:
         log.error("%s", e)
         raise SystemExit(2) from None
+    except KeyboardInterrupt as stop:
+        done = getattr(stop, "summary", SameStateSummary())
+        log.error("%s", interrupted_line(done.computed, done.computed, 0, done.skipped, "(item, turn)(s)"))
+        raise SystemExit(130) from None
     from eval.same_state_tables import report_markdown
 
     print(report_markdown(load_rows(resolve_path(cfg.output_dir))))

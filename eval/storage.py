@@ -19,11 +19,11 @@ recorded failure: not data, and retried by the next run.
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
+import os
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -32,24 +32,17 @@ import pyarrow.parquet as pq
 # the row schema, also read as storage.<name> by the runner and the same-state harness
 from eval.row_schema import (COLUMNS, METHOD_COLUMNS, OPTIONAL_COLUMNS, ROW_SCHEMA, RUN_KEY_COLUMNS,  # noqa: F401
                              key_row, method_columns)
+from eval.shard_checks import (CorruptShardError, OutputDirError, ShardWriteError, expected_from_path,  # noqa: F401
+                                folder_method, plain_name, read_table_shard)
+from eval.suite_names import suite_folder
+from rheo.files import files_at_depth, is_regular
 from rheo.io import TMP_PREFIX, atomic_write, atomic_write_bytes, owner, remove_stale_tmp  # noqa: F401
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.json"
+ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]  # one row per key
 FINGERPRINT = {"project": "rheo", "content": "rheo-eval result shards", "layout": 1}
-
-
-class OutputDirError(RuntimeError):
-    """The output directory cannot be used (unwritable, or not ours)."""
-
-    user_error = True  # rheo.cli: one line, no traceback
-
-
-class CorruptShardError(RuntimeError):
-    """A shard that exists but is not one valid row for its path."""
-
-    user_error = True  # rheo.cli: one line, no traceback
 
 
 def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
@@ -62,6 +55,7 @@ def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
     if not root.is_dir():
         raise OutputDirError(f"output_dir {root} exists and is not a directory")
     manifest = root / MANIFEST
+    others = foreign_entries(root)  # listed before the manifest is looked at (see foreign_entries)
     if manifest.exists():
         try:
             found = json.loads(manifest.read_text())
@@ -70,8 +64,7 @@ def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
         if found != fingerprint:
             raise OutputDirError(f"output_dir {root} belongs to something else: {manifest} says {found}, "
                                  f"expected {fingerprint}. Choose another output_dir.")
-    elif any(p.name != MANIFEST and not p.name.startswith(TMP_PREFIX) for p in root.iterdir()):
-        # (temporary files may be a parallel sweep job creating the manifest right now)
+    elif others:
         raise OutputDirError(f"output_dir {root} is not empty and has no {MANIFEST}: refusing to write "
                              "results into a directory that is not a rheo results directory.")
     probe = root / f"{TMP_PREFIX}probe{owner()}"
@@ -82,6 +75,13 @@ def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
         raise OutputDirError(f"output_dir {root} is not writable: {e}") from e
     if not manifest.exists():
         atomic_write_bytes(manifest, json.dumps(fingerprint, indent=1).encode())
+
+
+def foreign_entries(root: Path) -> list[str]:
+    """Names in ``root`` other than the manifest and temporary files (a parallel job may be creating
+    the manifest right now). A job writes the manifest before anything else, so an entry listed here
+    before the manifest is checked means a foreign folder only if the manifest is still absent."""
+    return [p.name for p in root.iterdir() if p.name != MANIFEST and not p.name.startswith(TMP_PREFIX)]
 
 
 def is_archive(root: Path | str) -> bool:
@@ -129,16 +129,7 @@ def prepare_config_dir(root: Path, model: str, chash: str, key: dict) -> Path:
 
 
 def shard_path(cdir: Path, suite: str, item_id: int, turn: int) -> Path:
-    return cdir / suite / f"{item_id}_t{turn}.parquet"
-
-
-def expected_from_path(path: Path) -> dict:
-    """The key fields a shard's row must have, read from its path."""
-    item, _, turn = path.stem.rpartition("_t")
-    if not (item.lstrip("-").isdigit() and turn.isdigit()):
-        raise CorruptShardError(f"corrupt shard {path}: file name is not <item_id>_t<turn>.parquet")
-    return {"config_hash": path.parent.parent.name, "dataset": path.parent.name, "item_id": int(item),
-            "turn": int(turn)}
+    return cdir / suite_folder(suite) / f"{item_id}_t{turn}.parquet"
 
 
 def write_row(path: Path, row: dict) -> None:
@@ -148,7 +139,16 @@ def write_row(path: Path, row: dict) -> None:
     if missing or extra:
         raise ValueError(f"row columns mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
     table = pa.Table.from_pylist([row], schema=ROW_SCHEMA)
-    atomic_write(path, lambda f: pq.write_table(table, f))
+    write_table(path, table)
+
+
+def write_table(path: Path, table: pa.Table) -> None:
+    """Write a shard atomically; ShardWriteError naming the file when the disk refuses it."""
+    try:
+        atomic_write(path, lambda f: pq.write_table(table, f))
+    except OSError as e:
+        raise ShardWriteError(f"cannot write the shard {path} ({e.strerror or e}: full disk, quota or "
+                              f"read-only?)") from None
 
 
 def _missing_columns(table: pa.Table, what: str, error: type[Exception]) -> set[str]:
@@ -177,12 +177,16 @@ def read_row(path: Path, expect: Optional[dict] = None) -> dict:
     return row
 
 
-def load_existing(path: Path, expect: dict) -> Optional[dict]:
-    """Row already stored at ``path`` (ok or failed), or None; corrupt shards are deleted."""
-    if not path.exists():
+def load_existing(path: Path, expect: dict, reader: Callable = read_row):
+    """Row already stored at ``path`` (ok or failed; ``reader(path, expect)``'s result), or None;
+    corrupt, foreign and misplaced shards are reported and deleted (the row is computed again)."""
+    if not os.path.lexists(path):
         return None
+    if not is_regular(path):
+        raise OutputDirError(f"{path} is not a shard file (a folder, a link or a special file where a row is "
+                             f"stored): move it out of the results directory and rerun")
     try:
-        return read_row(path, expect)
+        return reader(path, expect)
     except CorruptShardError as e:
         log.warning("%s -- deleting it; the row will be recomputed", e)
         path.unlink(missing_ok=True)
@@ -190,8 +194,9 @@ def load_existing(path: Path, expect: dict) -> Optional[dict]:
 
 
 def iter_shards(root: Path) -> Iterator[Path]:
-    yield from sorted(Path(p) for p in glob.glob(str(root / "*" / "*" / "*" / "*.parquet"))
-                      if not Path(p).name.startswith(TMP_PREFIX))
+    """The shard files <model>/<hash>/<suite>/*.parquet under ``root``: regular files in real
+    folders only (a symlinked alias of a folder would give its rows twice; a FIFO would block)."""
+    yield from (p for p in files_at_depth(root, 3, ".parquet") if not p.name.startswith(TMP_PREFIX))
 
 
 def export_results(root: Path | str, out: Path | str) -> int:
@@ -201,7 +206,8 @@ def export_results(root: Path | str, out: Path | str) -> int:
     (~12 KB a row); the archive holds the same rows in a few hundred KB, for committing.
     Readers take it wherever they take a results directory. Returns the number of rows.
     """
-    rows = [read_row(p, expected_from_path(p)) for p in iter_shards(Path(root))]
+    keys: dict = {}
+    rows = [read_row(p, expected_from_path(p, keys)) for p in iter_shards(Path(root))]
     table = pa.Table.from_pylist(rows, schema=ROW_SCHEMA)
     atomic_write(Path(out), lambda f: pq.write_table(table, f, compression="zstd"))
     return len(rows)
@@ -214,7 +220,15 @@ def _archive_rows(path: Path) -> list[dict]:
         raise OutputDirError(f"results archive {path} is unreadable ({type(e).__name__}: {e}): "
                              f"export it again (scripts/export_results.py)") from e
     missing = _missing_columns(table, f"{path} is not a rheo results archive", OutputDirError)
-    return [{**{c: None for c in missing}, **r} for r in table.to_pylist()]
+    rows = [{**{c: None for c in missing}, **r} for r in table.to_pylist()]
+    keys = pd.DataFrame(rows, columns=list(COLUMNS))[ROW_KEY]
+    twice = keys[keys.duplicated(keep=False)]
+    if len(twice):
+        first = twice.iloc[0].to_dict()
+        raise OutputDirError(f"results archive {path} holds {len(twice)} rows that share their key {ROW_KEY} with "
+                             f"another row (e.g. {first}): written twice; export it again from its results "
+                             f"directory (scripts/export_results.py --replace)")
+    return rows
 
 
 def load_results(root: Path | str, include_failed: bool = False) -> pd.DataFrame:
@@ -224,10 +238,10 @@ def load_results(root: Path | str, include_failed: bool = False) -> pd.DataFrame
     Failed rows are dropped unless ``include_failed`` (they are not data).
     """
     root = Path(root)
-    rows, corrupt = (_archive_rows(root) if is_archive(root) else []), []
+    rows, corrupt, keys = (_archive_rows(root) if is_archive(root) else []), [], {}
     for path in [] if is_archive(root) else iter_shards(root):
         try:
-            rows.append(read_row(path, expected_from_path(path)))
+            rows.append(read_row(path, expected_from_path(path, keys)))
         except CorruptShardError as e:
             corrupt.append(str(path))
             log.warning("%s -- skipped (rerun the config to recompute it)", e)

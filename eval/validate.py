@@ -76,15 +76,19 @@ def check_against_pair(cfg: DictConfig, spec, pair, prompts: Sequence[Sequence[i
     context = context_length(pair)
     if context is None:
         return
+    if context < 1:
+        raise ValueError(f"model {cfg.model.name!r} has a context length of {context}: its config.json "
+                         f"max_position_embeddings must be >= 1 (fix the model's config.json)")
     max_new = int(cfg.max_new_tokens)
     if max_new >= context:
         raise ValueError(f"max_new_tokens={max_new} >= the context length of model {cfg.model.name!r} "
                          f"({context} positions): choose max_new_tokens < {context}")
     longest = max((len(p) for p in prompts), default=0)
     if longest + max_new > context:
+        fix = (f"choose max_new_tokens <= {context - longest}" if longest < context else
+               f"shorten or leave out that prompt (no max_new_tokens fits: the prompt alone fills the context)")
         raise ValueError(f"max_new_tokens={max_new} plus the longest prompt ({longest} tokens) exceeds the "
-                         f"context length of model {cfg.model.name!r} ({context} positions): choose "
-                         f"max_new_tokens <= {context - longest}")
+                         f"context length of model {cfg.model.name!r} ({context} positions): {fix}")
 
 
 def _children_key(spec: SpecConfig) -> str:
@@ -100,4 +104,4 @@ def _children_key(spec: SpecConfig) -> str:
 def context_length(pair) -> Optional[int]:
     """The target's context length (positions), or None when it does not say."""
     value = getattr(pair.target, "context_length", None)
-    return int(value) if value else None
+    return int(value) if value is not None else None

@@ -9,6 +9,7 @@ i-th target call, the bonus included, so ``tau = len(tokens) / target_calls``.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence, Union
 
@@ -106,19 +107,27 @@ def check_prompt(prompt: Sequence[int], max_new_tokens: int, vocab_size: int,
     if not ids:
         raise ValueError("prompt must hold at least one token id")
     if min(ids) < 0 or max(ids) >= vocab_size:
-        raise ValueError(f"prompt token ids must lie in [0, {vocab_size}), got {min(ids)}..{max(ids)}")
+        raise ValueError(f"prompt token ids must lie in [0, {vocab_size}), got {int(min(ids))}..{int(max(ids))}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral):
         raise TypeError(f"max_new_tokens must be an integer >= 0, got {type(max_new_tokens).__name__} "
                         f"{max_new_tokens!r}")
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    if context_length is not None and context_length < 1:
+        raise ValueError(f"the target's context length is {context_length}: its config's max_position_embeddings "
+                         f"must be >= 1 (the context check would be off)")
     if context_length and len(ids) + max_new_tokens > context_length:
+        fix = (f"max_new_tokens <= {context_length - len(ids)}" if len(ids) < context_length
+               else "a shorter prompt (it alone fills the context)")
         raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the target's "
-                         f"context length ({context_length} positions)")
+                         f"context length ({context_length} positions): choose {fix}")
     return ids
 
 
 def _token_ids(prompt) -> list[int]:
+    if isinstance(prompt, (set, frozenset, Mapping)):
+        raise TypeError(f"prompt must be an ordered sequence of token ids, got a {type(prompt).__name__} (no "
+                        f"defined order): pass a list or a 1-D tensor")
     if isinstance(prompt, (str, bytes)):
         raise TypeError(f"prompt must be token ids (a sequence of ints), got {type(prompt).__name__} "
                         f"{prompt[:40]!r}: encode text with the tokenizer first")
@@ -158,6 +167,7 @@ def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Seque
                                 TorchRandom(generator), eos_token_id, timer, record_expected, on_tokens=on_tokens)
 
 
+@torch.no_grad()
 def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Sequence[int],
                          max_new_tokens: int, config: SpecConfig, rng: RandomSource,
                          eos_token_id: EosSpec = None, timer=None, record_expected: bool = False,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from rheo.candidates import SAMPLE
-from rheo.probs import NonFiniteLogitsError, tempered
+from rheo.probs import NonFiniteLogitsError, nan_cause, tempered
 from rheo.tree import BuiltTree
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def _expanded_rows(built: BuiltTree, target_logits: torch.Tensor,
     expanded = torch.unique(parents[1:])  # [E]
     p = tempered(target_logits[expanded].cpu().to(F64), temperature)  # [E, V]
     if torch.isnan(p).any():
-        raise NonFiniteLogitsError("target model returned NaN logits (or no finite logit)")
+        raise NonFiniteLogitsError(nan_cause(target_logits[expanded].cpu().to(F64), temperature))
     return parents, expanded, p
 
 

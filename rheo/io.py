@@ -14,7 +14,6 @@ or on another machine sharing the file system).
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import re
 import shutil
@@ -22,6 +21,8 @@ import socket
 import uuid
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Union
+
+from rheo.files import is_real_dir, walk
 
 TMP_PREFIX = ".tmp-"
 PathLike = Union[str, Path]
@@ -97,20 +98,29 @@ def remove_stale_tmp(root: PathLike, recursive: bool = True) -> list[Path]:
     still runs, is left alone.
     """
     host = socket.gethostname()
-    pattern = str(Path(root) / ("**" if recursive else "") / f"{TMP_PREFIX}*")
     removed = []
-    for tmp in glob.glob(pattern, recursive=recursive):
-        parts = Path(tmp).name.split("@")
+    for tmp in _tmp_entries(Path(root), recursive):
+        parts = tmp.name.split("@")
         if len(parts) != 3 or parts[1] != host:  # another machine's writer (shared file system)
             continue
         pid = parts[2].split(".")[0]
         if pid.isdigit() and not pid_alive(int(pid)):
-            if Path(tmp).is_dir():
+            if is_real_dir(tmp):
                 shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                Path(tmp).unlink(missing_ok=True)
-            removed.append(Path(tmp))
+            else:  # a file, or a link (removed, never followed)
+                tmp.unlink(missing_ok=True)
+            removed.append(tmp)
     return removed
+
+
+def _tmp_entries(root: Path, recursive: bool) -> list[Path]:
+    """Temporary names under ``root`` (in ``root`` only unless ``recursive``); symlinked folders are
+    never entered (a link loop or a link to /usr is not walked), temporary folders not descended."""
+    found = []
+    for folder, dirs, others in walk(root):
+        found += [folder / n for n in dirs + others if n.startswith(TMP_PREFIX)]
+        dirs[:] = [d for d in dirs if recursive and not d.startswith(TMP_PREFIX)]
+    return found
 
 
 def pid_alive(pid: int) -> bool:

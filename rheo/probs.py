@@ -78,8 +78,17 @@ def target_probs(target_logits: torch.Tensor, temperature: float) -> torch.Tenso
     probs = tempered(logits, temperature)
     # softmax turns one NaN logit (or an all -inf row) into an all-NaN row
     if torch.isnan(probs[0]) or (temperature == 0 and torch.isnan(logits).any()):
-        raise NonFiniteLogitsError("target model returned NaN logits (or no finite logit)")
+        raise NonFiniteLogitsError(nan_cause(logits, temperature))
     return probs
+
+
+def nan_cause(logits: torch.Tensor, temperature: float) -> str:
+    """Why tempered target probabilities came out NaN: the model's logits, or (logits finite) a
+    temperature so small that logits / T overflows the probability dtype."""
+    if temperature > 0 and not torch.isnan(logits).any() and torch.isfinite(logits).any(-1).all():
+        return (f"temperature {temperature:g} is too small for {logits.dtype}: the target's logits hold no NaN but "
+                f"logits / T overflows; use temperature=0 for greedy decoding, or a temperature >= 1e-6")
+    return "target model returned NaN logits (or no finite logit)"
 
 
 def clamp_probability(x) -> float:

@@ -22,6 +22,15 @@ class RandomSource(Protocol):
         """probs: [n] in [0, 1]. Returns [n] bool, True with probability probs[i]."""
 
 
+def check_generator(generator: object) -> Optional[torch.Generator]:
+    """``generator`` if it is None or a ``torch.Generator``; TypeError otherwise (a seed such as 42 or a
+    numpy Generator is refused even at T = 0, where nothing is drawn)."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__} "
+                        f"{generator!r:.60}: use torch.Generator().manual_seed(seed)")
+    return generator
+
+
 class TorchRandom:
     """Inverse-CDF sampling from uniforms drawn on ``generator``'s device.
 
@@ -29,7 +38,7 @@ class TorchRandom:
     seeds it (as in ``transformers``); a ``torch.Generator()`` of its own would repeat one seed."""
 
     def __init__(self, generator: Optional[torch.Generator] = None) -> None:
-        self.generator = generator if generator is not None else torch.default_generator
+        self.generator = check_generator(generator) if generator is not None else torch.default_generator
 
     def _uniform(self, n: int, device: torch.device) -> torch.Tensor:
         u = torch.rand(n, generator=self.generator, dtype=torch.float64, device=self.generator.device)

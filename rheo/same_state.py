@@ -28,7 +28,7 @@ from rheo.decode import CycleState, EosSpec, GenerationOutput, generate_with_sou
 from rheo.mechanism import DraftRecorder, calibration_columns, root_columns, tree_columns
 from rheo.methods import get_method
 from rheo.models.base import DraftModel, TargetModel
-from rheo.random import TorchRandom
+from rheo.random import TorchRandom, check_generator
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ def layers(config: SpecConfig) -> int:
     return len(config.branching) if config.method == "static" else config.depth
 
 
+@torch.no_grad()
 def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequence[int], max_new_tokens: int,
                         driver: SpecConfig, compared: Sequence[SpecConfig],
                         generator: Optional[torch.Generator] = None, key: str = "0",
@@ -71,6 +72,11 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
     expanded node, which the expectation reads anyway); ``ot_bound``: the root's closed-form
     acceptance and optimal-transport bound (``root_acceptance``, ``root_ot_bound``; needs scipy).
     """
+    bad = next((c for c in compared if not isinstance(c, SpecConfig)), None)
+    if bad is not None or not isinstance(driver, SpecConfig):
+        raise TypeError(f"driver and every compared entry must be a rheo.config.SpecConfig, got "
+                        f"{type(driver if bad is None else bad).__name__}: build them with SpecConfig(...)")
+    check_generator(generator)
     methods = [get_method(c.method) for c in compared]
     for cfg, method in zip(compared, methods):
         if method.path_probs is None:

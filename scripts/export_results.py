@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from eval.storage import (OutputDirError, export_results, is_archive, load_results,
+from eval.storage import (OutputDirError, export_results, is_archive, iter_shards, load_results,
                           require_results_dir)
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
 
@@ -41,7 +41,7 @@ def check_paths(results: Path, out: Path) -> None:
 def check_export(results: Path, out: Path, replace: bool) -> None:
     """Everything :func:`main` refuses, before the archive is touched."""
     check_paths(results, out)
-    if not any(results.glob("*/*/*/*.parquet")):
+    if not any(iter_shards(results)):
         raise OutputDirError(f"--results {results} holds no rows: nothing to export ({out} left as it is)")
     lost = lost_rows(results, out)
     if lost and not replace:

@@ -26,6 +26,8 @@ import argparse
 import hashlib
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from importlib import metadata
@@ -33,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rheo.cli import ArgumentParser, run_main  # noqa: E402 (standard library only)
+from rheo.files import read_bounded  # noqa: E402 (standard library only)
 from rheo.paths import REPO_ROOT as ROOT  # noqa: E402
 
 WHEELS = ("gguf", "accelerate", "psutil")  # not on the GPU machine; imported by the GGUF loader
@@ -92,11 +95,57 @@ def cmd_split(bundle: Path, gguf: Path | None) -> None:
     print(f"{gguf.name}: {size} bytes in {len(parts)} parts, sha256 {data_sha[:16]}...")
 
 
+MANIFEST_BYTES = 1 << 20  # a manifest lists a few parts: a larger one is not ours
+PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+class ManifestError(ValueError):
+    """A MANIFEST.json that this script did not write (or that was edited)."""
+
+    user_error = True  # rheo.cli: one line, no traceback
+
+
+def read_manifest(path: Path) -> dict:
+    """The manifest at ``path``, checked: at most MANIFEST_BYTES, every file name a plain name
+    (no '/', '..', '$', backquote, space: nothing that leaves the bundle or runs in env.sh),
+    sizes and SHA-256 digests well formed."""
+    fix = "make the bundle again here (python scripts/gpu_bundle.py split) and carry it"
+    data = read_bounded(path, MANIFEST_BYTES, "bundle manifest", fix)
+    try:
+        manifest = json.loads(data)
+    except ValueError as e:
+        raise ManifestError(f"bundle manifest {path} is not valid JSON ({e}): {fix}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("parts"), list):
+        raise ManifestError(f"bundle manifest {path}: not a manifest of this script (no parts list): {fix}")
+    _check_entry(path, manifest, fix)
+    for part in manifest["parts"]:
+        _check_entry(path, part, fix, name="name")
+        if not isinstance(part, dict) or part.get("group") not in GROUPS:
+            raise ManifestError(f"bundle manifest {path}: part group {part.get('group')!r} is not one of {GROUPS}: {fix}")
+    return manifest
+
+
+def _check_entry(path: Path, entry: object, fix: str, name: str = "file") -> None:
+    value = entry.get(name) if isinstance(entry, dict) else None
+    if not (isinstance(value, str) and PLAIN.fullmatch(value) and ".." not in value):
+        raise ManifestError(f"bundle manifest {path}: {name} {value!r} is not a plain file name (letters, digits, "
+                            f"'_', '.', '-'): {fix}")
+    size, digest = entry.get("bytes"), entry.get("sha256")
+    if not (type(size) is int and 0 <= size <= 1 << 34 and isinstance(digest, str)
+            and re.fullmatch(r"[0-9a-f]{64}", digest)):
+        raise ManifestError(f"bundle manifest {path}: {value}: bytes {size!r} / sha256 {digest!r} malformed: {fix}")
+
+
+def env_script(env: dict) -> str:
+    """``export NAME=value`` lines, every value shell-quoted (a path with a space or a '$' stays one value)."""
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+
+
 def cmd_setup(bundle: Path, skip_model: bool) -> None:
     manifests = sorted(bundle.glob("*/MANIFEST.json"))
     if not manifests:
         raise SystemExit(f"no {bundle}/*/MANIFEST.json: carry the bundle folders first (make gpu-bundle here)")
-    manifest = json.loads(manifests[0].read_text())
+    manifest = read_manifest(manifests[0])
     out = bundle / manifest["file"]
     if not (out.exists() and out.stat().st_size == manifest["bytes"] and sha256(out) == manifest["sha256"]):
         missing = [p for p in manifest["parts"] if not (bundle / p["group"] / p["name"]).exists()]
@@ -109,7 +158,8 @@ def cmd_setup(bundle: Path, skip_model: bool) -> None:
 
         def write_parts(f) -> None:
             for p in manifest["parts"]:
-                chunk = (bundle / p["group"] / p["name"]).read_bytes()
+                chunk = read_bounded(bundle / p["group"] / p["name"], p["bytes"], "bundle part",
+                                     "carry that part again (make gpu-bundle here)")
                 if hashlib.sha256(chunk).hexdigest() != p["sha256"]:
                     raise SystemExit(f"{p['group']}/{p['name']}: SHA-256 mismatch (corrupt transfer)")
                 f.write(chunk)
@@ -127,7 +177,7 @@ def cmd_setup(bundle: Path, skip_model: bool) -> None:
                        + [str(w) for w in wheels], check=True)
     env = {"PYTHONPATH": f"{ROOT}:{site.resolve()}", "RHEO_SMOLLM2_GGUF": str(out.resolve()),
            "RHEO_CACHE": str((bundle / "cache").resolve())}
-    (bundle / "env.sh").write_text("".join(f"export {k}={v}\n" for k, v in env.items()))
+    (bundle / "env.sh").write_text(env_script(env))
     check = "import gguf, accelerate, torch, transformers, pandas, pyarrow; print('imports ok:', torch.__version__, transformers.__version__)"
     run_env = {**os.environ, **env}
     subprocess.run([sys.executable, "-c", check], check=True, env=run_env)

@@ -48,6 +48,8 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
             k, depth, size = (int(x) for x in part.lower().split("x"))
         except ValueError:
             raise SystemExit(f"--shapes: {part!r} is not KxDEPTHxR (e.g. 8x6x24)") from None
+        if min(k, depth, size) < 1:
+            raise SystemExit(f"--shapes: {part!r} needs K, DEPTH and R >= 1 (e.g. 8x6x24)")
         shapes.append((k, depth, size))
     return shapes
 
@@ -70,12 +72,24 @@ def parse(argv):
     ap.add_argument("--temps", default="0,1")
     ap.add_argument("--tau-dtype", default=None, help="dtype of the tau runs (default: cheapest 16-node tree)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--out", type=Path, default=Path("results/tune"))
     ap.add_argument("--config-dir", type=Path, default=Path("configs/experiment"))
     ap.add_argument("--costs-only", action="store_true", help="measure and print the costs per dtype; no tau runs")
     ap.add_argument("--replot", action="store_true", help="only redraw <out>/speedup_vs_tree.png from <out>/tune.json")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    for flag in ("nodes", "widths"):  # checked now, not after minutes of measuring
+        text = getattr(args, flag)
+        try:
+            values = ints(text)
+        except ValueError:
+            values = []
+        if not values or min(values) < 1:
+            ap.error(f"--{flag} {text!r}: give integers >= 1, comma-separated (e.g. 1,2,4)")
+    parse_shapes(args.shapes)
+    if args.out.exists() and not args.out.is_dir():
+        ap.error(f"--out {args.out} is an existing file: give a folder for tune.json, tune.md and the figure")
+    return args
 
 
 def measure_dtypes(args, dtypes: list[str], texts: list[str], nodes: list[int], widths: list[int],

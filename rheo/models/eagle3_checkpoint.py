@@ -18,9 +18,14 @@ import torch
 
 from rheo.models.eagle3_head import Eagle3Config, Eagle3Head, dequantize_int8
 from rheo.models.weights import CorruptWeightsError, check_weight_files
+from rheo.files import read_bounded, require_regular_file
+from rheo.models.config_checks import check_head_config_values
 from rheo.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
+
+
+CONFIG_BYTES = 1 << 20  # a head config.json is a few hundred bytes
 
 
 class Eagle3LoadError(ValueError):
@@ -38,6 +43,9 @@ def head_weights_fix(head_dir: Path) -> str:
 
 def _read_state(head_dir: Path) -> dict:
     st, binf = head_dir / "model.safetensors", head_dir / "pytorch_model.bin"
+    for path in (st, binf):
+        if path.exists():
+            require_regular_file(path, "EAGLE-3 head weights", head_weights_fix(head_dir))
     if st.exists():
         from safetensors.torch import load_file
 
@@ -61,11 +69,16 @@ def load_head(head_dir, target_hf_model) -> tuple[Eagle3Head, torch.Tensor]:
     if not cfg_path.exists():
         raise FileNotFoundError(f"no config.json in {head_dir}")
     try:
-        raw = json.loads(cfg_path.read_text())
+        raw = json.loads(read_bounded(cfg_path, CONFIG_BYTES, "EAGLE-3 head config", head_weights_fix(head_dir)))
     except ValueError as e:
         raise Eagle3LoadError(f"{cfg_path} is not valid JSON ({e}): truncated?") from e
+    check_head_config_values(raw, str(cfg_path))
     cfg = Eagle3Config.from_dict(raw)
     state = _read_state(head_dir)
+    ints = [k for k, t in state.items() if k not in ("d2t", "t2d") and not t.is_floating_point()]
+    if ints:
+        raise Eagle3LoadError(f"{head_dir}: weights {ints[:3]} are stored as {state[ints[0]].dtype}, not floating "
+                              f"point (they would be cast silently): not an EAGLE-3 head; {head_weights_fix(head_dir)}")
     tcfg = target_hf_model.config
     t_hidden, t_vocab = int(tcfg.hidden_size), int(tcfg.vocab_size)
     fc = state.get("fc.weight")

@@ -68,6 +68,9 @@ class Eagle3Config:
         """A head ``config.json`` read as the official EAGLE-3 code reads it: ``rms_norm_eps``
         defaults to :data:`OFFICIAL_RMS_NORM_EPS` (1e-6), and ``head_dim`` is kept as written
         (:func:`rheo.models.eagle3.load_eagle3_drafter` then follows the official hidden / heads)."""
+        from rheo.models.config_checks import check_head_config_values
+
+        check_head_config_values(d)
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
         kwargs = {k: v for k, v in d.items() if k in known}
         if kwargs.get("rms_norm_eps") is None:

@@ -14,6 +14,8 @@ import hashlib
 from pathlib import Path
 from typing import Optional
 
+from rheo.files import is_regular
+
 __all__ = ["CorruptWeightsError", "check_weight_files", "weights_fingerprint", "weights_problem"]
 
 
@@ -28,6 +30,8 @@ def weights_problem(folder: Path) -> str:
     from safetensors import safe_open
 
     for path in sorted(Path(folder).glob("*.safetensors")):
+        if not is_regular(path.resolve()):  # a FIFO would block the reader forever
+            return f"{path} is not a regular file (a FIFO, a device or a folder; 0 bytes readable)"
         try:
             with safe_open(str(path), "pt"):
                 pass

@@ -10,15 +10,19 @@ For every token position of every corpus sequence, one target forward gives
 
 They live in flat memory-mapped files under ``cache_dir`` (outside git, ~4.6 KB per
 token), indexed like the corpus (``Corpus.offsets``). ``done.npy`` marks finished
-sequences, so an interrupted run resumes where it stopped; ``meta.json`` pins the corpus
+sequences, so an interrupted run resumes where it stopped, and ``sums.npy`` holds each
+finished sequence's CRC-32, checked when it is read: a truncated file's lost sequences are
+computed again (never read as zeros), altered contents are refused; ``meta.json`` pins the corpus
 hash, the dtype and the layer ids, and a mismatch rebuilds nothing silently: it refuses.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+import zlib
 from pathlib import Path
 from typing import Dict, Iterator, List
 
@@ -29,6 +33,8 @@ from tqdm import tqdm
 from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.training.corpus import Corpus, read_shard, shard_files
+
+log = logging.getLogger(__name__)
 
 
 def _open(path: Path, dtype, shape, create: bool) -> np.memmap:
@@ -55,6 +61,29 @@ def reserve(path: Path, size: int) -> None:
         os.close(fd)
 
 
+class CorruptFeaturesError(ValueError):
+    """Cached features that are not what was written."""
+
+    user_error = True  # rheo.cli: one line, no traceback
+
+
+def forget_truncated(cache: "FeatureCache", path: Path, row_bytes: int) -> None:
+    """Mark as not done every finished sequence of ``cache`` whose rows lie beyond the end of
+    ``path`` (truncated by a crash or a copy), so they are computed again instead of read as zeros;
+    a file longer than the corpus needs is refused."""
+    if not path.exists():
+        return
+    need, size = int(cache.corpus.offsets[-1]) * row_bytes, path.stat().st_size
+    if size > need:
+        raise CorruptFeaturesError(f"feature cache {path} holds {size} bytes, the corpus needs {need}: not this "
+                                   f"corpus's cache; delete {path.parent} to rebuild it")
+    lost = cache.done & (cache.corpus.offsets[1:] * row_bytes > size)
+    if lost.any():
+        log.warning("feature cache %s holds %d of %d bytes (truncated): %d finished sequences will be computed "
+                    "again", path, size, need, int(lost.sum()))
+        cache.done[lost], cache.sums[lost] = False, -1
+
+
 class FeatureCache:
     """Memory-mapped feats / final / argmax for one corpus."""
 
@@ -73,18 +102,40 @@ class FeatureCache:
             meta_path.write_text(json.dumps(meta, indent=1))
         else:
             raise FileNotFoundError(f"no feature cache in {self.folder}: run scripts/train_draft.py --features-only")
+        done_path, sums_path = self.folder / "done.npy", self.folder / "sums.npy"
+        self.done = np.load(done_path) if done_path.exists() else np.zeros(len(corpus), dtype=bool)
+        self.sums = np.load(sums_path) if sums_path.exists() else np.full(len(corpus), -1, dtype=np.int64)
+        layout = (("feats.f16", np.float16, 3 * hidden), ("final.f16", np.float16, hidden), ("argmax.i32", np.int32, 1))
+        for name, dtype, width in layout:  # before reserving: that would zero-fill a truncated file
+            forget_truncated(self, self.folder / name, width * np.dtype(dtype).itemsize)
         self.feats = _open(self.folder / "feats.f16", np.float16, (n_tok, 3 * hidden), create)
         self.final = _open(self.folder / "final.f16", np.float16, (n_tok, hidden), create)
         self.argmax = _open(self.folder / "argmax.i32", np.int32, (n_tok,), create)
-        done_path = self.folder / "done.npy"
-        self.done = np.load(done_path) if done_path.exists() else np.zeros(len(corpus), dtype=bool)
 
     def save_done(self) -> None:
+        """Flush the features, record the checksum of every newly finished sequence, then mark them done."""
         for m in (self.feats, self.final, self.argmax):
             m.flush()
+        for s in np.flatnonzero(self.done & (self.sums < 0)):
+            self.sums[s] = self.checksum(int(s))
+        atomic_write(self.folder / "sums.npy", lambda f: np.save(f, self.sums))
         atomic_write(self.folder / "done.npy", lambda f: np.save(f, self.done))
 
+    def checksum(self, s: int) -> int:
+        """CRC-32 of sequence ``s``'s feats, final and argmax rows as stored."""
+        a, b = int(self.corpus.offsets[s]), int(self.corpus.offsets[s + 1])
+        crc = 0
+        for m in (self.feats, self.final, self.argmax):
+            crc = zlib.crc32(np.ascontiguousarray(m[a:b]).tobytes(), crc)
+        return crc
+
     def sequence(self, s: int) -> Dict[str, torch.Tensor]:
+        """Sequence ``s``'s tokens and features; CorruptFeaturesError when they are not what was written."""
+        if self.done[s] and self.sums[s] >= 0 and self.checksum(s) != self.sums[s]:
+            raise CorruptFeaturesError(f"feature cache {self.folder}: sequence {s} differs from the checksum "
+                                       f"recorded when it was written (a feature file truncated, overwritten or "
+                                       f"zero-filled): delete {self.folder} and rerun scripts/train_draft.py "
+                                       f"--features-only")
         a, b = int(self.corpus.offsets[s]), int(self.corpus.offsets[s + 1])
         return dict(
             input_ids=torch.from_numpy(self.corpus.tokens[a:b].astype(np.int64)),
