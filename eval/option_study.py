@@ -29,13 +29,14 @@ import pandas as pd
 
 from eval.analysis import mean_ci
 from eval.same_state_labels import ordered_labels
-from eval.same_state_stats import PROMPT, labelled
+from eval.same_state_stats import PROMPT, keys_for, labelled
 from eval.tables import frame_markdown
 from rheo.cli import ArgumentParser, path_arg, run_main
 
 PROG = "python -m eval.option_study"
 TOPK, M0, M1 = "Top-K", "Rheo m=0", "Rheo m=1"
 TOLERANCE = 0.01  # "at least as good": lower bound of the paired difference >= -TOLERANCE
+POWER = 0.02  # the half-width the studies aim at for a difference with Top-K
 #: the paper's reported tau with official EAGLE-3 heads at T = 1: (pair, Top-K, Rheo m=1)
 PAPER_POINTS = (("Llama-3.1-8B-Instruct", 5.04, 5.25), ("Vicuna-13B", 5.75, 5.89),
                 ("DeepSeek-R1-Distill-Llama-8B", 4.99, 5.21))
@@ -122,6 +123,8 @@ def serving_markdown(rows: pd.DataFrame) -> str:
             "method": part["label"], "keys": part["keys"],
             "mean": [f"{m:.3f} ± {h:.3f}" for m, h in zip(part["mean"], part["mean_hw"])],
             "− Top-K": [_pm(d, h) for d, h in zip(part["d_topk"], part["h_topk"])],
+            f"keys for ±{POWER:g}": ["-" if math.isnan(h) else str(keys_for(h, k, POWER))
+                                    for h, k in zip(part["h_topk"], part["keys"])],
             f"− {M0}": [_pm(d, h) for d, h in zip(part["d_m0"], part["h_m0"])],
             f"− {M1}": [_pm(d, h) for d, h in zip(part["d_m1"], part["h_m1"])],
             "− envelope": [_pm(d, h) for d, h in zip(part["d_env"], part["h_env"])],
@@ -133,17 +136,22 @@ def serving_markdown(rows: pd.DataFrame) -> str:
 
 
 def mechanism_lines(rows: pd.DataFrame) -> list[str]:
-    """Sampled share and probe survival (sampled children kept / drawn), per option and temperature."""
+    """Sampled share, probe survival (sampled children kept / drawn) and P(the accepted path reaches
+    depth 1, 2, 3), per option and temperature, over every state."""
     rows = labelled(rows)
     out = []
     for (t, label), frame in rows.groupby(["temperature", "label"]):
         drawn = sum(sum(x) for x in frame["probe_drawn"] if x is not None)
         kept = sum(sum(x) for x in frame["probe_kept"] if x is not None)
+        depth = [x for x in frame["depth_accept"] if x is not None and len(x) >= 3]
+        reach = [sum(x[d] for x in depth) / len(depth) if depth else math.nan for d in range(3)]
         out.append({"T": f"{t:g}", "method": label, "sampled share": float(frame["sampled_share"].mean()),
-                    "probes drawn per state": drawn / len(frame), "probe survival": kept / drawn if drawn else math.nan})
+                    "probes drawn per state": drawn / len(frame), "probe survival": kept / drawn if drawn else math.nan,
+                    "P(depth 1)": reach[0], "P(depth 2)": reach[1], "P(depth 3)": reach[2]})
     if not out:
         return []
-    return ["### Mechanism: sampled share of emitted tokens, probes drawn per state, probe survival", "",
+    return ["### Mechanism: sampled share of emitted tokens, probes drawn per state, probe survival, "
+            "P(the accepted path reaches depth d)", "",
             frame_markdown(pd.DataFrame(out)), ""]
 
 

@@ -27,8 +27,10 @@ from rheo.files import files_at_depth
 
 log = logging.getLogger("eval.same_state")
 DRIVER = "driver"  # the folder of the driver's rows, beside the compared methods' hash folders
-#: columns that shards written before they existed lack (filled from the driver's config.json)
-LATE_COLUMNS = ("device", "dtype")
+#: columns that shards written before they existed lack: the driver's device and dtype (filled from
+#: its config.json), the draft-quality dial and the method parameters keyed only when a method
+#: reads them (null: not set)
+LATE_COLUMNS = ("device", "dtype", "draft_mix") + tuple(sorted(storage.OPTIONAL_COLUMNS & set(storage.METHOD_COLUMNS)))
 
 
 def expect_from_path(path: Path) -> dict:

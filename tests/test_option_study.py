@@ -29,7 +29,8 @@ def _rows(values: dict, temps=(0.7,), n_keys: int = 12, mix=None) -> pd.DataFram
                                 "dtype": "float32", "model": "x", "driver": "topk", "temperature": t,
                                 "dataset": "gsm8k", "item_id": key, "turn": 0, "seed": 0, "draft_mix": mix,
                                 "expected_emitted": base + offset + (0.01 * key if variant == "rheo m=2 proxy=tempered" else 0),
-                                "sampled_share": 0.1, "probe_drawn": [1, 2], "probe_kept": [1, 1]})
+                                "sampled_share": 0.1, "probe_drawn": [1, 2], "probe_kept": [1, 1],
+                                "depth_accept": [0.5, 0.25, 0.1]})
     return pd.DataFrame(out)
 
 
