@@ -16,10 +16,23 @@ CONFIGS = [
     SpecConfig(k=4, m=1, depth=4, tree_size=12, sparse_top=None, temperature=0.7),
     SpecConfig(k=5, m=3, depth=3, tree_size=9, sparse_top=7),
     SpecConfig(k=3, m=1, depth=3, tree_size=5, proxy="fixed", proxy_value=0.1),
+    # the temperature-aware ranking options (tests/test_core_ranking.py)
+    SpecConfig(method="topk", k=4, depth=4, tree_size=12, sparse_top=None, rank="q_T", temperature=0.7),
+    SpecConfig(method="topk", k=4, depth=3, tree_size=9, sparse_top=6, rank="q_T", temperature=0.0),
+    SpecConfig(k=4, m=1, depth=4, tree_size=12, sparse_top=None, temperature=0.6, proxy="tempered"),
+    SpecConfig(k=4, m=0, depth=4, tree_size=12, sparse_top=6, temperature=0.6, rank="q_T", proxy="tempered"),
+    SpecConfig(k=5, m=2, depth=3, tree_size=9, sparse_top=7, temperature=0.0, rank="q_T"),
+    SpecConfig(k=5, m=1, depth=3, tree_size=9, sparse_top=7, temperature=0.8, rank="q_T", proxy="tempered",
+               probe_min=0.3),
+    SpecConfig(k=4, m=1, depth=3, tree_size=9, sparse_top=None, temperature=0.0, proxy="tempered"),
 ]
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.method}-m{c.m}-s{c.sparse_top}")
+def _id(c: SpecConfig) -> str:
+    return f"{c.method}-m{c.m}-s{c.sparse_top}-{c.rank}-{c.proxy}-T{c.temperature}-p{c.probe_min}"
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_id)
 def test_select_matches_reference(cfg):
     logits = torch.randn(6, 10, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     logits[0, 4:] = -torch.inf  # a node with little support
@@ -34,7 +47,7 @@ def test_select_matches_reference(cfg):
                                                                             dtype=torch.float64))
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.method}-m{c.m}-s{c.sparse_top}")
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_id)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_tree_matches_reference(cfg, seed):
     _, drafter, _ = toy_pair(10, salt=seed)
