@@ -94,3 +94,28 @@ def replications(root: Path) -> list[tuple[float, float, str, int]]:
                     f"{head.group(3) or 'bf16'} +{head.group(2)}".replace("bfloat16", "bf16"), int(head.group(1))))
     assert len({g[2] for g in out}) == len(out) >= 3
     return sorted(out, key=lambda g: g[2])
+
+
+def pooled_diffs(path: Path) -> dict:
+    """{T: {method: (diff, half-width)}} of the pooled paired tables of a same-state table file."""
+    out = {}
+    for heading, rows in tables(path):
+        if "diff vs Top-K" in rows[0] and "suite" not in rows[0]:
+            t = heading.rsplit("T = ", 1)[1]
+            out[t] = {r["method"]: numbers(r["diff vs Top-K"]) for r in rows if r["diff vs Top-K"] != "-"}
+    return out
+
+
+def pooled_keys(path: Path) -> dict:
+    """{T: keys} of the pooled paired tables of a same-state table file (one key count per T)."""
+    out = {}
+    for heading, rows in tables(path):
+        if "diff vs Top-K" in rows[0] and "suite" not in rows[0]:
+            counts = {r["keys"] for r in rows}
+            assert len(counts) == 1, f"{heading}: methods with different key counts {counts}"
+            out[heading.rsplit("T = ", 1)[1]] = counts.pop()
+    return out
+
+
+def pm(cell) -> str:
+    return f"{signed(cell[0], 3)} ± {cell[1]:.3f}"

@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from result_tables import headed_table, numbers, replications, row, setting, signed, table, tables
+from result_tables import (headed_table, numbers, pm as _pm, pooled_diffs, pooled_keys, replications, row,
+                           setting, signed, table, tables)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_TREE = "K=10 d=8 R=60 top-128"  # as the speed tables name it
@@ -127,27 +128,6 @@ def temperature_curve(root: Path) -> list[str]:
             "m=0: " + " / ".join(_pm(d[t]["Rheo m=0"]) for t in temps[:-1]) + ", and identical to Top-K at T = 0"]
 
 
-def pooled_diffs(path: Path) -> dict:
-    """{T: {method: (diff, half-width)}} of the pooled paired tables of a same-state table file."""
-    out = {}
-    for heading, rows in tables(path):
-        if "diff vs Top-K" in rows[0] and "suite" not in rows[0]:
-            t = heading.rsplit("T = ", 1)[1]
-            out[t] = {r["method"]: numbers(r["diff vs Top-K"]) for r in rows if r["diff vs Top-K"] != "-"}
-    return out
-
-
-def pooled_keys(path: Path) -> dict:
-    """{T: keys} of the pooled paired tables of a same-state table file (one key count per T)."""
-    out = {}
-    for heading, rows in tables(path):
-        if "diff vs Top-K" in rows[0] and "suite" not in rows[0]:
-            counts = {r["keys"] for r in rows}
-            assert len(counts) == 1, f"{heading}: methods with different key counts {counts}"
-            out[heading.rsplit("T = ", 1)[1]] = counts.pop()
-    return out
-
-
 def float32_study(root: Path) -> list[str]:
     """The float32 same-state study (results/tables/same_state_fp32.md)."""
     path = root / "results/tables/same_state_fp32.md"
@@ -164,10 +144,6 @@ def float32_study(root: Path) -> list[str]:
             f"float32 ({' / '.join(keys[t] for t in temps)} prompts at T = {' / '.join(temps)}): m=1 − Top-K "
             + " / ".join(_pm(d[t]["Rheo m=1"]) for t in temps) + "; m=0 "
             + " / ".join(_pm(d[t]["Rheo m=0"]) for t in temps if t != "0")]
-
-
-def _pm(cell) -> str:
-    return f"{signed(cell[0], 3)} ± {cell[1]:.3f}"
 
 
 def dilemma_and_heads(root: Path) -> list[str]:
@@ -271,11 +247,38 @@ CHECKS = [wall_time, main_table, expected_check, same_state_tables, temperature_
           dilemma_and_heads, float32_study]
 
 
+def readme_claims(root: Path) -> list[str]:
+    """The README's short findings table: each claim's number as the long form's sources give it."""
+    got = replications(root)
+    mean, half = sum(g[0] for g in got) / len(got), math.sqrt(sum(g[1] ** 2 for g in got)) / len(got)
+    path = root / "results/tables/same_state_fp32.md"
+    d, keys = pooled_diffs(path), pooled_keys(path)
+    temps = ["1", "0.75", "0.5", "0.25", "0"]
+    counts = sorted(int(keys[t]) for t in temps)
+    dil = pooled_diffs(root / "results/tables/same_state_dilemma.md")
+    wide = "RSD (6,3,1,1)"
+    return [main_table(root)[1], expected_check(root)[2],
+            f"{len(got)} new-trajectory replications pooled: {signed(mean, 4)} ± {half:.4f} per cycle",
+            float32_study(root)[1],
+            f"m=1 − Top-K, float32, {counts[0]}-{counts[-1]} prompts per T, T = {' / '.join(temps)}: "
+            + " / ".join(_pm(d[t]["Rheo m=1"]) for t in temps),
+            speed(root)[5], *gain_vs_head(root),
+            f"T = 0: {wide} {_pm(dil['0'][wide])}, Rheo m=1 {_pm(dil['0']['Rheo m=1'])}; T = 1: {wide} "
+            f"{_pm(dil['1'][wide])}, Rheo m=1 {_pm(dil['1']['Rheo m=1'])}"]
+
+
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 def test_readme_numbers_match_their_sources(check):
+    """Every number's long form: in the README's prose or on docs/results.md ("Claim by claim")."""
+    text = prose(ROOT / "README.md") + " " + prose(ROOT / "docs/results.md")
+    stale = [t for t in check(ROOT) if t not in text]
+    assert not stale, f"README.md / docs/results.md no longer say what {check.__name__}'s sources give: {stale}"
+
+
+def test_readme_findings_table_matches_its_sources():
     readme = prose(ROOT / "README.md")
-    stale = [text for text in check(ROOT) if text not in readme]
-    assert not stale, f"README.md no longer says what {check.__name__}'s sources give: {stale}"
+    stale = [t for t in readme_claims(ROOT) if t not in readme]
+    assert not stale, f"the README's findings table no longer says what its sources give: {stale}"
 
 
 def test_results_page_quotes_the_same_numbers():
