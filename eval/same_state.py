@@ -36,9 +36,9 @@ import pyarrow.parquet as pq
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from eval import storage
+from eval import run_summary, storage
 from eval.data import chat_messages, load_suite
-from eval.models import load_pair
+from eval.models import load_pair, pair_args
 from eval.runner import resolve_path
 from rheo.paths import start_git_sha
 from eval.keys import config_hash, generation_seed
@@ -139,7 +139,7 @@ def run(cfg: DictConfig) -> SameStateSummary:
                 answers.append(pq.read_table(dpath).column("answer")[0].as_py())
                 continue
             if pair is None:
-                pair = load_pair(cfg.model.name, cfg.device, cfg.dtype, cfg.model.target_path, cfg.model.head_path)
+                pair = load_pair(*pair_args(cfg))
                 check_against_pair(cfg, driver, pair, [pair.format_chat(chat_messages(item, 0, []))])
             answers.append(_one_turn(cfg, pair, driver, dkey, ddir, dpath, todo, item, turn, answers, summary))
     log.info("same-state: %d (item, turn)s computed, %d found stored, %d rows written under %s",
@@ -291,7 +291,8 @@ def main(cfg: DictConfig) -> None:
         raise SystemExit(2) from None
     from eval.same_state_tables import report_markdown
 
-    print(report_markdown(load_rows(resolve_path(cfg.output_dir))))
+    root = resolve_path(cfg.output_dir)
+    print(report_markdown(load_rows(root)) + "\n" + run_summary.same_state_rows_went(root, cfg.model.name))
 
 
 if __name__ == "__main__":
