@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Sequence
 
 from rheo.config import SpecConfig, method_parameters
 from rheo.methods import get_method
 from rheo.models.catalog import MODELS
 from rheo.models.locate import head_fingerprint
+from rheo.models.weights import weights_fingerprint
 
 #: harness suite name -> file under data_dir (file names as in the EAGLE repository)
 SUITE_FILES = {
@@ -31,7 +33,8 @@ EVERY_KEY_FIELDS = tuple(f.name for f in method_parameters() if f.metadata.get("
 
 def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str], seed: int,
                max_new_tokens: int, target_path: Optional[str] = None, head_path: Optional[str] = None,
-               paired_with: Optional[str] = None, draft_mix: Optional[float] = None) -> dict:
+               paired_with: Optional[str] = None, draft_mix: Optional[float] = None,
+               chat_format: Optional[str] = None, eos_tokens: Optional[Sequence[str]] = None) -> dict:
     """Everything that determines the rows of one method: hashed into config_hash.
 
     A drafting method's key also holds ``head_sha``, the fingerprint of the head's weight files
@@ -40,6 +43,9 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
     over m reuses the Top-K and AR rows. The parameters a method reads are its registered ``fields``.
     ``paired_with``: the config hash of the method config an AR row was timed next to.
     ``draft_mix``: the draft-quality dial (rheo.models.mixture), in the key only when set.
+    ``chat_format``, ``eos_tokens``: a model's prompt format and turn ends when set (a pair of your
+    own, or a catalog pair's overridden), in the key only then. A pair outside the catalog is
+    fingerprinted by the weight files in its ``head_path``.
     """
     method = get_method(spec.method)
     key = {
@@ -51,8 +57,14 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
     key.update({f: _plain(getattr(spec, f)) for f in method.fields if not _at_default(spec, f)})
     if draft_mix is not None and not method.is_reference:
         key["draft_mix"] = float(draft_mix)
+    if chat_format is not None:
+        key["chat_format"] = str(chat_format)
+    if eos_tokens is not None:
+        key["eos_tokens"] = [str(t) for t in eos_tokens]
     if not method.is_reference and model in MODELS:  # the head's weights, not only its path
         key["head_sha"] = head_fingerprint(model, head_path)
+    elif not method.is_reference and head_path:  # a pair of your own
+        key["head_sha"] = weights_fingerprint(Path(head_path).expanduser())
     return key
 
 

@@ -1,4 +1,9 @@
-"""Harness-side model factory: the paper's pairs via rheo.models, plus a test pair.
+"""Harness-side model factory: the paper's pairs via rheo.models, a pair of your own, plus a test pair.
+
+A pair of your own (``model=local model.name=NAME model.target_path=DIR model.head_path=DIR``)
+is any name outside the catalog with both folders given; its rows are labelled and filed under
+NAME. :func:`check_local_pair` refuses bad folders and a head that does not fit its target
+before the run creates or loads anything.
 
 ``tiny_random`` (TEST ONLY) is built in-process, without weights: the target is
 a seeded random 4-layer Llama (rheo.models.tiny) behind the real HFTarget
@@ -11,7 +16,9 @@ cycle. Text is byte-level (vocabulary 256), prompts keep their last
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
@@ -21,26 +28,57 @@ from rheo.placement import as_dtype
 
 TINY_CONTEXT = 48
 DRAFT_CONTEXT = 8  # the toy drafter sees only the last few tokens (cheap, partly right)
+#: the name of a pair of your own labels its rows and names their folder
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @functools.lru_cache(maxsize=1)
 def load_pair(name: str, device: str = "cpu", dtype: Optional[str] = None,
-              target_path: Optional[str] = None, head_path: Optional[str] = None):
+              target_path: Optional[str] = None, head_path: Optional[str] = None,
+              chat_format: Optional[str] = None, eos_tokens: Optional[tuple[str, ...]] = None):
     """A model pair with .target, .drafter, .tokenizer, .eos_token_ids, .format_chat.
 
+    ``name``: a catalog entry, the test pair, or (with both folders) a pair of your own.
     The last pair stays loaded: the jobs of a sweep run one after another in one
     process (Hydra's basic launcher) and share it. Pairs hold no per-generation
     state (each generation opens new sessions), so sharing is safe.
     """
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose from {list(MODELS)}")
+    if name not in MODELS and not (target_path and head_path):
+        raise ValueError(f"unknown model {name!r}; choose from {list(MODELS)} or give target_path and head_path")
     torch_dtype = as_dtype(dtype)
     if name == "tiny_random":
         return make_tiny_pair(device=device)
     from rheo.models import load_model_pair  # heavy import, only when a real model is needed
 
     return load_model_pair(name, device=device, dtype=torch_dtype, target_path=target_path,
-                           head_path=head_path)
+                           head_path=head_path, chat_format=chat_format, eos_tokens=eos_tokens)
+
+
+def pair_args(cfg) -> tuple:
+    """The arguments of :func:`load_pair` for a run configuration (its ``model`` node, device and dtype)."""
+    model = cfg.model
+    eos = None if model.get("eos_tokens") is None else tuple(str(t) for t in model.eos_tokens)
+    return (model.name, cfg.device, cfg.dtype, model.target_path, model.head_path, model.get("chat_format"), eos)
+
+
+@functools.lru_cache(maxsize=8)
+def check_local_pair(name: str, target_path: str, head_path: str, chat_format: Optional[str] = None,
+                     eos_tokens: Optional[tuple[str, ...]] = None) -> None:
+    """Refuse, with one line, a pair of your own that cannot load: a name unfit for a folder, a
+    missing folder, unreadable head weights, a head that does not fit its target (config files and
+    weight headers only: no weight is loaded, nothing is created)."""
+    from rheo.models.eagle3_checkpoint import head_weights_fix
+    from rheo.models.loading import local_entry
+    from rheo.models.pair_check import check_pair
+    from rheo.models.weights import check_weight_files
+
+    if not NAME_PATTERN.fullmatch(name):
+        raise ValueError(f"model.name {name!r} labels the rows and names their folder: use letters, digits, "
+                         f"'.', '_' and '-' (e.g. model.name=my-llama)")
+    local_entry(target_path, head_path, name, chat_format or "template", eos_tokens)
+    target, head = Path(target_path).expanduser(), Path(head_path).expanduser()
+    check_weight_files(head, f"model {name!r}: EAGLE-3 head", head_weights_fix(head))
+    check_pair(target, head, f"model {name!r}: ")
 
 
 class ByteTokenizer:

@@ -24,7 +24,8 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from eval.resume import interrupted_line
-from eval.runner import RunInterrupted, RunSummary, run
+from eval.run_summary import rows_went
+from eval.runner import RunInterrupted, RunSummary, resolve_path, run
 from eval.schema import register_configs
 from eval.sweep import FAILURE_MARKER
 from rheo.cli import errors_as_one_line, run_main
@@ -52,6 +53,7 @@ def main(cfg: DictConfig) -> None:
         raise SystemExit(130) from None
     log.info("computed %d, skipped %d, failed %d rows; config hashes %s", summary.computed,
              summary.skipped, summary.failed, summary.config_hashes)
+    print(rows_went(resolve_path(cfg.output_dir), cfg.model.name, summary.config_hashes), flush=True)
     if summary.failed:
         _report_failures(summary)
 

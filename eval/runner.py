@@ -6,9 +6,12 @@ temperature and seed, and stores one row per (method config, suite, item,
 turn) as its own shard (eval/storage.py). Rows already stored with status
 "ok" are skipped; failed rows are retried.
 
-Order of checks: the configuration (SpecConfig included), then the output
-directory, then the prompts; the model is loaded last, and only if there is
-work left. Wall time covers the generation call alone (with
+Order of checks: the configuration (SpecConfig included; a pair of your own:
+its folders and whether its head fits, eval.models.check_local_pair), then the
+output directory, then the prompts; the model is loaded last, and only if there
+is work left. The folders of new configurations are created once the pair has
+loaded; a load that fails leaves an output directory this run created as it was
+(absent). Wall time covers the generation call alone (with
 torch.cuda.synchronize around it on CUDA), after one untimed warm-up
 generation per method. Speedup is not computed here: it is a ratio of rows,
 taken at analysis time (eval/analysis.py).
@@ -34,8 +37,9 @@ from baselines import AR
 from eval.data import Item, chat_messages, load_prompts
 from eval.generation import generate, phase_timer
 from eval.keys import config_hash, generation_seed
-from eval.models import load_pair
+from eval.models import load_pair, pair_args
 from eval.resume import disk_full_line, same_text
+from eval.run_summary import RunInterrupted, RunSummary  # noqa: F401 (eval.run reads them here)
 from eval.schema import method_key, spec_config, validate
 from eval.validate import check_against_pair
 from rheo.paths import REPO_ROOT
@@ -47,34 +51,11 @@ WARMUP_TOKENS = 4
 
 
 @dataclass
-class RunSummary:
-    computed: int = 0  # rows generated and stored with status ok
-    failed: int = 0  # rows stored with status failed
-    skipped: int = 0  # rows found already done
-    config_hashes: dict = field(default_factory=dict)  # method -> config_hash
-    failed_by_method: dict = field(default_factory=dict)  # method -> rows stored as failed in this run
-    attempted_by_method: dict = field(default_factory=dict)  # method -> rows generated in this run
-    first_error: Optional[str] = None  # the first failed row's error (first line)
-
-    def failure_report(self) -> str:
-        """'' when nothing failed, else one line per method that had failures."""
-        return "; ".join(f"{m}: {n} of {self.attempted_by_method.get(m, n)} rows failed"
-                         for m, n in self.failed_by_method.items() if n)
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a run; ``summary`` says what was stored before it (every finished row is)."""
-
-    def __init__(self, summary: RunSummary) -> None:
-        super().__init__()
-        self.summary = summary
-
-
-@dataclass
 class _Job:
     spec: SpecConfig  # the run's method, or the AR baseline next to it
     chash: str
     cdir: Path
+    key: dict = field(default_factory=dict)  # the method key hashed into chash (the folder's config.json)
     record_expected: bool = False  # a tree method of a record_expected run
 
     @property
@@ -86,6 +67,7 @@ def run(cfg: DictConfig) -> RunSummary:
     """Run (or resume) one configuration; returns what was computed, failed and skipped."""
     spec = validate(cfg)
     root = resolve_path(cfg.output_dir)
+    fresh = (not root.exists(), not (root / storage.MANIFEST).exists())  # (folder, manifest) made by this run
     storage.prepare_output_dir(root)
     storage.remove_stale_tmp(root)
     jobs = _jobs(cfg, spec, root)
@@ -103,7 +85,13 @@ def run(cfg: DictConfig) -> RunSummary:
         return summary
     if cfg.num_threads is not None:
         torch.set_num_threads(int(cfg.num_threads))
-    pair = load_pair(cfg.model.name, cfg.device, cfg.dtype, cfg.model.target_path, cfg.model.head_path)
+    try:
+        pair = load_pair(*pair_args(cfg))
+    except BaseException:
+        _remove_if_untouched(root, *fresh)
+        raise
+    for job in jobs:
+        storage.prepare_config_dir(root, cfg.model.name, job.chash, job.key)
     first_items = list({id(item): item for _, item in pending}.values())
     first_prompts = [pair.format_chat(chat_messages(item, 0, [])) for item in first_items]
     for job in jobs:
@@ -131,10 +119,20 @@ def _jobs(cfg: DictConfig, spec: SpecConfig, root: Path) -> list[_Job]:
     for one in specs:
         key = method_key(cfg, one.method)
         chash = config_hash(key)
-        cdir = storage.prepare_config_dir(root, cfg.model.name, chash, key)
+        cdir = root / cfg.model.name / chash
+        if (cdir / "config.json").exists():  # refused now if it is another config's (created after the load)
+            storage.prepare_config_dir(root, cfg.model.name, chash, key)
         tree = not get_method(one.method).is_reference
-        jobs.append(_Job(one, chash, cdir, record_expected=bool(cfg.record_expected) and tree))
+        jobs.append(_Job(one, chash, cdir, key, record_expected=bool(cfg.record_expected) and tree))
     return jobs
+
+
+def _remove_if_untouched(root: Path, made_folder: bool, made_manifest: bool) -> None:
+    """After a failed load: the manifest (and the folder) this run made go again, if nothing else is there."""
+    if made_manifest and all(p.name == storage.MANIFEST for p in root.iterdir()):
+        (root / storage.MANIFEST).unlink(missing_ok=True)
+        if made_folder:
+            root.rmdir()
 
 
 def _order(cfg: DictConfig, jobs: list[_Job], index: int) -> list[_Job]:

@@ -36,9 +36,9 @@ import pyarrow.parquet as pq
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from eval import storage
+from eval import run_summary, storage
 from eval.data import chat_messages, load_suite
-from eval.models import load_pair
+from eval.models import load_pair, pair_args
 from eval.resume import disk_full_line, interrupted_line
 from eval.runner import resolve_path
 from eval.same_state_archive import (OPTIONAL_COLUMNS, archive_bytes, archive_paths, export_rows,  # noqa: F401
@@ -167,7 +167,7 @@ def _run_items(cfg, driver, dkey: dict, ddir: Path, compared: list[Compared], su
                 answers.append(drow.column("answer")[0].as_py())
                 continue
             if pair is None:
-                pair = load_pair(cfg.model.name, cfg.device, cfg.dtype, cfg.model.target_path, cfg.model.head_path)
+                pair = load_pair(*pair_args(cfg))
                 check_against_pair(cfg, driver, pair, [pair.format_chat(chat_messages(item, 0, []))])
             answers.append(_one_turn(cfg, pair, driver, dkey, ddir, dpath, todo, item, turn, answers, summary))
 
@@ -272,7 +272,8 @@ def main(cfg: DictConfig) -> None:
         raise SystemExit(130) from None
     from eval.same_state_tables import report_markdown
 
-    print(report_markdown(load_rows(resolve_path(cfg.output_dir))))
+    root = resolve_path(cfg.output_dir)
+    print(report_markdown(load_rows(root)) + "\n" + run_summary.same_state_rows_went(root, cfg.model.name))
 
 
 if __name__ == "__main__":

@@ -27,13 +27,15 @@ from eval import keys
 from eval.keys import SUITE_FILES, config_hash
 from rheo.config import SpecConfig, method_parameters
 from rheo.methods import get_method, method_names
-from rheo.models.catalog import MODELS as REGISTRY
+from rheo.models.catalog import CHAT_FORMATS, MODELS as REGISTRY
 from rheo.placement import DTYPE_NAMES
 
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
 PAPER_MODELS = tuple(REGISTRY)
 TEST_MODELS = ("tiny_random",)
 MODELS = PAPER_MODELS + TEST_MODELS
+#: the model config of a pair of your own (configs/model/local.yaml): any other name, with both folders
+LOCAL_MODEL = "local"
 SUITES = tuple(SUITE_FILES)
 DTYPES = DTYPE_NAMES
 
@@ -43,6 +45,8 @@ class ModelConf:
     name: str = MISSING
     target_path: Optional[str] = None  # local weights of the target (None = model default)
     head_path: Optional[str] = None  # local weights of the draft head (None = model default)
+    chat_format: Optional[str] = None  # "template" | "vicuna_v1.1" (None: the catalog's; "template" for your own)
+    eos_tokens: Optional[List[str]] = None  # token strings that end a turn (None: the catalog's; the tokenizer's eos)
 
 
 @dataclass
@@ -153,7 +157,7 @@ def validate(cfg: DictConfig) -> SpecConfig:
     from eval.validate import check_config
 
     check_config(cfg)
-    _choice("model.name", cfg.model.name, MODELS)
+    _check_model(cfg)
     _choice("method.name", cfg.method.name, methods())
     _check_dataset(cfg)
     mix = cfg.get("draft_mix")
@@ -170,6 +174,24 @@ def validate(cfg: DictConfig) -> SpecConfig:
         raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
     _check_alongside(cfg)
     return spec_config(cfg)
+
+
+def _check_model(cfg: DictConfig) -> None:
+    """A catalog name, or a pair of your own whose folders exist and whose head fits its target
+    (eval.models.check_local_pair: config files and weight headers, nothing loaded or created)."""
+    from eval.models import check_local_pair
+
+    model = cfg.model
+    if model.chat_format is not None:
+        _choice("model.chat_format", model.chat_format, CHAT_FORMATS)
+    if model.name in MODELS:
+        return
+    if not (model.target_path and model.head_path):
+        raise ValueError(f"unknown model.name {model.name!r}: choose from {list(MODELS)}, or run a pair of your own "
+                         f"with model={LOCAL_MODEL} model.name=NAME model.target_path=DIR model.head_path=DIR "
+                         f"(docs/harness.md)")
+    check_local_pair(model.name, model.target_path, model.head_path, model.chat_format,
+                     None if model.eos_tokens is None else tuple(model.eos_tokens))
 
 
 def _check_alongside(cfg: DictConfig) -> None:
@@ -222,7 +244,8 @@ def method_key(cfg: DictConfig, method: Optional[str] = None) -> dict:
         paired = config_hash(method_key(cfg))
     return keys.method_key(spec, model=cfg.model.name, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed,
                            max_new_tokens=cfg.max_new_tokens, target_path=cfg.model.target_path,
-                           head_path=cfg.model.head_path, paired_with=paired, draft_mix=cfg.get("draft_mix"))
+                           head_path=cfg.model.head_path, paired_with=paired, draft_mix=cfg.get("draft_mix"),
+                           chat_format=cfg.model.get("chat_format"), eos_tokens=cfg.model.get("eos_tokens"))
 
 
 def methods() -> list[str]:

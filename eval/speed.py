@@ -11,7 +11,8 @@
   per cycle gains less in speed than in tau.
 * :func:`speed_table` - per model x device/dtype x max_new_tokens x T: tokens/s of
   every method and tree, its speedup over the AR rows timed next to it (ratio of sums,
-  eval.analysis) and the ``transformers`` ``generate`` reference row.
+  eval.analysis), its per-prompt speedup over Top-K's on the same tree, each marked *within
+  noise* where its 95% CI covers 1, and the ``transformers`` ``generate`` reference row.
 * :func:`agreement_table` - at T=0, each method's output tokens against our AR's on the
   same item: identical outputs, and tokens before the first divergence. In fp32 this is
   the identity check; in bf16 a tree scored in one batch rounds differently from
@@ -181,16 +182,39 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
             sp, sp_ci, n = mean_ci(part["speedup"])
             tau, tau_ci, _ = mean_ci(part["tau"])
             ar_tps = part["ar_new_tokens"].sum() / part["ar_wall_s"].sum()
+            topk = rows[(rows["variant"] == FIRST_TREE_METHOD) & (rows["tree"] == tree)]
             body.append([display_name(variant), tree, str(n), fmt(tau, tau_ci),
                          f"{part['new_tokens'].sum() / part['wall_s'].sum():.1f}", f"{ar_tps:.1f}",
-                         fmt(speedup_ratio_of_sums(part)), fmt(sp, sp_ci)])
-        header = ["method", "tree", "n", "τ", "tok/s", "AR tok/s (paired)", "speedup", "speedup per item"]
+                         fmt(speedup_ratio_of_sums(part)), fmt(sp, sp_ci) + _noise(sp - 1.0, sp_ci),
+                         "-" if variant == FIRST_TREE_METHOD else _vs_topk(part, topk)])
+        header = ["method", "tree", "n", "τ", "tok/s", "AR tok/s (paired)", "speedup", "speedup per item",
+                  "vs Top-K, same tree"]
         blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + _md(header, body))
     return ("## Speed next to AR\n\nEach method's rows over the AR rows of the same (item, turn, seed) timed "
             "next to them (`paired_baseline`); speedup = ratio of sums (Σ tokens / Σ wall over the AR's), "
             "per item = mean ± 95% CI of the per-row ratios. `transformers generate` is the library's own "
             "loop on the same target (greedy at T=0, plain sampling at T>0): its ratio says whether our AR "
-            "baseline is as fast as the library's.\n\n" + "\n\n".join(blocks) + "\n")
+            "baseline is as fast as the library's. vs Top-K = the geometric mean [95% CI] over the prompts "
+            "both ran of the method's per-item speedup over Top-K's on the same tree. *within noise* (after a "
+            "speedup per item or a ratio to Top-K): its 95% CI covers 1, so these rows do not tell that speed "
+            "from AR's (or from Top-K's).\n\n"
+            + "\n\n".join(blocks) + "\n")
+
+
+def _noise(diff: float, half: float) -> str:
+    """' (within noise)' when a difference's 95% CI covers 0, else ''."""
+    return " (within noise)" if not math.isnan(half) and abs(diff) <= half else ""
+
+
+def _vs_topk(part: pd.DataFrame, topk: pd.DataFrame) -> str:
+    """The per-prompt speedup of ``part`` over Top-K's on the same prompts: geometric mean [95% CI]."""
+    mine, base = part.set_index(COST_KEY)["speedup"], topk.set_index(COST_KEY)["speedup"]
+    both = mine.index.intersection(base.index)
+    if len(both) < 2 or not (mine.index.is_unique and base.index.is_unique):
+        return "-"
+    logs = np.log((mine.loc[both] / base.loc[both]).astype(float))
+    mean, half, _ = mean_ci(logs)
+    return _log_ratio_ci(np.exp(logs)) + _noise(mean, half)
 
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from eval import methods_study, plots
 from eval.analysis import load
+from eval.needs import FIGURE_NEEDS, skipped
 from eval.storage import require_results_dir
 from eval.committed import Outputs, outputs_main
 from rheo.io import child_path
@@ -38,7 +39,7 @@ def make_figures(results: Path, out: Path, theory: bool = True, update_committed
     for what, make in makers.items():
         figs = make(df) if not df.empty else []
         if not figs:
-            print(f"skipped {what} figures: the runs they need are not under {results}")
+            print(skipped(f"{what} figures", FIGURE_NEEDS[what], results))
         written += [_save(outputs, fig, child_path(out, f"{name}.png")) for name, fig in figs]  # names come from rows
     if theory:
         from eval import theory as th

@@ -10,7 +10,7 @@ cycle, tau and tokens/s next to Top-K's on the same prompts), agreement.md (T=0 
 identity in fp32, agreement rate in bf16), runs.md (inventory, failures included) and theory.md (Lemma-1
 worked example, closed form vs Monte-Carlo; its Monte-Carlo numbers are cached
 in <out>/theory/). A table whose runs are absent is skipped, and the script
-says so; a copy of it left in <out> by an earlier run is removed, so that every
+says what it needs (eval/needs.py); a copy of it left in <out> by an earlier run is removed, so that every
 table there is drawn from the given results. A results directory that does not
 exist (or is not one) is an error (exit status 2).
 A file committed to git is rewritten only with the same bytes and never removed (then
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from eval import methods_study, speed, tables
 from eval.analysis import add_variant, load
+from eval.needs import TABLE_NEEDS, skipped
 from eval.storage import load_results, require_results_dir
 from eval.committed import Outputs, outputs_main
 from rheo.cli import run_main
@@ -44,7 +45,7 @@ def make_tables(results: Path, out: Path, theory: bool = True, update_committed:
     for name, build in builders.items():
         text = build(df) if not df.empty else None
         if text is None:
-            print(f"skipped {name}.md: the runs it needs are not under {results}")
+            print(skipped(f"{name}.md", TABLE_NEEDS[name], results))
             continue
         written[name] = outputs.add(out / f"{name}.md", text.encode())
     everything = load_results(results, include_failed=True)

@@ -135,6 +135,8 @@ def test_missing_runs_are_skipped_with_a_message(tmp_path, capsys):
     assert set(written) == {"runs", "speed"} and figures == []  # Top-K next to AR: speed only
     assert "skipped main.md" in out and "skipped phases.md" in out and "skipped m_ablation.md" in out and "skipped temperature.md" in out
     assert "skipped m-ablation figures" in out
+    assert "skipped m_ablation.md: needs Top-K rows and >= 3 variants in all" in out  # what it needs, not only that
+    assert all("needs " in line for line in out.splitlines() if line.startswith("skipped"))
 
 
 def test_corrupt_shard_is_reported_in_the_inventory(tmp_path):

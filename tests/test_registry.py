@@ -236,7 +236,7 @@ def test_model_names_are_defined_once():
 
     assert schema.PAPER_MODELS == tuple(MODELS)
     group = Path(__file__).resolve().parents[1] / "configs" / "model"
-    assert {p.stem for p in group.glob("*.yaml")} == set(MODELS) | set(schema.TEST_MODELS)
+    assert {p.stem for p in group.glob("*.yaml")} == set(MODELS) | set(schema.TEST_MODELS) | {schema.LOCAL_MODEL}
 
 
 def test_truncated_head_weights_are_found_before_the_target_loads(tmp_path, monkeypatch, stub_drafter):

@@ -70,7 +70,15 @@ def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_spe
     assert answer == pair.tokenizer.decode(greedy, skip_special_tokens=True)
 
 
+#: scripts run on a GPU machine where rheo is not installed (no package registry there: docs/gpu.md,
+#: `make gpu-setup` / `make gpu-check` run them as plain files); the checkout goes on sys.path first
+BARE_MACHINE_SCRIPTS = {"gpu_bundle.py", "gpu_check.py"}
+SYS_PATH_EDIT = re.compile(r"sys\.path\s*(\.insert|\.append|\.extend|\[[^]]*\]\s*=|\+=|=)")
+
+
 def test_the_scripts_users_run_leave_sys_path_alone():
-    for name in ("make_tables", "make_figures", "tune_tree", "export_results"):
-        source = (ROOT / "scripts" / f"{name}.py").read_text()
-        assert "sys.path" not in source, name
+    scripts = sorted((ROOT / "scripts").glob("*.py"))
+    assert len(scripts) > len(BARE_MACHINE_SCRIPTS)
+    for path in scripts:
+        edits = SYS_PATH_EDIT.findall(path.read_text())
+        assert bool(edits) == (path.name in BARE_MACHINE_SCRIPTS), path.name

@@ -1,0 +1,39 @@
+"""Figures say how many prompts each point rests on, draw no CI where there is none (n = 1: no
+zero-width caps), and say that a speedup below 1 on a CPU is what large trees give there."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.container import ErrorbarContainer
+
+from eval import analysis, plots
+from eval.synthetic import write_synthetic_results
+
+
+def _caps(fig) -> list:
+    """The y positions of every error-bar cap of a figure (NaN ones are not drawn)."""
+    return [y for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer)
+            for cap in c.lines[1] for y in cap.get_ydata()]
+
+
+def test_one_prompt_per_suite_shows_n_and_no_ci(tmp_path):
+    runs = write_synthetic_results(tmp_path / "runs", suites=("gsm8k", "nq"), n_items=1, seeds=(0,),
+                                   temperatures=(1.0,), ms=(1,))
+    [(_, fig)] = plots.suite_bar_figures(analysis.load(runs))
+    tau, speed = fig.axes
+    assert [t.get_text() for t in tau.get_xticklabels()] == ["gsm8k\nn=1", "nq\nn=1"]
+    assert _caps(fig) and not any(np.isfinite(_caps(fig)))  # every cap NaN: none drawn
+    assert "(none at n = 1)" in speed.get_legend().get_title().get_text()
+    assert "below 1 is expected on a CPU" in speed.get_title()
+
+
+def test_more_prompts_draw_their_ci_and_count_them(tmp_path):
+    runs = write_synthetic_results(tmp_path / "runs", suites=("gsm8k",), n_items=3, seeds=(0,),
+                                   temperatures=(1.0,), ms=(0, 1))
+    df = analysis.load(runs)
+    [(_, fig)] = plots.suite_bar_figures(df)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["gsm8k\nn=3"]
+    assert all(np.isfinite(_caps(fig))) and len(_caps(fig)) == 2 * 2 * 1  # two variants, two caps each
+    assert "none at" not in fig.axes[-1].get_legend().get_title().get_text()
+    [(_, abl)] = plots.m_ablation_figures(df)
+    assert "n = 3 paired prompts" in abl.axes[0].get_xlabel()
