@@ -277,18 +277,20 @@ GPU_BUNDLE ?= .gpu_bundle
 GPU_OUT ?= results/gpu
 GPU_ARGS ?=
 GPU_PY ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
-GPU_ENV = PYTHONPATH=$(CURDIR)$(if $(wildcard $(GPU_BUNDLE)/site),:$(CURDIR)/$(GPU_BUNDLE)/site) $(if $(wildcard $(GPU_BUNDLE)/smollm2.gguf),RHEO_SMOLLM2_GGUF=$(CURDIR)/$(GPU_BUNDLE)/smollm2.gguf RHEO_CACHE=$(CURDIR)/$(GPU_BUNDLE)/cache)
+# the checkout (and tests/, whose toy models the chi-square check reads) on the import path: on a
+# GPU machine without a package registry rheo is not installed, and no script edits sys.path
+GPU_ENV = PYTHONPATH=$(CURDIR):$(CURDIR)/tests$(if $(wildcard $(GPU_BUNDLE)/site),:$(CURDIR)/$(GPU_BUNDLE)/site) $(if $(wildcard $(GPU_BUNDLE)/smollm2.gguf),RHEO_SMOLLM2_GGUF=$(CURDIR)/$(GPU_BUNDLE)/smollm2.gguf RHEO_CACHE=$(CURDIR)/$(GPU_BUNDLE)/cache)
 
 .PHONY: gpu-wheels gpu-bundle gpu-setup gpu-check gpu-reference
 
 gpu-wheels: ## download the wheels a registry-less GPU machine lacks (gguf, accelerate, psutil; Python 3.12) into .gpu_bundle/a/wheels
-	$(GPU_PY) scripts/gpu_bundle.py wheels --bundle $(GPU_BUNDLE)
+	PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_bundle.py wheels --bundle $(GPU_BUNDLE)
 
 gpu-bundle: gpu-wheels ## wheels + the SmolLM2 GGUF split into <= 30 MB parts under .gpu_bundle/{a,b} (git-ignored)
-	$(GPU_PY) scripts/gpu_bundle.py split --bundle $(GPU_BUNDLE)
+	PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_bundle.py split --bundle $(GPU_BUNDLE)
 
 gpu-setup: ## on the GPU machine: reassemble the GGUF (SHA-256 checked), pip install --no-index the wheels, build the model cache
-	$(GPU_PY) scripts/gpu_bundle.py setup --bundle $(GPU_BUNDLE)
+	PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_bundle.py setup --bundle $(GPU_BUNDLE)
 
 gpu-check: DEVICE = cuda
 gpu-check: ## the GPU path checked and timed: fp32 greedy identity, bf16 agreement, chi-square, tau parity, speed + phases -> GPU_OUT

@@ -33,10 +33,9 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from rheo.cli import ArgumentParser, run_main  # noqa: E402 (standard library only)
-from rheo.files import read_bounded  # noqa: E402 (standard library only)
-from rheo.paths import REPO_ROOT as ROOT  # noqa: E402
+from rheo.cli import ArgumentParser, run_main  # (standard library only)
+from rheo.files import read_bounded  # (standard library only)
+from rheo.paths import REPO_ROOT as ROOT
 
 WHEELS = ("gguf", "accelerate", "psutil")  # not on the GPU machine; imported by the GGUF loader
 PART_BYTES = 30_000_000
@@ -70,7 +69,6 @@ def cmd_wheels(bundle: Path, python_version: str) -> None:
 
 def cmd_split(bundle: Path, gguf: Path | None) -> None:
     if gguf is None:
-        sys.path.insert(0, str(ROOT))
         from rheo.models.smollm2 import gguf_path
 
         gguf = gguf_path()
@@ -152,8 +150,6 @@ def cmd_setup(bundle: Path, skip_model: bool) -> None:
         if missing:
             raise SystemExit(f"parts not here yet: {[p['group'] + '/' + p['name'] for p in missing]} "
                              "(carry their folders in the next call)")
-        if str(ROOT) not in sys.path:
-            sys.path.insert(0, str(ROOT))
         from rheo.io import atomic_write  # stdlib only
 
         def write_parts(f) -> None:

@@ -31,19 +31,18 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent  # before rheo is importable: it goes on sys.path
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+ROOT = Path(__file__).resolve().parent.parent  # (make gpu-check puts it and tests/ on PYTHONPATH)
 
-import torch  # noqa: E402
+import torch
 
-from eval.device import devcheck as dc  # noqa: E402
-from eval.device.devreport import Report, greedy_section, md_table, tau_parity  # noqa: E402
-from eval import storage  # noqa: E402
-from rheo.config import SpecConfig  # noqa: E402
-from rheo.timing import device_name  # noqa: E402
-from rheo.placement import DTYPES as PLACEMENT_DTYPES  # noqa: E402
-from rheo.cli import ArgumentParser, positive_int, run_main  # noqa: E402
-from rheo.paths import git_sha  # noqa: E402
+from eval.device import devcheck as dc
+from eval.device.devreport import Report, greedy_section, md_table, tau_parity
+from eval import storage
+from rheo.config import SpecConfig
+from rheo.timing import device_name
+from rheo.placement import DTYPES as PLACEMENT_DTYPES
+from rheo.cli import ArgumentParser, positive_int, run_main
+from rheo.paths import git_sha
 
 DTYPES = {k: v for k, v in PLACEMENT_DTYPES.items() if k != "float16"}
 REFERENCE = ROOT / "results" / "gpu" / "cpu_reference.json"

@@ -70,9 +70,9 @@ def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_spe
     assert answer == pair.tokenizer.decode(greedy, skip_special_tokens=True)
 
 
-#: scripts run on a GPU machine where rheo is not installed (no package registry there: docs/gpu.md,
-#: `make gpu-setup` / `make gpu-check` run them as plain files); the checkout goes on sys.path first
-BARE_MACHINE_SCRIPTS = {"gpu_bundle.py", "gpu_check.py"}
+#: none: even the scripts of a GPU machine without rheo installed find it through PYTHONPATH, which
+#: `make gpu-setup` / `make gpu-check` set (docs/gpu.md)
+BARE_MACHINE_SCRIPTS: set[str] = set()
 SYS_PATH_EDIT = re.compile(r"sys\.path\s*(\.insert|\.append|\.extend|\[[^]]*\]\s*=|\+=|=)")
 
 
