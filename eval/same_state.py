@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
+from tqdm import tqdm
 
 from eval import run_summary, storage
 from eval.data import chat_messages, load_suite
@@ -155,7 +156,11 @@ def run(cfg: DictConfig) -> SameStateSummary:
 def _run_items(cfg, driver, dkey: dict, ddir: Path, compared: list[Compared], suites: dict,
                summary: SameStateSummary) -> None:
     pair = None
-    for item in (i for items in suites.values() for i in items):
+    items = [i for part in suites.values() for i in part]
+    bar = tqdm(total=sum(len(i.turns) for i in items), unit="prompt", disable=not cfg.progress,
+               desc=f"same-state {get_method(driver.method).variant(driver)} T={float(cfg.temperature):g}, "
+                    f"{len(compared)} compared", bar_format="{desc}: {n_fmt}/{total_fmt} prompts [{elapsed}<{remaining}]")
+    for item in items:
         answers: list[str] = []
         for turn in range(len(item.turns)):
             dpath = storage.shard_path(ddir / DRIVER, item.suite, item.item_id, turn)
@@ -165,11 +170,13 @@ def _run_items(cfg, driver, dkey: dict, ddir: Path, compared: list[Compared], su
             if drow is not None and not todo:
                 summary.skipped += 1
                 answers.append(drow.column("answer")[0].as_py())
+                bar.update(1)
                 continue
             if pair is None:
                 pair = load_pair(*pair_args(cfg))
                 check_against_pair(cfg, driver, pair, [pair.format_chat(chat_messages(item, 0, []))])
             answers.append(_one_turn(cfg, pair, driver, dkey, ddir, dpath, todo, item, turn, answers, summary))
+            bar.update(1)
 
 
 def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list[Compared], item, turn: int,
