@@ -177,7 +177,7 @@ def main(argv=None) -> int:
     from eval.same_state_outputs import plan_outputs
 
     try:
-        rows, plan, messages = plan_outputs(args)
+        rows, plan, messages = plan_outputs(args, report_markdown)
         plan.write(args.results)
     except (OSError, ValueError, CommittedOutputsError) as e:
         print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
