@@ -45,7 +45,9 @@ TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.m
 SETTING = ["model", "target_path", "head_path", "device", "dtype", "max_new_tokens"] + TREE
 DEFAULT_WEIGHTS = "default"
 SUITE_ORDER = ["mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq"]
-# two-sided 95% Student-t quantiles for df = 1..30 (df > 30: normal 1.96)
+#: the two-sided 95% quantile of the normal distribution
+Z95 = 1.96
+# two-sided 95% Student-t quantiles for df = 1..30 (df > 30: the normal's, Z95)
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
         2.052, 2.048, 2.045, 2.042]
@@ -154,8 +156,17 @@ def mean_ci(values: Iterable[float]) -> tuple[float, float, int]:
     if n < 2:
         return mean, math.nan, n
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
+    t = _T95[n - 2] if n - 1 <= len(_T95) else Z95
     return mean, t * sd / math.sqrt(n), n
+
+
+def normal_half_width(se: float) -> float:
+    """95% half-width ``Z95 * se`` of an estimate whose sampling distribution is close to normal with a
+    standard error ``se`` known from many draws: a Monte-Carlo mean over thousands of independent
+    verifications (se from their own variance) or a proportion over thousands of trials (binomial se,
+    sqrt(p(1-p)/n)). A mean over independent units (prompts, keys, seeds) whose sd is estimated from
+    those units is :func:`mean_ci` (Student-t) instead."""
+    return Z95 * se
 
 
 def speedup_ratio_of_sums(rows: pd.DataFrame) -> float:

@@ -1,8 +1,8 @@
 """Benchmark prompts: the six suites of data/benchmarks, or any prompt set ``datasets`` reads.
 
 Every prompt set becomes a :class:`datasets.DatasetDict` with one split per suite
-(:func:`prompt_datasets`), and every record of it an :class:`Item`
-(:func:`load_prompts`, what a run iterates over). Records are validated, and an
+(``eval.prompt_sources.prompt_datasets``), and every record of it an :class:`Item`
+(``eval.prompt_sources.load_prompts``, what a run iterates over). Records are validated, and an
 error names where the record is: ``file:line`` for a JSON-lines file (checked
 line by line before ``datasets`` reads it), ``source, record i`` otherwise.
 
@@ -25,9 +25,10 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 from eval.keys import SUITE_FILES
 
@@ -154,12 +155,26 @@ def dataset_items(ds, suite: str, fields: Fields, label: str) -> list[Item]:
     return make_items([(f"{label}, record {i}", rec) for i, rec in enumerate(ds)], suite, fields)
 
 
+def read_files(builder: str, paths: dict[str, Path]):
+    """``load_dataset(builder, data_files=...)`` into memory (a throw-away cache: an edited file is never
+    read from a stale cache), without progress bars. One split per entry of ``paths``."""
+    import datasets
+
+    bars = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        with tempfile.TemporaryDirectory() as cache:
+            return datasets.load_dataset(builder, data_files={s: str(p) for s, p in paths.items()},
+                                         cache_dir=cache, keep_in_memory=True)
+    finally:
+        if bars:
+            datasets.enable_progress_bars()
+
+
 # ---------------------------------------------------------------- the six suites
 def builtin_datasets(data_dir: Path | str, suites: Sequence[str] = tuple(SUITE_FILES)):
     """The suites' JSON-lines files of ``data_dir`` as a DatasetDict (one split per suite), each
     file validated line by line first."""
-    from eval.prompt_sources import read_files
-
     paths = {}
     for suite in suites:
         if suite not in SUITE_FILES:
@@ -185,25 +200,6 @@ def select(items: list[Item], item_ids: Optional[Sequence[int]], limit: Optional
         wanted = set(int(i) for i in item_ids)
         items = [r for r in items if r.item_id in wanted]
     return items if limit is None else items[:limit]
-
-
-# ---------------------------------------------------------------- a run's prompts
-def prompt_datasets(dataset_cfg, data_dir: Path, resolve: Callable[[str], Path] = Path):
-    """(DatasetDict with one split per suite, Fields, labels per suite) of a run's ``dataset`` config."""
-    from eval.prompt_sources import is_builtin, user_datasets
-
-    if is_builtin(dataset_cfg):
-        suites = list(dataset_cfg.suites)
-        labels = {s: str(Path(data_dir) / SUITE_FILES[s]) for s in suites}
-        return builtin_datasets(data_dir, suites), BUILTIN, labels
-    return user_datasets(dataset_cfg, resolve)
-
-
-def load_prompts(cfg, resolve: Callable[..., Path]) -> dict[str, list[Item]]:
-    """suite -> its items (``item_ids``, then ``limit``) of a run config, in suite then record order."""
-    data_dir = resolve(cfg.data_dir, must_exist=True)
-    dd, fields, labels = prompt_datasets(cfg.dataset, data_dir, lambda p: resolve(p, must_exist=True))
-    return {s: select(dataset_items(dd[s], s, fields, labels[s]), cfg.item_ids, cfg.limit) for s in dd}
 
 
 def chat_messages(item: Item, turn: int, previous_answers: Sequence[str]) -> list[dict]:

@@ -19,6 +19,7 @@ from typing import Optional
 
 import torch
 
+from eval.markdown import markdown_table
 from rheo.cli import ArgumentParser, positive_int, run_main
 
 PROG = "python -m eval.dial_cost"
@@ -94,12 +95,10 @@ def main(argv=None) -> Optional[int]:
                              eos_token_id=list(pair.eos_token_ids) or None)
     call = statistics.mean(times["tree call"])
     print(f"paper tree, {len(times['tree call'])} cycle starts, float32, {args.threads} thread(s), process CPU time")
-    print("| tree build | ms per tree | ms per drafted layer | × the target's tree call |")
-    print("|---|---|---|---|")
-    for name in ("head (a=0)", "target mixed in (a=1)"):
-        ms = statistics.mean(times[name])
-        print(f"| {name} | {ms:.1f} | {ms / cfg.depth:.1f} | {ms / call:.2f} |")
-    print(f"| (the target's call on the pruned {cfg.tree_size + 1}-node tree) | {call:.1f} | - | 1.00 |")
+    body = [[name, f"{statistics.mean(times[name]):.1f}", f"{statistics.mean(times[name]) / cfg.depth:.1f}",
+             f"{statistics.mean(times[name]) / call:.2f}"] for name in ("head (a=0)", "target mixed in (a=1)")]
+    body.append([f"(the target's call on the pruned {cfg.tree_size + 1}-node tree)", f"{call:.1f}", "-", "1.00"])
+    print(markdown_table(["tree build", "ms per tree", "ms per drafted layer", "× the target's tree call"], body))
     return 0
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from eval.analysis import normal_half_width
+from eval.markdown import BLANK, markdown_table
 from rheo.cli import ArgumentParser, path_arg, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.decode import generate_with_source
@@ -59,15 +61,16 @@ def check_states(pair, cfg: SpecConfig, runs: int, every: int, max_new: int) -> 
 
 def markdown(rows: list[dict], cfg: SpecConfig, model: str, runs: int) -> str:
     label = get_method(cfg.method).variant(cfg)
+    diffs = [r["mc"] - r["expected"] for r in rows]
+    pooled_se = math.sqrt(sum(r["se"] ** 2 for r in rows)) / len(rows)  # of the mean of independent trees
     lines = [f"### {model}, {label}, K={cfg.k} depth={cfg.depth} R={cfg.tree_size} top-{cfg.sparse_top}, "
              f"T={cfg.temperature:g}, {runs} verifications per tree", "",
-             "| state | drafted nodes | expected | Monte-Carlo | MC − expected | z |", "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['state']} | {r['nodes']} | {r['expected']:.4f} | {r['mc']:.4f} ± {1.96 * r['se']:.4f} | "
-                     f"{r['mc'] - r['expected']:+.4f} | {r['z']:+.2f} |")
-    diffs = [r["mc"] - r["expected"] for r in rows]
-    pooled_se = math.sqrt(sum(r["se"] ** 2 for r in rows)) / len(rows)
-    lines.append(f"| **mean** | | | | {sum(diffs) / len(diffs):+.4f} ± {1.96 * pooled_se:.4f} | |")
+             markdown_table(["state", "drafted nodes", "expected", "Monte-Carlo", "MC − expected", "z"],
+                            [[r["state"], r["nodes"], f"{r['expected']:.4f}",
+                              f"{r['mc']:.4f} ± {normal_half_width(r['se']):.4f}", f"{r['mc'] - r['expected']:+.4f}",
+                              f"{r['z']:+.2f}"] for r in rows]
+                            + [["**mean**", BLANK, BLANK, BLANK, f"{sum(diffs) / len(diffs):+.4f} ± "
+                                f"{normal_half_width(pooled_se):.4f}", BLANK]])]
     return "\n".join(lines) + "\n"
 
 

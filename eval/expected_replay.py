@@ -36,7 +36,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from eval.analysis import mean_ci
+from eval.analysis import mean_ci, normal_half_width
 from rheo.io import atomic_write
 from rheo.cli import ArgumentParser, non_negative_int, one_line, path_arg, positive_int, run_main
 from rheo.config import SpecConfig
@@ -163,7 +163,7 @@ def summary(results: list[dict], variant: str, mc: int, committed: pd.DataFrame 
                      f"{ci([d for d, _ in sums], sum(c for _, c in sums) / len(sums))}")
     if mc:
         se = math.sqrt(df["mc_minus_e_var"].sum()) / n
-        lines += [f"- Monte-Carlo − expected {df['mc_minus_e'].mean():+.3f} ± {1.96 * se:.3f} per row (± from the "
+        lines += [f"- Monte-Carlo − expected {df['mc_minus_e'].mean():+.3f} ± {normal_half_width(se):.3f} per row (± from the "
                   f"verifications' own variance)", f"- realized − Monte-Carlo {ci(df['r_minus_mc'])} per row"]
     return "\n".join(lines) + "\n"
 

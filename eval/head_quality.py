@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from eval.committed import CommittedOutputsError
+from eval.markdown import markdown_table
 from eval.same_state_outputs import OutputPlan, joined_rows
 from eval.same_state_stats import POOLED, paired_differences
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
@@ -72,10 +73,9 @@ def markdown(table: pd.DataFrame) -> str:
              "Pooled over suites; ± = 95% Student-t half-width over keys (a key's states averaged first). "
              "top-1: step-1 held-out top-1 of each head on the same held-out sequences "
              "(`make heads-top1`).", "",
-             "| head | top-1 | T | keys | Top-K | Rheo m=1 | m=1 − Top-K |", "|---|---|---|---|---|---|---|"]
-    for r in table.itertuples():
-        lines.append(f"| {r.head} | {r.top1:.3f} | {r.temperature:g} | {r.keys} | {r.topk:.3f} | {r.rheo_m1:.3f} | "
-                     f"{r.diff:+.3f} ± {r.half_width:.3f} |")
+             markdown_table(["head", "top-1", "T", "keys", "Top-K", "Rheo m=1", "m=1 − Top-K"],
+                            [[r.head, f"{r.top1:.3f}", f"{r.temperature:g}", r.keys, f"{r.topk:.3f}",
+                              f"{r.rheo_m1:.3f}", f"{r.diff:+.3f} ± {r.half_width:.3f}"] for r in table.itertuples()])]
     return "\n".join(lines) + "\n"
 
 

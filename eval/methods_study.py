@@ -24,7 +24,7 @@ import pandas as pd
 
 from eval.analysis import (DEFAULT_WEIGHTS, display_name, fmt, restrict_to_common, variant_summary,
                            with_speedup)
-from eval.tables import frame_markdown
+from eval.markdown import frame_markdown
 from rheo.methods import get_method, method_names
 from rheo.methods.registry import KINDS, registration_rank
 

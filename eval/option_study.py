@@ -30,7 +30,7 @@ import pandas as pd
 from eval.analysis import mean_ci
 from eval.same_state_labels import ordered_labels
 from eval.same_state_stats import PROMPT, keys_for, labelled
-from eval.tables import frame_markdown
+from eval.markdown import frame_markdown
 from rheo.cli import ArgumentParser, path_arg, run_main
 
 PROG = "python -m eval.option_study"

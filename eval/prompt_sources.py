@@ -1,4 +1,5 @@
-"""Where a user's prompt set comes from: a local file or folder, or the Hugging Face hub.
+"""Where a run's prompts come from: the six suites of ``data_dir`` (:mod:`eval.data`), or a user's
+prompt set from a local file or folder, or the Hugging Face hub (:func:`load_prompts`).
 
 ``dataset.path`` (a local copy, tried first) may be
 
@@ -27,7 +28,9 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from eval.data import BenchmarkDataError, Fields, read_records
+from eval.data import (BUILTIN, BenchmarkDataError, Fields, Item, builtin_datasets, dataset_items, read_files,
+                       read_records, select)
+from eval.keys import SUITE_FILES
 from eval.suite_names import check_user_suite
 
 FORMATS = {".jsonl": "json", ".parquet": "parquet", ".arrow": "arrow"}
@@ -152,22 +155,23 @@ def _pick_split(loaded, conf, label: str):
     return loaded[conf.split]
 
 
-def read_files(builder: str, paths: dict[str, Path]):
-    """``load_dataset(builder, data_files=...)`` into memory (a throw-away cache: an edited file is never
-    read from a stale cache), without progress bars. One split per entry of ``paths``."""
-    import datasets
-
-    bars = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    try:
-        with tempfile.TemporaryDirectory() as cache:
-            return datasets.load_dataset(builder, data_files={s: str(p) for s, p in paths.items()},
-                                         cache_dir=cache, keep_in_memory=True)
-    finally:
-        if bars:
-            datasets.enable_progress_bars()
-
-
 def _first_line(e: Exception) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else ""
+
+
+# ---------------------------------------------------------------- a run's prompts
+def prompt_datasets(dataset_cfg, data_dir: Path, resolve: Callable[[str], Path] = Path):
+    """(DatasetDict with one split per suite, Fields, labels per suite) of a run's ``dataset`` config."""
+    if is_builtin(dataset_cfg):
+        suites = list(dataset_cfg.suites)
+        labels = {s: str(Path(data_dir) / SUITE_FILES[s]) for s in suites}
+        return builtin_datasets(data_dir, suites), BUILTIN, labels
+    return user_datasets(dataset_cfg, resolve)
+
+
+def load_prompts(cfg, resolve: Callable[..., Path]) -> dict[str, list[Item]]:
+    """suite -> its items (``item_ids``, then ``limit``) of a run config, in suite then record order."""
+    data_dir = resolve(cfg.data_dir, must_exist=True)
+    dd, fields, labels = prompt_datasets(cfg.dataset, data_dir, lambda p: resolve(p, must_exist=True))
+    return {s: select(dataset_items(dd[s], s, fields, labels[s]), cfg.item_ids, cfg.limit) for s in dd}

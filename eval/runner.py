@@ -34,7 +34,8 @@ from tqdm import tqdm
 
 from eval import rows, storage
 from baselines import AR
-from eval.data import Item, chat_messages, load_prompts
+from eval.data import Item, chat_messages
+from eval.prompt_sources import load_prompts
 from eval.generation import generate, phase_timer
 from eval.keys import config_hash, generation_seed
 from eval.models import load_pair, pair_args
@@ -42,7 +43,7 @@ from eval.resume import disk_full_line, same_text
 from eval.run_summary import RunInterrupted, RunSummary  # noqa: F401 (eval.run reads them here)
 from eval.schema import method_key, spec_config, validate
 from eval.validate import check_against_pair
-from rheo.paths import REPO_ROOT
+from rheo.paths import resolve_path
 from rheo.config import SpecConfig
 from rheo.methods import get_method
 
@@ -285,11 +286,3 @@ def _timed(fn, device: str):
 def _generator_device(device: str) -> str:
     return "cuda" if str(device).startswith("cuda") else "cpu"
 
-
-def resolve_path(path: str, must_exist: bool = False) -> Path:
-    """Absolute paths as they are; relative ones against the working directory, or
-    (for inputs that must exist, like data_dir) the project root when not found there."""
-    p = Path(path).expanduser()
-    if p.is_absolute() or not must_exist or p.exists():
-        return p.absolute()
-    return REPO_ROOT / p

@@ -8,8 +8,8 @@ Examples::
 For every (suite, item, turn) the driver (``method``) generates as ``eval.run`` would (same
 generation seed, so the same tokens as its ``eval.run`` row), and at each of its cycle
 starts every ``compare`` entry builds, scores and evaluates its own tree
-(:mod:`rheo.same_state`). Rows: one per (compared method config, state) with the
-expected emitted tokens and the mechanism columns of :mod:`rheo.mechanism` (see
+(:mod:`rheo.same_state`). Rows (their schemas and reader: :mod:`eval.same_state_archive`): one per
+(compared method config, state) with the expected emitted tokens and the mechanism columns of :mod:`rheo.mechanism` (see
 ``docs/expected-acceptance.md``). Tables: :mod:`eval.same_state_tables`.
 
 Layout under ``output_dir`` (its own manifest; resumable, atomic shards)::
@@ -25,14 +25,12 @@ from its own stream of (key, state, config), so rows do not depend on what else 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
 import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 from tqdm import tqdm
@@ -41,10 +39,10 @@ from eval import run_summary, storage
 from eval.data import chat_messages, load_suite
 from eval.models import load_pair, pair_args
 from eval.resume import disk_full_line, interrupted_line
-from eval.runner import resolve_path
-from eval.same_state_archive import (OPTIONAL_COLUMNS, archive_bytes, archive_paths, export_rows,  # noqa: F401
-                                     without_columns)
-from eval.same_state_shards import DRIVER, shard_tables, stored
+from rheo.paths import resolve_path
+from eval.same_state_archive import (DRIVER_SCHEMA, FINGERPRINT, OPTIONAL_COLUMNS, ROW_SCHEMA,  # noqa: F401
+                                     archive_bytes, archive_paths, export_rows, load_rows, without_columns)
+from eval.same_state_shards import DRIVER, stored
 from rheo.paths import start_git_sha
 from eval.keys import config_hash, generation_seed
 from eval.schema import method_key, register_configs, validate
@@ -52,28 +50,6 @@ from eval.validate import check_against_pair
 from rheo.methods import get_method, method_names
 
 log = logging.getLogger("eval.same_state")
-FINGERPRINT = {"project": "rheo", "content": "rheo same-state rows", "layout": 1}
-
-_KEY_COLUMNS = [("model", pa.string()), ("dataset", pa.string()), ("item_id", pa.int64()), ("turn", pa.int64()),
-                ("category", pa.string()), ("turns_sha", pa.string()), ("seed", pa.int64()),
-                ("temperature", pa.float64()), ("head_sha", pa.string()), ("max_new_tokens", pa.int64()),
-                ("driver", pa.string()), ("driver_hash", pa.string()), ("device", pa.string()),
-                ("dtype", pa.string()), ("draft_mix", pa.float64())]
-ROW_SCHEMA = pa.schema(_KEY_COLUMNS + [
-    ("state", pa.int64()), ("method", pa.string()), ("variant", pa.string()), ("config_hash", pa.string()),
-    *storage.method_columns(),  # the method parameters (rheo.config.method_parameters)
-    ("expected_emitted", pa.float64()), ("kept_nodes", pa.int64()), ("depth_accept", pa.list_(pa.float64())),
-    ("sampled_share", pa.float64()), ("probe_drawn", pa.list_(pa.int64())), ("probe_kept", pa.list_(pa.int64())),
-    ("calib_n", pa.list_(pa.int64())), ("calib_q", pa.list_(pa.float64())), ("calib_p", pa.list_(pa.float64())),
-    ("root_acceptance", pa.float64()), ("root_ot_bound", pa.float64()),
-    ("driver_emitted", pa.int64()), ("driver_expected", pa.float64()),
-    ("git_sha", pa.string()), ("finished_at", pa.string()),
-])
-DRIVER_SCHEMA = pa.schema(_KEY_COLUMNS + [
-    ("output_tokens", pa.list_(pa.int64())), ("accept_lengths", pa.list_(pa.int64())),
-    ("expected_accept_lengths", pa.list_(pa.float64())), ("answer", pa.string()), ("git_sha", pa.string()),
-    ("finished_at", pa.string()),
-])
 
 
 @dataclass
@@ -223,42 +199,6 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, dpath: Path, todo: list
 
 def _write(path: Path, rows: list[dict], schema: pa.Schema) -> None:
     storage.write_table(path, pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema))
-
-
-def load_rows(root: Path | str, driver: bool = False):
-    """Every same-state row under ``root`` as a DataFrame (``driver``: the drivers' rows instead)."""
-    import pandas as pd
-
-    root = Path(root)
-    if root.suffix == ".parquet":  # an archive written by export_rows
-        path = archive_paths(root)[1 if driver else 0]
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} does not exist (export it with "
-                                    f"`python -m eval.same_state_tables DIR --archive {root}`)")
-        return pq.read_table(path, schema=DRIVER_SCHEMA if driver else ROW_SCHEMA).to_pandas()
-    if not (root / storage.MANIFEST).exists():
-        raise FileNotFoundError(f"{root} is not a same-state results directory (no {storage.MANIFEST})")
-    schema = DRIVER_SCHEMA if driver else ROW_SCHEMA
-    tables = shard_tables(root, schema, driver)
-    if not tables:
-        return pd.DataFrame(columns=schema.names)
-    return _fill_run_columns(root, pa.concat_tables(tables).to_pandas())
-
-
-#: the driver key's device and dtype as configured ("None": the model's default); shards written
-#: before these columns existed lack them, and their driver's config.json holds them
-RUN_COLUMNS = ("device", "dtype")
-
-
-def _fill_run_columns(root: Path, frame):
-    """``frame`` with RUN_COLUMNS filled, where a shard lacks them, from the config.json of the
-    row's driver folder under ``root`` (the key its rows were made with)."""
-    missing = frame[list(RUN_COLUMNS)].isna().any(axis=1)
-    for (model, dhash), idx in frame[missing].groupby(["model", "driver_hash"]).groups.items():
-        key = json.loads((root / model / dhash / "config.json").read_text())
-        for col in RUN_COLUMNS:
-            frame.loc[idx, col] = str(key[col])
-    return frame
 
 
 register_configs()

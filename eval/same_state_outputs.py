@@ -1,8 +1,8 @@
 """The files one run of ``python -m eval.same_state_tables`` writes, planned before any is written.
 
-:func:`plan_outputs` reads the rows, renders the markdown, the figures and the archive in memory and
-returns them as an :class:`OutputPlan`: one :class:`eval.committed.Outputs` per folder, each with the
-globs of its stale figures (a figure of the same prefix that these rows no longer draw).
+:func:`plan_outputs` reads the rows, renders the markdown (with the renderer it is handed), the figures and
+the archive in memory and returns them as an :class:`OutputPlan`: one :class:`eval.committed.Outputs` per
+folder, each with the globs of its stale figures (a figure of the same prefix that these rows no longer draw).
 ``OutputPlan.write`` checks all of them against git first, then writes them (a committed file
 changes only with ``--update-committed``). ``eval.head_quality`` writes through the same plan.
 """
@@ -10,10 +10,12 @@ changes only with ``--update-committed``). ``eval.head_quality`` writes through 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
 from eval.committed import Outputs
+from eval.same_state_archive import archive_bytes, archive_paths, load_rows, without_columns
 
 FIGURE_NAMES = ("m_ablation", "temperature", "families", "depth", "probe", "calibration", "root_gap")
 
@@ -56,8 +58,6 @@ ROW_KEY = ["model", "temperature", "driver_hash", "config_hash", "dataset", "ite
 
 def joined_rows(results, also=()) -> pd.DataFrame:
     """The rows of ``results``, then those of each of ``also`` whose ROW_KEY is not already there."""
-    from eval.same_state import load_rows
-
     frames = [load_rows(results)] + [load_rows(extra) for extra in also]
     frames = [f for f in frames if not f.empty]
     if len(frames) <= 1:
@@ -66,11 +66,9 @@ def joined_rows(results, also=()) -> pd.DataFrame:
     return rows.drop_duplicates(subset=ROW_KEY, keep="first").reset_index(drop=True)
 
 
-def plan_outputs(args) -> tuple[pd.DataFrame, OutputPlan, list[str]]:
-    """(rows, [(Outputs, stale globs)], messages) of the parsed command line ``args``."""
-    from eval.same_state import archive_bytes, archive_paths, load_rows, without_columns
-    from eval.same_state_tables import report_markdown
-
+def plan_outputs(args, markdown: Callable[[pd.DataFrame], str]) -> tuple[pd.DataFrame, OutputPlan, list[str]]:
+    """(rows, [(Outputs, stale globs)], messages) of the parsed command line ``args``; ``markdown``
+    renders the rows' tables (eval.same_state_tables.report_markdown)."""
     figs = figure_paths(args.figures) if args.figures is not None else None  # a bad prefix fails first
     without = getattr(args, "archive_without", None) or []
     if without and not args.archive:
@@ -85,7 +83,7 @@ def plan_outputs(args) -> tuple[pd.DataFrame, OutputPlan, list[str]]:
             plan.add(path, blob)
         messages.append(f"{n} rows -> {args.archive}")
     if args.out:
-        plan.add(args.out, report_markdown(rows).encode())
+        plan.add(args.out, markdown(rows).encode())
     if (args.figures is not None or args.figure) and rows.empty:
         messages.append(f"no figures: {args.results} holds no same-state rows")
     elif args.figures is not None:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eval import storage
-from eval.same_state import DRIVER_SCHEMA, FINGERPRINT, ROW_SCHEMA, archive_paths
+from eval.same_state_archive import DRIVER_SCHEMA, FINGERPRINT, ROW_SCHEMA, archive_paths
 
 
 def restore_rows(archive: Path | str, root: Path | str) -> int:

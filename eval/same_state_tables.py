@@ -37,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from eval.analysis import display_name
+from eval.markdown import markdown_table
 from eval.same_state_stats import GROUP, POOLED, RESOLUTION, labelled, m_ablation, mechanism_table, \
     paired_differences, probe_share
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
@@ -64,13 +65,12 @@ def _title(group: tuple) -> str:
 
 
 def _diff_table(table: pd.DataFrame, base: str, suites: bool) -> list[str]:
-    lines = [f"| {'suite | ' if suites else ''}method | keys | mean | diff vs {base} | half-width | "
-             f"keys for ±{RESOLUTION:g} |", "|---" * (6 + suites) + "|"]
-    for r in table.itertuples():
-        power = "-" if math.isnan(r.keys_for_003) else f"{int(r.keys_for_003)}"
-        lines.append(f"| {r.suite + ' | ' if suites else ''}{r.label} | {r.keys} | {_pm(r.mean, r.mean_hw)} | "
-                     f"{_pm(r.diff, r.half_width, sign=True)} | {_num(r.half_width)} | {power} |")
-    return lines
+    header = ["suite"] * suites + ["method", "keys", "mean", f"diff vs {base}", "half-width",
+                                   f"keys for ±{RESOLUTION:g}"]
+    body = [[r.suite] * suites + [r.label, str(r.keys), _pm(r.mean, r.mean_hw), _pm(r.diff, r.half_width, sign=True),
+                                  _num(r.half_width), "-" if math.isnan(r.keys_for_003) else f"{int(r.keys_for_003)}"]
+            for r in table.itertuples()]
+    return markdown_table(header, body).split("\n")
 
 
 def paired_markdown(rows: pd.DataFrame) -> str:
@@ -121,33 +121,29 @@ def root_markdown(rows: pd.DataFrame) -> str:
              "(0 = root), and pooled over depths. bound < acc.: states whose bound is below the acceptance by "
              "more than 1e-6 (an upper bound cannot be; a count above 0 means the two were computed on different "
              "candidate sets).", "",
-             "| model | head | T | method | keys | root acceptance | OT bound | gap | bound < acc. | sampled share "
-             "| probe by depth | probe pooled |", "|---" * 12 + "|"]
-    for r in mech.itertuples():
-        drew = sum(r.probe_drawn) > 0
-        lines.append(f"| {r.model} | {r.head_sha} | {r.temperature:g} | {r.label} | {r.keys} | "
-                     f"{_pm(r.root_acceptance, r.root_acceptance_hw)} | {_pm(r.root_ot_bound, r.root_ot_bound_hw)} | "
-                     f"{_pm(r.root_gap, r.root_gap_hw, sign=True)} | "
-                     f"{f'{r.root_below}/{r.root_states}' if r.root_states else '-'} | "
-                     f"{r.sampled_share:.3f} | "
-                     f"{_fmt_list(r.probe_survival) if drew else '-'} | "
-                     f"{_num(probe_share(r.probe_drawn, r.probe_survival), 2)} |")
+             markdown_table(["model", "head", "T", "method", "keys", "root acceptance", "OT bound", "gap",
+                             "bound < acc.", "sampled share", "probe by depth", "probe pooled"],
+                            [[r.model, r.head_sha, f"{r.temperature:g}", r.label, str(r.keys),
+                              _pm(r.root_acceptance, r.root_acceptance_hw), _pm(r.root_ot_bound, r.root_ot_bound_hw),
+                              _pm(r.root_gap, r.root_gap_hw, sign=True),
+                              f"{r.root_below}/{r.root_states}" if r.root_states else "-", f"{r.sampled_share:.3f}",
+                              _fmt_list(r.probe_survival) if sum(r.probe_drawn) > 0 else "-",
+                              _num(probe_share(r.probe_drawn, r.probe_survival), 2)] for r in mech.itertuples()])]
     return "\n".join(lines) + "\n"
 
 
 def mechanism_markdown(rows: pd.DataFrame) -> str:
     if rows.empty:
         return ""
-    lines = ["## Per-depth acceptance and draft calibration (pooled over states)", "",
-             "| model | head | T | method | states | P(depth >= d), d = 1.. | calibration: mean target prob. "
-             "(T = 0: argmax match) per draft bucket 0-0.1, .., 0.9-1 |", "|---" * 7 + "|"]
+    title = "## Per-depth acceptance and draft calibration (pooled over states)"
     mech = mechanism_table(rows)
     if not any(len(d) or len(c) for d, c in zip(mech["depth_accept"], mech["calib_target"])):
-        return lines[0] + "\n\nNot recorded: these rows' archive leaves the columns out.\n"
-    for r in mech.itertuples():
-        lines.append(f"| {r.model} | {r.head_sha} | {r.temperature:g} | {r.label} | {r.states} | "
-                     f"{_fmt_list(r.depth_accept)} | {_fmt_list(r.calib_target)} |")
-    return "\n".join(lines) + "\n"
+        return title + "\n\nNot recorded: these rows' archive leaves the columns out.\n"
+    header = ["model", "head", "T", "method", "states", "P(depth >= d), d = 1..", "calibration: mean target prob. "
+              "(T = 0: argmax match) per draft bucket 0-0.1, .., 0.9-1"]
+    body = [[r.model, r.head_sha, f"{r.temperature:g}", r.label, str(r.states), _fmt_list(r.depth_accept),
+             _fmt_list(r.calib_target)] for r in mech.itertuples()]
+    return "\n".join([title, "", markdown_table(header, body)]) + "\n"
 
 
 def report_markdown(rows: pd.DataFrame) -> str:
@@ -177,7 +173,7 @@ def main(argv=None) -> int:
     from eval.same_state_outputs import plan_outputs
 
     try:
-        rows, plan, messages = plan_outputs(args)
+        rows, plan, messages = plan_outputs(args, report_markdown)
         plan.write(args.results)
     except (OSError, ValueError, CommittedOutputsError) as e:
         print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)

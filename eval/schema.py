@@ -28,6 +28,7 @@ from eval.keys import SUITE_FILES, config_hash
 from rheo.config import SpecConfig, method_parameters
 from rheo.methods import get_method, method_names
 from rheo.models.catalog import CHAT_FORMATS, MODELS as REGISTRY
+from rheo.paths import resolve_path
 from rheo.placement import DTYPE_NAMES
 
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
@@ -213,8 +214,6 @@ def _check_dataset(cfg: DictConfig) -> None:
     from eval.prompt_sources import check_dataset, is_builtin
 
     if not is_builtin(cfg.dataset):
-        from eval.runner import resolve_path
-
         return check_dataset(cfg.dataset, lambda p: resolve_path(p, must_exist=True))
     if not cfg.dataset.suites:
         raise ValueError("dataset.suites is empty; choose from " + str(list(SUITES)))

@@ -32,17 +32,13 @@ import pandas as pd
 from baselines import AR
 from eval.analysis import display_name, fmt, mean_ci, speedup_ratio_of_sums, with_speedup
 from eval.device.devcheck import first_divergence
+from eval.markdown import markdown_table
 from rheo.methods import method_names
 from rheo.timing import PHASES
 
 PHASE_COLS = [f"phase_{p}_ms" for p in PHASES]
 GROUP = ["model", "device", "dtype", "max_new_tokens", "temperature"]
 FIRST_TREE_METHOD = "topk"  # the speed tables list the references, then Top-K, then the rest by label
-
-
-def _md(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def tree_label(row) -> str:
@@ -102,7 +98,7 @@ def phase_table(df: pd.DataFrame) -> Optional[str]:
                         + [f"{cycle:.2f}", f"{tau:.2f}", f"{tps:.1f}"]
                         + [f"{100 * means['phase_score_ms'] / cycle:.0f}%" if cycle > 0 else "-"])
         header = ["method", "tree", "rows"] + [f"{p} ms" for p in PHASES] + ["cycle ms", "τ", "tok/s", "target share"]
-        blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + _md(header, body))
+        blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + markdown_table(header, body))
     return ("## Where the time goes (mean ms per cycle)\n\ndraft = the head's tree layers; build = candidate "
             "selection, tree growth, pruning and mask; score = the target's forward over the tree (decoder + output rows of the first-ranked chain); verify (+ output rows of other visited nodes); "
             "commit = target KV compaction + the head's pass over the accepted tokens; other = the rest of "
@@ -149,7 +145,7 @@ def paired_cost_table(df: pd.DataFrame) -> Optional[str]:
         if body:
             header = (["method", "tree", "prompts"] + [f"Δ {p} ms" for p in PHASES]
                       + ["Δ cycle ms", "cycle ratio", "τ ratio", "tok/s ratio"])
-            blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + _md(header, body))
+            blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + markdown_table(header, body))
     if not blocks:
         return None
     return ("## Cost per cycle next to Top-K (paired over prompts)\n\nEach tree method's rows against Top-K's "
@@ -189,7 +185,7 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
                          "-" if variant == FIRST_TREE_METHOD else _vs_topk(part, topk)])
         header = ["method", "tree", "n", "τ", "tok/s", "AR tok/s (paired)", "speedup", "speedup per item",
                   "vs Top-K, same tree"]
-        blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + _md(header, body))
+        blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + markdown_table(header, body))
     return ("## Speed next to AR\n\nEach method's rows over the AR rows of the same (item, turn, seed) timed "
             "next to them (`paired_baseline`); speedup = ratio of sums (Σ tokens / Σ wall over the AR's), "
             "per item = mean ± 95% CI of the per-row ratios. `transformers generate` is the library's own "
@@ -268,7 +264,7 @@ def agreement_table(df: pd.DataFrame) -> Optional[str]:
                          "-" if diverged.empty else f"{int(diverged.min())} / {float(diverged.median()):g}"])
         header = ["method", "tree", "outputs", "identical to AR", "agreement", "first divergence (min / median)"]
         title = f"{key[0]}, {key[1]}/{key[2]}, max_new_tokens={key[3]}, T=0"
-        blocks.append(f"### {title}\n\n" + _md(header, body))
+        blocks.append(f"### {title}\n\n" + markdown_table(header, body))
     return ("## Greedy output vs our AR (T=0)\n\nagreement = Σ tokens before the first divergence / Σ AR "
             "tokens. fp32: an identity check (every output should be identical). bf16: a tree scored in one "
             "batch rounds differently from one-token steps, so a near-tie can flip the argmax and the outputs "

@@ -16,6 +16,7 @@ import pandas as pd
 
 from eval.analysis import (display_name, fmt, mean_ci, paired, restrict_to_common, setting_title, settings,
                            suites_in, temperature_cells, variant_of, variant_summary)
+from eval.markdown import markdown_table
 from eval.stats import permutation_test, sign_test
 
 MAIN_T = 1.0
@@ -31,21 +32,6 @@ def rheo_variant(m: int) -> str:
 
 
 PAPER_RHEO = rheo_variant(1)
-
-
-def _md(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def frame_markdown(frame: pd.DataFrame, digits: int = 3) -> str:
-    """A DataFrame as a Markdown table (floats rounded to ``digits``)."""
-    def cell(v) -> str:
-        if isinstance(v, float):
-            return "-" if math.isnan(v) else f"{v:.{digits}f}"
-        return "-" if v is None else str(v)
-    return _md([str(c) for c in frame.columns], [[cell(v) for v in r] for r in frame.itertuples(index=False)])
 
 
 def _pct(new: float, old: float) -> str:
@@ -87,7 +73,7 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
         if all(r[-3] == "-" for r in body):  # a tau experiment (no AR rows): no speed columns
             header, body = header[:-3], [r[:-3] for r in body]
         blocks.append((-n, f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n"
-                           f"seeds: {rows['seed'].nunique()}\n\n" + _md(header, body)))
+                           f"seeds: {rows['seed'].nunique()}\n\n" + markdown_table(header, body)))
     if not blocks:
         return None
     blocks = [text for _, text in sorted(blocks, key=lambda b: b[0])]  # most paired keys first (stable)
@@ -181,7 +167,7 @@ def expected_check_table(df: pd.DataFrame) -> Optional[str]:
                 body.append([display_name(variant), suite] + cells)
         header = ["method", "suite", "rows", "n", "all but the last cycle", "covers 0",
                   "n", "cycles before the budget", "covers 0", "n", "every cycle, last uncut", "covers 0"]
-        blocks.append(f"### {setting_title(setting)}\n\n" + _md(header, body))
+        blocks.append(f"### {setting_title(setting)}\n\n" + markdown_table(header, body))
     if not blocks:
         return None
     return ("## Expected vs realized emitted tokens per cycle\n\nPer row (one generation): the mean realized "
@@ -216,7 +202,7 @@ def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
         if any(s != "-" for s in speed):  # a tau experiment has no AR rows
             body.append(["**speedup (pooled)**", ""] + speed)
         header = ["suite", "n"] + [display_name(v) for v in variants]
-        blocks.append(f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n" + _md(header, body))
+        blocks.append(f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n" + markdown_table(header, body))
     if not blocks:
         return None
     return ("## Ablation over m (T=1)\n\nτ mean ± 95% CI per suite; last row (when AR rows exist): speedup over AR "
@@ -235,7 +221,7 @@ def temperature_table(df: pd.DataFrame) -> Optional[str]:
         body = [[f"{t:g}", str(max(c["n"] for c in row))] + [fmt(c["tau"], c["tau_ci"]) for c in row]
                 for t, row in zip(temps, cells)]
         header = ["T", "n"] + [display_name(v) for v in variants]
-        blocks.append(f"### {setting_title(setting)}\n\n" + _md(header, body))
+        blocks.append(f"### {setting_title(setting)}\n\n" + markdown_table(header, body))
     if not blocks:
         return None
     return ("## Temperature study\n\nτ pooled over suites, mean ± 95% CI, per temperature on the "
@@ -253,4 +239,4 @@ def runs_table(all_rows: pd.DataFrame) -> Optional[str]:
                 suites=("dataset", "nunique"), configs=("config_hash", "nunique"))
            .reset_index())
     body = [[str(v) for v in r] for r in inv.itertuples(index=False)]
-    return "## Stored rows per configuration\n\n" + _md(list(inv.columns), body) + "\n"
+    return "## Stored rows per configuration\n\n" + markdown_table(list(inv.columns), body) + "\n"

@@ -29,7 +29,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from eval.tables import frame_markdown
+from eval.analysis import normal_half_width
+from eval.markdown import frame_markdown
 from rheo.config import SpecConfig
 from rheo.io import atomic_write
 from rheo.theory import node_acceptance
@@ -122,7 +123,7 @@ def node_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame:
                                        sparse_top=None))
         accepted = sum(a == 2 for _, a in _cycles(p_logits, q_logits, config, n_cycles, seed + 1 + i))
         mc = accepted / n_cycles
-        half = 1.96 * math.sqrt(closed * (1 - closed) / n_cycles)  # 95% band of mc if closed is right
+        half = normal_half_width(math.sqrt(closed * (1 - closed) / n_cycles))  # 95% band of mc if closed is right
         rows.append({"method": method, "m": m if method == "rheo" else None, "temperature": t, "k": NODE_K,
                      "vocab": NODE_VOCAB, "closed_form": closed, "monte_carlo": mc, "band95": half,
                      "n_cycles": n_cycles, "within_ci": abs(mc - closed) <= half + 1e-12})
@@ -139,7 +140,7 @@ def method_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame
         method = get_method(config.method)
         closed = float(method.acceptance(torch.softmax(p_logits / t, dim=-1), q_logits, config))
         accepted = sum(a == 2 for _, a in _cycles(p_logits, q_logits, config, n_cycles, seed + 100 + i))
-        half = 1.96 * math.sqrt(closed * (1 - closed) / n_cycles)
+        half = normal_half_width(math.sqrt(closed * (1 - closed) / n_cycles))
         rows.append({"rule": method.display_variant(method.variant(config)), "method": config.method,
                      "children": config.max_children, "temperature": t, "vocab": NODE_VOCAB,
                      "closed_form": closed, "monte_carlo": accepted / n_cycles, "band95": half,
@@ -190,7 +191,7 @@ def _node_logits(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _tv_noise(n: int, p) -> float:
     """Rough 95% level of the TV distance of an n-sample empirical distribution from p."""
-    return 0.5 * sum(1.96 * math.sqrt(pi * (1 - pi) / n) for pi in p)
+    return 0.5 * sum(normal_half_width(math.sqrt(pi * (1 - pi) / n)) for pi in p)
 
 
 def load_or_compute(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> dict[str, pd.DataFrame]:

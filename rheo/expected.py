@@ -38,12 +38,12 @@ from rheo.probs import NonFiniteLogitsError, nan_cause, tempered
 from rheo.tree import BuiltTree
 
 if TYPE_CHECKING:
-    from rheo.config import SpecConfig
+    from rheo.spec import Spec
 
 F64 = torch.float64
 
 
-def dynamic_path_probs(built: BuiltTree, target_logits: torch.Tensor, cfg: "SpecConfig") -> torch.Tensor:
+def dynamic_path_probs(built: BuiltTree, target_logits: torch.Tensor, cfg: "Spec") -> torch.Tensor:
     """Top-K / Rheo (``verify_dynamic``): [n] float64 probability that the path holds each node."""
     if cfg.greedy:
         return greedy_path_probs(built, target_logits)
@@ -108,7 +108,7 @@ def _residual_terms(built: BuiltTree, expanded: torch.Tensor, s_at: torch.Tensor
     return q_tok, beta
 
 
-def static_path_probs(built: BuiltTree, target_logits: torch.Tensor, cfg: "SpecConfig") -> torch.Tensor:
+def static_path_probs(built: BuiltTree, target_logits: torch.Tensor, cfg: "Spec") -> torch.Tensor:
     """Static trees and chains (``verify_static``, recursive rejection sampling): [n] float64."""
     if cfg.greedy:
         return greedy_path_probs(built, target_logits)

@@ -31,7 +31,7 @@ from rheo.probs import draft_distribution, tempered
 from rheo.tree import BuiltTree, DraftFn
 
 if TYPE_CHECKING:
-    from rheo.config import SpecConfig
+    from rheo.spec import Spec
 
 CALIB_BINS = 10
 
@@ -74,7 +74,7 @@ def tree_columns(built: BuiltTree, reach: torch.Tensor, depth: int) -> dict:
 
 
 def calibration_columns(built: BuiltTree, target_logits: torch.Tensor, recorder: DraftRecorder,
-                        cfg: "SpecConfig", draft_to_target: Optional[torch.Tensor]) -> dict:
+                        cfg: "Spec", draft_to_target: Optional[torch.Tensor]) -> dict:
     """Bucketed draft vs target probability of every kept child (module docstring)."""
     tokens, parents = built.tree.tokens.tolist(), built.tree.parents.tolist()
     n_bin, q_bin, p_bin = [0] * CALIB_BINS, [0.0] * CALIB_BINS, [0.0] * CALIB_BINS
@@ -107,7 +107,7 @@ def _token_path(tokens: list[int], parents: list[int], node: int) -> tuple[int, 
     return tuple(path[::-1])
 
 
-def root_columns(method, cfg: "SpecConfig", recorder: DraftRecorder, root: int, target_logits: torch.Tensor,
+def root_columns(method, cfg: "Spec", recorder: DraftRecorder, root: int, target_logits: torch.Tensor,
                  draft_to_target: Optional[torch.Tensor]) -> dict:
     """At the root: the method's own single-node acceptance in closed form (``Method.acceptance``,
     every child surviving) and the optimal-transport bound of its candidate-set distribution

@@ -29,18 +29,18 @@ from rheo.candidates import draws_probe
 from rheo.probs import DraftDist, tempered
 
 if TYPE_CHECKING:
-    from rheo.config import SpecConfig
+    from rheo.spec import Spec
 
 CandidateSets = list[tuple[frozenset, float]]
 MAX_STATIC_SEQUENCES = 20_000  # ordered draws enumerated for a static node; above it: no bound
 
 
-def topk_sets(dist: DraftDist, cfg: "SpecConfig") -> CandidateSets:
+def topk_sets(dist: DraftDist, cfg: "Spec") -> CandidateSets:
     """The top-k tokens, with probability 1."""
     return [(_top(dist, cfg.k), 1.0)]
 
 
-def rheo_sets(dist: DraftDist, cfg: "SpecConfig") -> CandidateSets:
+def rheo_sets(dist: DraftDist, cfg: "Spec") -> CandidateSets:
     """Leads + sample y + fills F_y, with probability q~(y) (rheo.candidates)."""
     ids, logits = dist.ids[0].tolist(), dist.logits[0]
     slots, m = min(cfg.k, len(ids)), cfg.m
@@ -59,7 +59,7 @@ def rheo_sets(dist: DraftDist, cfg: "SpecConfig") -> CandidateSets:
 
 def static_sets(b: int):
     """The candidate rule of a static node with ``b`` children (with or without replacement)."""
-    def sets(dist: DraftDist, cfg: "SpecConfig") -> Optional[CandidateSets]:
+    def sets(dist: DraftDist, cfg: "Spec") -> Optional[CandidateSets]:
         if cfg.greedy:
             return [(_top(dist, b), 1.0)]
         q = tempered(dist.logits[0].double(), cfg.temperature).tolist()

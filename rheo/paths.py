@@ -1,4 +1,5 @@
-"""The project checkout's root folder, for the committed data, assets and configs read from it."""
+"""The project checkout's root folder, for the committed data, assets and configs read from it, and
+how a path a user gives is read against it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,15 @@ from pathlib import Path
 
 #: the folder holding ``rheo/``, ``data/``, ``configs/`` (the package is installed editable)
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def resolve_path(path: str, must_exist: bool = False) -> Path:
+    """Absolute paths as they are; relative ones against the working directory, or
+    (for inputs that must exist, like data_dir) the project root when not found there."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or not must_exist or p.exists():
+        return p.absolute()
+    return REPO_ROOT / p
 
 
 def git_sha() -> str:

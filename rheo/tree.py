@@ -27,11 +27,11 @@ from rheo.probs import DraftDist, draft_distribution
 from rheo.random import RandomSource
 
 if TYPE_CHECKING:
-    from rheo.config import SpecConfig
+    from rheo.spec import Spec
 
 DraftFn = Callable[[TreeView, torch.Tensor], torch.Tensor]  # (view, frontier [f]) -> logits [f, Vd]
 #: (dist [f, S], cfg, rng, layer) -> Candidates [f, slots]: a method's candidate rule
-CandidateFn = Callable[[DraftDist, "SpecConfig", RandomSource, int], Candidates]
+CandidateFn = Callable[[DraftDist, "Spec", RandomSource, int], Candidates]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class BuiltTree:
     drafted: int
 
 
-def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: int, cfg: "SpecConfig",
+def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: int, cfg: "Spec",
                        rng: RandomSource, draft_to_target: Optional[torch.Tensor] = None,
                        device: torch.device | str = "cpu") -> BuiltTree:
     """The EAGLE-2/3 tree (module docstring) with the candidate rule ``candidates`` at every node."""
@@ -104,7 +104,7 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
 
 
 def _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids, exp_probs,
-           cfg: "SpecConfig") -> BuiltTree:
+           cfg: "Spec") -> BuiltTree:
     """Keep the root and the best ``tree_size`` drafted nodes (stable: ancestors first)."""
     n_all = tokens.shape[0]
     device = tokens.device

@@ -38,7 +38,7 @@ from rheo.random import RandomSource
 from rheo.tree import BuiltTree
 
 if TYPE_CHECKING:
-    from rheo.config import SpecConfig
+    from rheo.spec import Spec
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def subtract_draft(r: torch.Tensor, q_tilde: torch.Tensor) -> torch.Tensor:
     return left / beta if beta > 0 else r
 
 
-def verify_dynamic(built: BuiltTree, target_logits: torch.Tensor, cfg: "SpecConfig",
+def verify_dynamic(built: BuiltTree, target_logits: torch.Tensor, cfg: "Spec",
                    rng: RandomSource) -> VerifyResult:
     """Top-K / Rheo verification (module docstring). target_logits: [n, V] untempered."""
     index = TreeIndex(built)

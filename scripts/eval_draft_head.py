@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from eval.analysis import mean_ci
+from eval.markdown import markdown_table
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.models.eagle3 import load_eagle3_drafter
@@ -195,9 +197,9 @@ def summarise(rows, args, wall_s):
     by = {(r["method"], r["prompt"], r["seed"]): r["tau"] for r in rows
           if r["group"] == "heldout" and r["temperature"] == 1.0}
     diffs = [by[("rheo", p, sd)] - t for (m, p, sd), t in by.items() if m == "topk" and ("rheo", p, sd) in by]
-    if len(diffs) > 1:  # Rheo m=1 - Top-K at T=1, paired by (prompt, seed); normal 95% CI
-        half = 1.96 * float(np.std(diffs, ddof=1)) / np.sqrt(len(diffs))
-        out["paired_t1"] = dict(pairs=len(diffs), mean=round(float(np.mean(diffs)), 3), ci95=round(half, 3))
+    if len(diffs) > 1:  # Rheo m=1 - Top-K at T=1, paired by (prompt, seed); Student-t 95% CI over the pairs
+        mean, half, _ = mean_ci(diffs)
+        out["paired_t1"] = dict(pairs=len(diffs), mean=round(mean, 3), ci95=round(half, 3))
     for suite in sorted({r["kind"] for r in rows if r["group"] == "suites"}):
         sel = [r for r in rows if r["group"] == "suites" and r["kind"] == suite]
         out["per_suite"].append(dict(suite=suite, items=len(sel),
@@ -206,18 +208,17 @@ def summarise(rows, args, wall_s):
 
 
 def markdown(s) -> str:
-    lines = ["| prompts | method | T | generations | tau (pooled) | tau mean +- sd | greedy == generate |",
-             "|---|---|---|---|---|---|---|"]
-    for r in s["pooled"]:
-        lines.append(f"| {r['group']} | {r['method']} | {r['temperature']:g} | {r['generations']} | {r['tau_pooled']} | "
-                     f"{r['tau_mean']} +- {r['tau_sd']} | {r.get('greedy_identical', '-')} |")
+    lines = [markdown_table(["prompts", "method", "T", "generations", "tau (pooled)", "tau mean +- sd",
+                             "greedy == generate"],
+                            [[r["group"], r["method"], f"{r['temperature']:g}", r["generations"], r["tau_pooled"],
+                              f"{r['tau_mean']} +- {r['tau_sd']}", r.get("greedy_identical", "-")] for r in s["pooled"]])]
     if s.get("paired_t1"):
         d = s["paired_t1"]
         lines += ["", f"Rheo m=1 - Top-K at T=1, paired by (prompt, seed): {d['mean']:+.3f} +- {d['ci95']} "
                       f"(95% CI, {d['pairs']} pairs)"]
     if s["per_suite"]:
-        lines += ["", "| suite | items | Top-K tau, T=0 |", "|---|---|---|"]
-        lines += [f"| {r['suite']} | {r['items']} | {r['tau']} |" for r in s["per_suite"]]
+        lines += ["", markdown_table(["suite", "items", "Top-K tau, T=0"],
+                                     [[r["suite"], r["items"], r["tau"]] for r in s["per_suite"]])]
     return "\n".join(lines) + "\n"
 
 

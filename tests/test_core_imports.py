@@ -119,3 +119,14 @@ def test_mechanisms_import_neither_the_registry_nor_the_config():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=ROOT).stdout
     assert "rheo.methods" not in loaded and "rheo.config" not in loaded and "rheo.tree" in loaded
+
+
+def test_the_configuration_is_what_the_mechanisms_read():
+    """rheo.spec.Spec (what tree, verify and the methods annotate with) names SpecConfig's members."""
+    import dataclasses
+
+    from rheo.config import SpecConfig
+    from rheo.spec import Spec
+    read = {n for n, v in vars(Spec).items() if isinstance(v, property)}
+    assert read == {f.name for f in dataclasses.fields(SpecConfig)} | {"greedy"}
+    assert all(hasattr(SpecConfig(), name) for name in read)

@@ -14,8 +14,8 @@ import pytest
 import eval.same_state as same_state
 from eval import storage
 from eval.compose import compose_config
-from eval.data import load_prompts
-from eval.runner import resolve_path
+from eval.prompt_sources import load_prompts
+from rheo.paths import resolve_path
 from eval.same_state_restore import restore_rows
 from eval.suite_names import suite_folder, suite_of_folder
 

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from eval.compose import compose_config
-from eval.data import BenchmarkDataError, Item, builtin_datasets, load_prompts, load_suite, read_records
-from eval.runner import resolve_path
+from eval.data import BenchmarkDataError, Item, builtin_datasets, load_suite, read_records
+from eval.prompt_sources import load_prompts
+from rheo.paths import resolve_path
 from eval.keys import SUITE_FILES, config_hash, generation_seed
 from eval.schema import method_key, validate
 from eval.storage import load_results

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from baselines import AR
 from eval.device import devcheck as dc
+from eval.markdown import markdown_table
 
 
 class Report:
@@ -40,8 +41,7 @@ def md_table(rows: list[dict], cols: list[str]) -> str:
         if isinstance(v, float):
             return f"{v:.3g}"
         return "-" if v is None else str(v)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    return "\n".join(lines + ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows])
+    return markdown_table(cols, [[cell(r.get(c)) for c in cols] for r in rows])
 
 
 def greedy_section(rows: list[dict], dtype: str, strict: bool) -> tuple[str, bool]:

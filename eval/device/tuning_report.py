@@ -10,6 +10,7 @@ from pathlib import Path
 
 from baselines import AR
 from eval.device.tuning import METHODS, label
+from eval.markdown import markdown_table
 from eval.plots import palette_png
 
 
@@ -18,28 +19,27 @@ def markdown(report: dict) -> str:
              f"device {report['device']}, {report['threads']} thread(s), torch {report['torch']}, {report['date']}; "
              f"tau from {report['prompts']} held-out training-style prompts x {report['max_new_tokens']} tokens, "
              f"measured in {report['tau_dtype']}; {report['wall_s']:.0f} s in all.", "",
-             "## Costs (median ms)", "", "| dtype | " + " | ".join(f"target n={n}" for n in
-                                                                  next(iter(report["costs"].values()))["target_ms"])
-             + " | head/layer (f=K) | commit |"]
+             "## Costs (median ms)", ""]
     first = next(iter(report["costs"].values()))
-    lines.append("|---" * (len(first["target_ms"]) + 3) + "|")
-    for dtype, c in report["costs"].items():
-        heads = ", ".join(f"{f}:{v:.1f}" for f, v in c["head_ms"].items())
-        lines.append(f"| {dtype} | " + " | ".join(f"{v:.1f}" for v in c["target_ms"].values())
-                     + f" | {heads} | {c['commit_ms']:.1f} |")
+    header = ["dtype"] + [f"target n={n}" for n in first["target_ms"]] + ["head/layer (f=K)", "commit"]
+    lines.append(markdown_table(header,
+                                [[dtype] + [f"{v:.1f}" for v in c["target_ms"].values()]
+                                 + [", ".join(f"{f}:{v:.1f}" for f, v in c["head_ms"].items()), f"{c['commit_ms']:.1f}"]
+                                 for dtype, c in report["costs"].items()]))
     lines += ["", "AR tokens/s: " + ", ".join(f"{a['dtype']} T={a['temperature']:g}: {a['tokens_per_s']:.1f}"
                                              for a in report[AR.name]), "",
-              "## Shapes (tau measured; speedup over AR in the same dtype and T)", "",
-              "| method | K | depth | R | T | tau | core ms | " + " | ".join(
-                  f"expected {d}" for d in report["costs"]) + f" | measured ({report['tau_dtype']}) |",
-              "|---" * (7 + len(report["costs"]) + 1) + "|"]
+              "## Shapes (tau measured; speedup over AR in the same dtype and T)", ""]
     exp = {(e["method"], tuple(e["shape"]), e["temperature"], e["dtype"]): e for e in report["expected"]}
+    body = []
     for r in report["runs"]:
         k, depth, size = r["shape"]
         cells = [f"{exp[(r['method'], (k, depth, size), r['temperature'], d)]['expected_speedup']:.2f}x"
                  for d in report["costs"]]
-        lines.append(f"| {r['method']} | {k} | {depth} | {size} | {r['temperature']:g} | {r['tau']:.2f} | "
-                     f"{r['core_ms']:.1f} | " + " | ".join(cells) + f" | {r['measured_speedup']:.2f}x |")
+        body.append([r["method"], k, depth, size, f"{r['temperature']:g}", f"{r['tau']:.2f}", f"{r['core_ms']:.1f}"]
+                    + cells + [f"{r['measured_speedup']:.2f}x"])
+    lines.append(markdown_table(["method", "K", "depth", "R", "T", "tau", "core ms"]
+                                + [f"expected {d}" for d in report["costs"]] + [f"measured ({report['tau_dtype']})"],
+                                body))
     lines += ["", "## Picked (best expected tokens/s, mean over T)", ""]
     for m, b in report["best"].items():
         if b:

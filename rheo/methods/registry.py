@@ -34,7 +34,8 @@ method"). The decode loop looks a method up once per generation and hands its
 plug-ins to the mechanisms (:mod:`rheo.tree`, :mod:`rheo.verify`,
 :mod:`rheo.expected`), which know nothing of the registry. A method module must
 import neither :mod:`rheo.decode` nor :mod:`rheo.config` (the configuration
-validates itself against this registry) other than for annotations.
+validates itself against this registry), not even for annotations: plug-ins
+annotate with the protocol :class:`rheo.spec.Spec`.
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ from rheo.probs import draft_distribution
 
 if TYPE_CHECKING:  # only for annotations: the registry imports no mechanism
     from rheo.candidates import Candidates
-    from rheo.config import SpecConfig
     from rheo.probs import DraftDist
     from rheo.random import RandomSource
+    from rheo.spec import Spec
     from rheo.tree import BuiltTree, DraftFn
     from rheo.verify import VerifyResult
 
@@ -59,13 +60,13 @@ KINDS = TREE_KINDS + ("reference",)
 
 
 class CandidateRule(Protocol):
-    def __call__(self, dist: "DraftDist", cfg: "SpecConfig", rng: "RandomSource", layer: int) -> "Candidates":
+    def __call__(self, dist: "DraftDist", cfg: "Spec", rng: "RandomSource", layer: int) -> "Candidates":
         """dist: [f, S] draft distribution of the f nodes expanded at ``layer`` (0 = the root's
         children) -> Candidates with [f, slots] children."""
 
 
 class TreeBuilder(Protocol):
-    def __call__(self, candidates: CandidateRule, draft_fn: "DraftFn", root_token: int, cfg: "SpecConfig",
+    def __call__(self, candidates: CandidateRule, draft_fn: "DraftFn", root_token: int, cfg: "Spec",
                  rng: "RandomSource", draft_to_target: Optional[torch.Tensor],
                  device: torch.device | str) -> "BuiltTree":
         """Draft one tree below ``root_token`` with the candidate rule ``candidates``;
@@ -73,7 +74,7 @@ class TreeBuilder(Protocol):
 
 
 class Verifier(Protocol):
-    def __call__(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig",
+    def __call__(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "Spec",
                  rng: "RandomSource") -> "VerifyResult":
         """target_logits: [n, V] untempered, one row per kept node of ``built``."""
 
@@ -87,16 +88,16 @@ class Generate(Protocol):
 
 
 class PathProbs(Protocol):
-    def __call__(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig") -> torch.Tensor:
+    def __call__(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "Spec") -> torch.Tensor:
         """target_logits: [n, V] untempered (reads the rows of nodes with children only) ->
         [n] float64, the probability that the verifier's accepted path holds each node (root: 1)."""
 
 
-def _no_checks(cfg: "SpecConfig") -> None:
+def _no_checks(cfg: "Spec") -> None:
     return None
 
 
-def _k(cfg: "SpecConfig") -> int:
+def _k(cfg: "Spec") -> int:
     return cfg.k
 
 
@@ -134,13 +135,13 @@ class Method:
     fields: tuple[str, ...] = ()
     generate: Optional[Generate] = None
     phases: bool = True
-    validate: Callable[["SpecConfig"], None] = _no_checks
-    max_children: Callable[["SpecConfig"], int] = _k
+    validate: Callable[["Spec"], None] = _no_checks
+    max_children: Callable[["Spec"], int] = _k
     label: Optional[Callable[[Any], str]] = None
     pretty: Optional[Callable[[str], str]] = None
-    acceptance: Optional[Callable[[torch.Tensor, torch.Tensor, "SpecConfig"], float]] = None
+    acceptance: Optional[Callable[[torch.Tensor, torch.Tensor, "Spec"], float]] = None
     path_probs: Optional[PathProbs] = None
-    candidate_sets: Optional[Callable[["DraftDist", "SpecConfig"], Optional[list]]] = None
+    candidate_sets: Optional[Callable[["DraftDist", "Spec"], Optional[list]]] = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -158,30 +159,30 @@ class Method:
         """A reference method: no draft tree (the baselines)."""
         return self.kind == "reference"
 
-    def build_tree(self, draft_fn: "DraftFn", root_token: int, cfg: "SpecConfig", rng: "RandomSource",
+    def build_tree(self, draft_fn: "DraftFn", root_token: int, cfg: "Spec", rng: "RandomSource",
                    draft_to_target: Optional[torch.Tensor] = None, device: torch.device | str = "cpu") -> "BuiltTree":
         """Draft one tree: the method's builder with the method's candidate rule."""
         return self.build(self.candidates, draft_fn, root_token, cfg, rng, draft_to_target, device)
 
-    def verify_tree(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig",
+    def verify_tree(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "Spec",
                     rng: "RandomSource") -> "VerifyResult":
         """target_logits: [n, V] (untempered) for the n kept nodes of ``built``."""
         _check_rows(built, target_logits)
         return self.verify(built, target_logits, cfg, rng)
 
-    def expected_emitted(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig") -> float:
+    def expected_emitted(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "Spec") -> float:
         """Expected tokens the verifier emits on ``built`` (accepted drafted tokens + the bonus),
         over its own randomness: the sum of the path probabilities."""
         return float(self.node_path_probs(built, target_logits, cfg).sum())
 
-    def node_path_probs(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig") -> torch.Tensor:
+    def node_path_probs(self, built: "BuiltTree", target_logits: torch.Tensor, cfg: "Spec") -> torch.Tensor:
         """[n] float64, the probability that the accepted path holds each kept node."""
         if self.path_probs is None:
             raise ValueError(f"method {self.name!r} registers no path_probs: its expected acceptance is unknown")
         _check_rows(built, target_logits)
         return self.path_probs(built, target_logits, cfg)
 
-    def select(self, draft_logits: torch.Tensor, cfg: "SpecConfig", rng: "RandomSource",
+    def select(self, draft_logits: torch.Tensor, cfg: "Spec", rng: "RandomSource",
                draft_to_target: Optional[torch.Tensor] = None, layer: int = 0) -> tuple["Candidates", torch.Tensor]:
         """draft_logits: [f, Vd] -> (Candidates of the candidate rule, support ids [f, S])."""
         dist = draft_distribution(draft_logits, cfg.sparse_top, draft_to_target)
@@ -247,19 +248,19 @@ def method_of_variant(variant: str) -> Optional[Method]:
 
 
 # ------------------------------------------------------------------ one-off lookups (tests, scripts)
-def build_tree(draft_fn: "DraftFn", root_token: int, cfg: "SpecConfig", rng: "RandomSource",
+def build_tree(draft_fn: "DraftFn", root_token: int, cfg: "Spec", rng: "RandomSource",
                draft_to_target: Optional[torch.Tensor] = None, device: torch.device | str = "cpu") -> "BuiltTree":
     """The draft tree of ``cfg.method`` (a loop looks the method up once instead)."""
     return get_method(cfg.method).build_tree(draft_fn, root_token, cfg, rng, draft_to_target, device)
 
 
-def verify_tree(built: "BuiltTree", target_logits: torch.Tensor, cfg: "SpecConfig",
+def verify_tree(built: "BuiltTree", target_logits: torch.Tensor, cfg: "Spec",
                 rng: "RandomSource") -> "VerifyResult":
     """``cfg.method``'s verifier on ``built``; target_logits: [n, V] untempered."""
     return get_method(cfg.method).verify_tree(built, target_logits, cfg, rng)
 
 
-def select_candidates(draft_logits: torch.Tensor, cfg: "SpecConfig", rng: "RandomSource",
+def select_candidates(draft_logits: torch.Tensor, cfg: "Spec", rng: "RandomSource",
                       draft_to_target: Optional[torch.Tensor] = None,
                       layer: int = 0) -> tuple["Candidates", torch.Tensor]:
     """draft_logits: [f, Vd] -> (Candidates of ``cfg.method``'s rule, support ids [f, S])."""

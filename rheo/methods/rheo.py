@@ -18,16 +18,16 @@ from rheo.tree import build_dynamic_tree
 from rheo.verify import verify_dynamic
 
 if TYPE_CHECKING:  # the configuration validates itself against the registry
-    from rheo.config import SpecConfig
+    from rheo.spec import Spec
 
 
-def rheo_candidates(dist: DraftDist, cfg: SpecConfig, rng: RandomSource, layer: int) -> Candidates:
+def rheo_candidates(dist: DraftDist, cfg: Spec, rng: RandomSource, layer: int) -> Candidates:
     """dist: [f, S] -> leads, one sample per node (one categorical draw of [f] rows), fills."""
     return select_rheo(dist, cfg.k, cfg.m, cfg.temperature, rng, cfg.proxy, cfg.proxy_value, cfg.proxy_eps,
                        cfg.rank, cfg.probe_min)
 
 
-def _validate(cfg: SpecConfig) -> None:
+def _validate(cfg: Spec) -> None:
     if not 0 <= cfg.m <= cfg.k - 1:
         raise ValueError(f"m must be in [0, k-1] = [0, {cfg.k - 1}], got m={cfg.m}")
     check_sparse_top(cfg, cfg.k, "k")
@@ -43,7 +43,7 @@ def rheo_label(row) -> str:
     return label + option_label(row)
 
 
-def rheo_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg: SpecConfig) -> float:
+def rheo_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg: Spec) -> float:
     """alpha_rheo = sum_y min(p, q~) + (1/beta) sum_y max(q~(y) - p(y), 0) * sum_{x in L u F_y} max(p(x) - q~(x), 0)
     with L the m leads, F_y the fills when the sample is y, beta = sum_y max(p(y) - q~(y), 0).
     target_probs: [V] (tempered), draft_logits: [V]."""

@@ -46,7 +46,7 @@ from rheo.tree import BuiltTree, CandidateFn, DraftFn, ancestor_mask
 from rheo.verify import TreeIndex, VerifyResult, residual_draft, subtract_draft, walk_greedy
 
 if TYPE_CHECKING:  # the configuration validates itself against the registry
-    from rheo.config import SpecConfig
+    from rheo.spec import Spec
 
 #: ~60-node shapes for the paper's budget (Top-K / Rheo: R = 60 drafted nodes)
 PRESETS = {
@@ -104,12 +104,12 @@ def draw_children(dist: DraftDist, b: int, temperature: float, replacement: bool
 class StaticShape:
     """The candidate rule and tree builder of a static tree whose shape is ``shape(cfg)``."""
 
-    shape: Callable[[SpecConfig], tuple[int, ...]]
+    shape: Callable[[Spec], tuple[int, ...]]
 
-    def candidates(self, dist: DraftDist, cfg: SpecConfig, rng: RandomSource, layer: int) -> Candidates:
+    def candidates(self, dist: DraftDist, cfg: Spec, rng: RandomSource, layer: int) -> Candidates:
         return draw_children(dist, self.shape(cfg)[layer], cfg.temperature, cfg.replacement, rng)
 
-    def build(self, rule: CandidateFn, draft_fn: DraftFn, root_token: int, cfg: SpecConfig, rng: RandomSource,
+    def build(self, rule: CandidateFn, draft_fn: DraftFn, root_token: int, cfg: Spec, rng: RandomSource,
               draft_to_target: Optional[torch.Tensor] = None, device: torch.device | str = "cpu") -> BuiltTree:
         """Every node of a layer is expanded (one drafter call per layer), each with the candidate
         rule ``rule``; nothing is pruned."""
@@ -151,7 +151,7 @@ class StaticShape:
                          resid_probs=torch.cat(exp_probs) if exp_probs else None, drafted=tokens.shape[0] - 1)
 
 
-def verify_static(built: BuiltTree, target_logits: torch.Tensor, cfg: SpecConfig,
+def verify_static(built: BuiltTree, target_logits: torch.Tensor, cfg: Spec,
                   rng: RandomSource) -> VerifyResult:
     """Recursive rejection sampling down the tree (module docstring). target_logits: [n, V]."""
     if cfg.greedy:
@@ -226,7 +226,7 @@ def node_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, b: i
 MAX_STATIC_NODES = 4096
 
 
-def _validate_static(cfg: SpecConfig) -> None:
+def _validate_static(cfg: Spec) -> None:
     if cfg.branching is None:
         raise ValueError("branching is required for method='static', e.g. branching="
                          f"{PRESETS['deep60']} ({num_nodes(PRESETS['deep60'])} nodes)")
@@ -237,7 +237,7 @@ def _validate_static(cfg: SpecConfig) -> None:
     check_sparse_top(cfg, max(cfg.branching), "max(branching)")
 
 
-def _validate_chain(cfg: SpecConfig) -> None:
+def _validate_chain(cfg: Spec) -> None:
     if cfg.depth > MAX_STATIC_NODES:
         raise ValueError(f"depth={cfg.depth}: a chain of more than {MAX_STATIC_NODES} nodes; choose a smaller depth")
 
@@ -252,8 +252,8 @@ def _static_pretty(variant: str) -> str:
     return f"{'SpecInfer' if rule == 'specinfer' else 'RSD'} {shape}"
 
 
-def _acceptance(shape: Callable[[SpecConfig], tuple[int, ...]]):
-    def acceptance(target_probs, draft_logits, cfg: SpecConfig) -> float:
+def _acceptance(shape: Callable[[Spec], tuple[int, ...]]):
+    def acceptance(target_probs, draft_logits, cfg: Spec) -> float:
         return node_acceptance(target_probs, draft_logits, shape(cfg)[0], cfg.temperature, cfg.replacement,
                                cfg.sparse_top)
     return acceptance

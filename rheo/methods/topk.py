@@ -16,12 +16,12 @@ from rheo.tree import build_dynamic_tree
 from rheo.verify import verify_dynamic
 
 if TYPE_CHECKING:  # the configuration validates itself against the registry
-    from rheo.config import SpecConfig
+    from rheo.spec import Spec
 
 DYNAMIC_FIELDS = ("k", "depth", "tree_size", "sparse_top", "rank")
 
 
-def topk_candidates(dist: DraftDist, cfg: SpecConfig, rng: RandomSource, layer: int) -> Candidates:
+def topk_candidates(dist: DraftDist, cfg: Spec, rng: RandomSource, layer: int) -> Candidates:
     """dist: [f, S] -> the top-K tokens of each node (no randomness)."""
     return select_topk(dist, cfg.k, cfg.rank, cfg.temperature)
 
@@ -49,13 +49,13 @@ def topk_label(row) -> str:
     return "topk" + option_label(row)
 
 
-def check_sparse_top(cfg: SpecConfig, slots: int, name: str) -> None:
+def check_sparse_top(cfg: Spec, slots: int, name: str) -> None:
     """The truncated draft support must hold at least the ``slots`` children of one node."""
     if cfg.sparse_top is not None and cfg.sparse_top < slots:
         raise ValueError(f"sparse_top must be None or >= {name}={slots}, got sparse_top={cfg.sparse_top}")
 
 
-def _validate(cfg: SpecConfig) -> None:
+def _validate(cfg: Spec) -> None:
     check_sparse_top(cfg, cfg.k, "k")
 
 
@@ -66,7 +66,7 @@ def top_slots_mass(target_probs: torch.Tensor, draft_logits: torch.Tensor, spars
     return clamp_probability(target_probs.to(torch.float64)[ids][finite].sum())
 
 
-def topk_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg: SpecConfig) -> float:
+def topk_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg: Spec) -> float:
     """alpha_topk = p(top-K of q): the children are point masses, one is accepted iff the target's
     sample is one of them. target_probs: [V] (tempered), draft_logits: [V]."""
     return top_slots_mass(target_probs, draft_logits, cfg.sparse_top, cfg.k)

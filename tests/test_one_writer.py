@@ -1,0 +1,59 @@
+"""Markdown tables and 95% intervals each have one writer.
+
+Every table goes through :func:`eval.markdown.markdown_table` and every 95% interval through
+:mod:`eval.analysis` (``mean_ci``, Student-t over independent units; ``normal_half_width`` where a
+normal interval is right). The scan reads each tracked ``.py`` under ``rheo/``, ``eval/``,
+``baselines/`` and ``scripts/`` with ``ast``: string literals in code (docstrings left out) that
+hold a ``|---`` separator, and the number 1.96, are refused outside those two modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from test_import_graph import ROOT, tracked_sources
+
+TABLE_WRITER = Path("eval/markdown.py")
+CI_MODULE = Path("eval/analysis.py")
+SEPARATOR = re.compile(r"\|[ ]*:?-{3,}|-{3,}:?[ ]*\||^[ ]*:?-{3,}:?[ ]*$")
+NORMAL_95 = (1.96, 1.959964, 1.95996)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings or other bare string statements."""
+    return {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}
+
+
+def offences(source: str) -> list[tuple[int, str]]:
+    """(line, what) of every separator literal and 1.96 in ``source``'s code."""
+    tree = ast.parse(source)
+    skip, found = _docstrings(tree), []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or id(node) in skip:
+            continue
+        if isinstance(node.value, str) and SEPARATOR.search(node.value):
+            found.append((node.lineno, f"a Markdown separator {node.value!r}"))
+        elif isinstance(node.value, float) and node.value in NORMAL_95:
+            found.append((node.lineno, f"a normal 95% quantile {node.value!r}"))
+    return found
+
+
+def test_tables_and_intervals_have_one_writer():
+    bad = []
+    for path in tracked_sources():
+        rel = path.relative_to(ROOT)
+        for line, what in offences(path.read_text()):
+            allowed = TABLE_WRITER if "separator" in what else CI_MODULE
+            if rel != allowed:
+                bad.append(f"{rel}:{line}: {what} (use {allowed})")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_scan_sees_code_not_docstrings():
+    code = ('"""| a |\n|---|"""\n'
+            'def f(se):\n    """1.96 * se, |---|"""\n    return 1.96 * se\n'
+            'def g(h):\n    return ["|" + "---|" * len(h), "|".join("---" for _ in h), f"| x |{h}|", "\\n---"]\n')
+    assert [line for line, _ in offences(code)] == [5, 7, 7]
