@@ -2,7 +2,7 @@
 
 A pair of your own (``model=local model.name=NAME model.target_path=DIR model.head_path=DIR``)
 is any name outside the catalog with both folders given; its rows are labelled and filed under
-NAME. :func:`check_local_pair` refuses bad folders and a head that does not fit its target
+NAME. :func:`eval.local_pair.check_local_pair` refuses bad folders and a head that does not fit its target
 before the run creates or loads anything.
 
 ``tiny_random`` (TEST ONLY) is built in-process, without weights: the target is
@@ -16,9 +16,7 @@ cycle. Text is byte-level (vocabulary 256), prompts keep their last
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
@@ -29,7 +27,6 @@ from rheo.placement import as_dtype
 TINY_CONTEXT = 48
 DRAFT_CONTEXT = 8  # the toy drafter sees only the last few tokens (cheap, partly right)
 #: the name of a pair of your own labels its rows and names their folder
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,26 +56,6 @@ def pair_args(cfg) -> tuple:
     model = cfg.model
     eos = None if model.get("eos_tokens") is None else tuple(str(t) for t in model.eos_tokens)
     return (model.name, cfg.device, cfg.dtype, model.target_path, model.head_path, model.get("chat_format"), eos)
-
-
-@functools.lru_cache(maxsize=8)
-def check_local_pair(name: str, target_path: str, head_path: str, chat_format: Optional[str] = None,
-                     eos_tokens: Optional[tuple[str, ...]] = None) -> None:
-    """Refuse, with one line, a pair of your own that cannot load: a name unfit for a folder, a
-    missing folder, unreadable head weights, a head that does not fit its target (config files and
-    weight headers only: no weight is loaded, nothing is created)."""
-    from rheo.models.eagle3_checkpoint import head_weights_fix
-    from rheo.models.loading import local_entry
-    from rheo.models.pair_check import check_pair
-    from rheo.models.weights import check_weight_files
-
-    if not NAME_PATTERN.fullmatch(name):
-        raise ValueError(f"model.name {name!r} labels the rows and names their folder: use letters, digits, "
-                         f"'.', '_' and '-' (e.g. model.name=my-llama)")
-    local_entry(target_path, head_path, name, chat_format or "template", eos_tokens)
-    target, head = Path(target_path).expanduser(), Path(head_path).expanduser()
-    check_weight_files(head, f"model {name!r}: EAGLE-3 head", head_weights_fix(head))
-    check_pair(target, head, f"model {name!r}: ")
 
 
 class ByteTokenizer:

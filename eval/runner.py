@@ -7,7 +7,7 @@ turn) as its own shard (eval/storage.py). Rows already stored with status
 "ok" are skipped; failed rows are retried.
 
 Order of checks: the configuration (SpecConfig included; a pair of your own:
-its folders and whether its head fits, eval.models.check_local_pair), then the
+its folders and whether its head fits, eval.local_pair.check_local_pair), then the
 output directory, then the prompts; the model is loaded last, and only if there
 is work left. The folders of new configurations are created once the pair has
 loaded; a load that fails leaves an output directory this run created as it was

@@ -179,8 +179,8 @@ def validate(cfg: DictConfig) -> SpecConfig:
 
 def _check_model(cfg: DictConfig) -> None:
     """A catalog name, or a pair of your own whose folders exist and whose head fits its target
-    (eval.models.check_local_pair: config files and weight headers, nothing loaded or created)."""
-    from eval.models import check_local_pair
+    (eval.local_pair.check_local_pair: config files and weight headers, nothing loaded or created)."""
+    from eval.local_pair import check_local_pair
 
     model = cfg.model
     if model.chat_format is not None:
