@@ -24,7 +24,7 @@ from eval.markdown import BLANK, markdown_table
 from rheo.cli import ArgumentParser, path_arg, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.decode import generate_with_source
-from rheo.methods import get_method
+from rheo.methods import get_method, reads
 from rheo.random import TorchRandom
 
 PROMPT = "Write a short story about a robot who learns to paint."
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     pair = load_pair(args.model, "cpu", "bfloat16")
-    cfg = SpecConfig(method=args.method, **PAPER_TREE, **({"m": 1} if args.method == "rheo" else {}))
+    cfg = SpecConfig(method=args.method, **PAPER_TREE, **({"m": 1} if reads(args.method, "m") else {}))
     rows = check_states(pair, cfg, args.runs, args.every, args.max_new)
     if not rows:
         raise SystemExit("no state was checked: raise --max-new or lower --every")

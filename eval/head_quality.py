@@ -22,6 +22,7 @@ import pandas as pd
 
 from eval.committed import CommittedOutputsError
 from eval.markdown import markdown_table
+from eval.same_state_labels import BASELINE_METHOD, rheostat_rows
 from eval.same_state_outputs import OutputPlan, joined_rows
 from eval.same_state_stats import POOLED, paired_differences
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
@@ -48,7 +49,8 @@ def read_top1(path: Path) -> pd.DataFrame:
 
 def gain_table(rows: pd.DataFrame, heads: pd.DataFrame) -> pd.DataFrame:
     """One row per (head, temperature) that has both Top-K and Rheo m=1 rows (COLUMNS)."""
-    both = rows[(rows["method"] == "topk") | ((rows["method"] == "rheo") & (rows["m"] == 1))]
+    rheo_m1 = rheostat_rows(rows)
+    both = pd.concat([rows[rows["method"] == BASELINE_METHOD], rheo_m1[rheo_m1["m"] == 1]])
     both = both[both["head_sha"].isin(set(heads["head_sha"]))]
     out = []
     for _, head in heads.iterrows():

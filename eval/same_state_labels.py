@@ -19,7 +19,7 @@ import pandas as pd
 
 from eval.analysis import display_name
 from eval.storage import METHOD_COLUMNS
-from rheo.methods import get_method
+from rheo.methods import get_method, reads
 
 BASELINE_METHOD = "topk"
 FAMILIES = ("dynamic", "static", "chain")
@@ -98,9 +98,14 @@ def baseline_label(rows: pd.DataFrame) -> str | None:
     return str((own if not own.empty else top).sort_values("order")["label"].iloc[0])
 
 
+def rheostat_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of methods that read the rheostat m (the registry's fields: rheo.methods.reads)."""
+    return rows[rows["method"].map(lambda name: reads(name, "m"))]
+
+
 def rheo_m1_label(rows: pd.DataFrame) -> str | None:
     """The label of Rheo m=1 when the rows hold it and another Rheo m (an m ablation), else None."""
-    rheo = rows[rows["method"] == "rheo"]
+    rheo = rheostat_rows(rows)
     if rheo["m"].nunique() < 2 or not (rheo["m"] == 1).any():
         return None
     return str(rheo[rheo["m"] == 1].sort_values("order")["label"].iloc[0])

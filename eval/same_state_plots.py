@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from eval.same_state_labels import FAMILIES, baseline_label, ordered_labels
+from eval.same_state_labels import FAMILIES, baseline_label, ordered_labels, rheostat_rows
 from eval.same_state_stats import POOLED, labelled, paired_differences
 from eval.same_state_style import legend_outside, palette, panels, png, style, temps_title
 
@@ -34,7 +34,7 @@ def pooled_table(rows: pd.DataFrame) -> pd.DataFrame:
 def fig_m_ablation(rows: pd.DataFrame) -> bytes | None:
     """Rheo m minus Top-K (95% CI) vs m; a panel per temperature with >= 2 values of m, hottest first."""
     rows = labelled(rows)
-    rheo = rows[rows["method"] == "rheo"]
+    rheo = rheostat_rows(rows)
     temps = sorted((t for t, g in rheo.groupby("temperature") if g["m"].nunique() >= 2), reverse=True)
     base = baseline_label(rows)
     if not temps or base is None:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from eval.analysis import mean_ci
-from eval.same_state_labels import baseline_label, ordered_labels, rheo_m1_label, with_labels
+from eval.same_state_labels import baseline_label, ordered_labels, rheo_m1_label, rheostat_rows, with_labels
 
 GROUP = ["model", "dtype", "driver", "head_sha", "temperature"]
 PROMPT = ["dataset", "item_id", "turn", "seed"]  # with GROUP: the key
@@ -86,7 +86,7 @@ def m_ablation(rows: pd.DataFrame) -> pd.DataFrame:
     m1 = rheo_m1_label(rows)
     if m1 is None:
         return pd.DataFrame()
-    return paired_differences(rows[rows["method"] == "rheo"], baseline=m1)
+    return paired_differences(rheostat_rows(rows), baseline=m1)
 
 
 def _stacked(frame: pd.DataFrame, column: str) -> np.ndarray:

@@ -14,7 +14,7 @@ from baselines import AR
 from eval import storage
 from eval.keys import config_hash, method_key
 from rheo.config import SpecConfig
-from rheo.methods import get_method
+from rheo.methods import get_method, reads
 
 TREE = {"k": 10, "depth": 8, "tree_size": 60, "sparse_top": 128}
 #: made-up mean tau of each tree method (Rheo m=1 a little higher); references emit one token a call
@@ -45,7 +45,7 @@ def write_synthetic_results(root: Path | str, suites=("gsm8k", "mt_bench"), n_it
 
 def _row(rnd: random.Random, spec: SpecConfig, key: dict, chash: str, suite: str, item: int, turn: int) -> dict:
     reference = get_method(spec.method).is_reference
-    base = 1.0 if reference else FAKE_TAU[spec.method] + 0.1 * (spec.method == "rheo" and spec.m == 1)
+    base = 1.0 if reference else FAKE_TAU[spec.method] + 0.1 * (reads(spec.method, "m") and spec.m == 1)
     new_tokens = 64
     calls = new_tokens if reference else max(1, round(new_tokens / (base + rnd.uniform(-0.3, 0.3))))
     accept = [new_tokens // calls + (i < new_tokens % calls) for i in range(calls)]

@@ -34,7 +34,7 @@ from eval.markdown import frame_markdown
 from rheo.config import SpecConfig
 from rheo.io import atomic_write
 from rheo.theory import node_acceptance
-from rheo.methods import get_method
+from rheo.methods import get_method, reads
 
 LEMMA_Q = (0.5, 0.3, 0.2)
 LEMMA_P = (0.2, 0.2, 0.6)  # a target for the decoder run; any p that is not q shows the bias
@@ -124,7 +124,7 @@ def node_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame:
         accepted = sum(a == 2 for _, a in _cycles(p_logits, q_logits, config, n_cycles, seed + 1 + i))
         mc = accepted / n_cycles
         half = normal_half_width(math.sqrt(closed * (1 - closed) / n_cycles))  # 95% band of mc if closed is right
-        rows.append({"method": method, "m": m if method == "rheo" else None, "temperature": t, "k": NODE_K,
+        rows.append({"method": method, "m": m if reads(method, "m") else None, "temperature": t, "k": NODE_K,
                      "vocab": NODE_VOCAB, "closed_form": closed, "monte_carlo": mc, "band95": half,
                      "n_cycles": n_cycles, "within_ci": abs(mc - closed) <= half + 1e-12})
     return pd.DataFrame(rows)

@@ -26,7 +26,7 @@ import torch
 from rheo.config import SpecConfig
 from rheo.decode import CycleState, EosSpec, GenerationOutput, generate_with_source
 from rheo.mechanism import DraftRecorder, calibration_columns, root_columns, tree_columns
-from rheo.methods import get_method
+from rheo.methods import get_method, reads
 from rheo.models.base import DraftModel, TargetModel
 from rheo.random import TorchRandom, check_generator
 
@@ -55,8 +55,8 @@ def stream_seed(key: str, state: int, config: SpecConfig) -> int:
 
 
 def layers(config: SpecConfig) -> int:
-    """Drafted layers of a method's trees: len(branching) for a static shape, else depth."""
-    return len(config.branching) if config.method == "static" else config.depth
+    """Drafted layers of a method's trees: len(branching) for a method with a static shape, else depth."""
+    return len(config.branching) if reads(config.method, "branching") else config.depth
 
 
 @torch.no_grad()

@@ -237,6 +237,12 @@ def method_names(kind: Optional[str] = None) -> list[str]:
     return sorted(n for n, m in _REGISTRY.items() if m.kind in kinds)
 
 
+def reads(name: str, field: str) -> bool:
+    """Whether method ``name`` reads the SpecConfig ``field`` (its registered ``fields``): how code
+    outside the methods tells, e.g., the rheostat m or a static shape apart, never by method name."""
+    return field in get_method(name).fields
+
+
 def registration_rank(name: str) -> int:
     """Position of a method in registration order (tables list methods in this order)."""
     return list(_REGISTRY).index(name)
