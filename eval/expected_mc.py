@@ -22,13 +22,14 @@ import torch
 from eval.analysis import normal_half_width
 from eval.markdown import BLANK, markdown_table
 from rheo.cli import ArgumentParser, path_arg, positive_int, run_main
+from rheo import config as rheo_config
 from rheo.config import SpecConfig
 from rheo.decode import generate_with_source
 from rheo.methods import get_method, reads
 from rheo.random import TorchRandom
 
 PROMPT = "Write a short story about a robot who learns to paint."
-PAPER_TREE = dict(k=10, depth=8, tree_size=60, sparse_top=128, temperature=1.0)
+PAPER_TREE = {**rheo_config.PAPER_TREE, "temperature": 1.0}
 
 
 def check_states(pair, cfg: SpecConfig, runs: int, every: int, max_new: int) -> list[dict]:

@@ -13,10 +13,14 @@ import math
 import numbers
 import dataclasses
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Optional
 
 from rheo.methods.registry import get_method
 
+#: the paper's tree (K=10, depth 8, R=60 kept nodes, top-128 sparse draft): SpecConfig's defaults, and
+#: through them the method configs' (configs/method/*.yaml) and every script's; written only here
+PAPER_TREE = MappingProxyType({"k": 10, "depth": 8, "tree_size": 60, "sparse_top": 128})
 PROXIES = ("rheo", "tempered", "fixed")
 RANKS = ("q", "q_T")
 VERIFY_ORDERS = ("stochastic_first", "deterministic_first")
@@ -64,12 +68,12 @@ class SpecConfig:
     """
 
     method: str = "rheo"
-    k: int = field(default=10, metadata=IN_EVERY_KEY)
+    k: int = field(default=PAPER_TREE["k"], metadata=IN_EVERY_KEY)
     m: int = field(default=1, metadata=IN_EVERY_KEY)
-    depth: int = field(default=8, metadata=IN_EVERY_KEY)
-    tree_size: int = field(default=60, metadata=IN_EVERY_KEY)
+    depth: int = field(default=PAPER_TREE["depth"], metadata=IN_EVERY_KEY)
+    tree_size: int = field(default=PAPER_TREE["tree_size"], metadata=IN_EVERY_KEY)
     temperature: float = 1.0
-    sparse_top: Optional[int] = field(default=128, metadata=IN_EVERY_KEY)
+    sparse_top: Optional[int] = field(default=PAPER_TREE["sparse_top"], metadata=IN_EVERY_KEY)
     proxy: str = field(default="rheo", metadata=IN_EVERY_KEY)
     proxy_value: float = field(default=0.25, metadata=LIBRARY_ONLY)
     verify_order: str = field(default="stochastic_first", metadata=IN_EVERY_KEY)

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from rheo.config import SpecConfig
+from rheo.config import PAPER_TREE, SpecConfig
 from rheo.methods import get_method
 from rheo.random import TorchRandom
 from rheo.cli import ArgumentParser, positive_int, run_main
@@ -76,7 +76,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     d2t = torch.randperm(args.target_vocab, generator=torch.Generator().manual_seed(0))[: args.draft_vocab].sort().values
     drafter = BankDrafter(args.draft_vocab, bank=97, seed=1)
-    base = dict(k=10, depth=8, tree_size=60, temperature=args.temperature, sparse_top=128)
+    base = dict(PAPER_TREE, temperature=args.temperature)
     methods = {"topk": SpecConfig(method="topk", **base), "rheo m=1": SpecConfig(method="rheo", m=1, **base)}
     print(f"core time per cycle (median of {args.cycles}), k=10 depth=8 tree_size=60 sparse_top=128, "
           f"draft vocab {args.draft_vocab}, target vocab {args.target_vocab}, T={args.temperature}, "

@@ -28,12 +28,13 @@ from baselines import AR, HF_GENERATE
 from eval import storage
 from eval.generation import generate, phase_timer
 from eval.keys import SUITE_FILES, config_hash, generation_seed, method_key
+from rheo import config as rheo_config
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.methods import get_method
 
 SUITE_ORDER = ("mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq")
-PAPER_TREE = dict(k=10, depth=8, tree_size=60, sparse_top=128)
+PAPER_TREE = dict(rheo_config.PAPER_TREE)
 
 
 @dataclass(frozen=True)
