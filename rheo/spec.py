@@ -14,52 +14,24 @@ from typing import Optional, Protocol
 
 
 class Spec(Protocol):
-    """Read-only view of a decoder's configuration (``rheo.config.SpecConfig``)."""
+    """Read-only view of a decoder's configuration (``rheo.config.SpecConfig``): its fields, and
+    ``greedy``."""
 
-    @property
-    def method(self) -> str: ...
-
-    @property
-    def k(self) -> int: ...
-
-    @property
-    def m(self) -> int: ...
-
-    @property
-    def depth(self) -> int: ...
-
-    @property
-    def tree_size(self) -> int: ...
-
-    @property
-    def temperature(self) -> float: ...
-
-    @property
-    def sparse_top(self) -> Optional[int]: ...
-
-    @property
-    def proxy(self) -> str: ...
-
-    @property
-    def proxy_value(self) -> float: ...
-
-    @property
-    def verify_order(self) -> str: ...
-
-    @property
-    def proxy_eps(self) -> float: ...
-
-    @property
-    def branching(self) -> Optional[tuple[int, ...]]: ...
-
-    @property
-    def replacement(self) -> bool: ...
-
-    @property
-    def rank(self) -> str: ...
-
-    @property
-    def probe_min(self) -> float: ...
+    method: str
+    k: int
+    m: int
+    depth: int
+    tree_size: int
+    temperature: float
+    sparse_top: Optional[int]
+    proxy: str
+    proxy_value: float
+    verify_order: str
+    proxy_eps: float
+    branching: Optional[tuple[int, ...]]
+    replacement: bool
+    rank: str
+    probe_min: float
 
     @property
     def greedy(self) -> bool: ...

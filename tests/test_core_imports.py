@@ -127,6 +127,6 @@ def test_the_configuration_is_what_the_mechanisms_read():
 
     from rheo.config import SpecConfig
     from rheo.spec import Spec
-    read = {n for n, v in vars(Spec).items() if isinstance(v, property)}
+    read = set(Spec.__annotations__) | {n for n, v in vars(Spec).items() if isinstance(v, property)}
     assert read == {f.name for f in dataclasses.fields(SpecConfig)} | {"greedy"}
     assert all(hasattr(SpecConfig(), name) for name in read)
