@@ -76,11 +76,13 @@ def nonlead_mass(dist: DraftDist, m: int, temperature: float) -> torch.Tensor:
     return tempered(dist.logits, temperature)[:, m:].sum(-1)
 
 
-def draws_probe(dist: DraftDist, m: int, temperature: float, probe_min: float) -> torch.Tensor:
-    """[n] bool: the node draws a sample (a tail slot is drawable, and z_T >= probe_min)."""
+def draws_probe(dist: DraftDist, m: int, temperature: float, probe_min: float,
+                z_t: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """[n] bool: the node draws a sample (a tail slot is drawable, and z_T >= probe_min; z_t: [n]
+    z_T when the caller has it)."""
     has_tail = torch.isfinite(dist.logits[:, m])  # [n] (sorted: any finite <=> first finite)
     if probe_min > 0:
-        has_tail = has_tail & (nonlead_mass(dist, m, temperature) >= probe_min)
+        has_tail = has_tail & ((nonlead_mass(dist, m, temperature) if z_t is None else z_t) >= probe_min)
     return has_tail
 
 
@@ -112,11 +114,13 @@ def proxy_prob(q: torch.Tensor, m: int, proxy: str, proxy_value: float, eps: flo
 
 
 def log_proxy(dist: DraftDist, scores: torch.Tensor, m: int, temperature: float, proxy: str,
-              proxy_value: float, eps: float, rank: str) -> torch.Tensor:
-    """[n] log score of the sample slot (module docstring). scores: [n, S] from :func:`rank_scores`."""
+              proxy_value: float, eps: float, rank: str, z_t: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """[n] log score of the sample slot (module docstring). scores: [n, S] from :func:`rank_scores`;
+    z_t: [n] z_T when the caller has it."""
     if rank == "q_T" and temperature == 0 and proxy != "fixed":
         return scores[:, m]  # the limit: the sample is x_{m+1} and takes its score
-    z_t = nonlead_mass(dist, m, temperature) if proxy == "tempered" else None
+    if proxy == "tempered" and z_t is None:
+        z_t = nonlead_mass(dist, m, temperature)
     return proxy_prob(scores.exp(), m, proxy, proxy_value, eps, z_t).log()
 
 
@@ -129,7 +133,8 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
         raise ValueError(f"m must be in [0, {slots - 1}] for {slots} candidate slots, got m={m}")
     device = dist.ids.device
     tail_logits = dist.logits[:, m:]  # [n, S-m]
-    has_tail = draws_probe(dist, m, temperature, probe_min)  # [n]
+    z_t = nonlead_mass(dist, m, temperature) if probe_min > 0 or proxy == "tempered" else None  # [n]
+    has_tail = draws_probe(dist, m, temperature, probe_min, z_t)  # [n]
     resid = tempered(tail_logits, temperature)  # [n, S-m]
     resid = torch.where(has_tail[:, None], resid, torch.ones_like(resid))  # keep rows drawable
     pick = rng.categorical(resid)  # [n] in [0, S-m)
@@ -143,7 +148,7 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
 
     scores = rank_scores(dist, rank, temperature)  # [n, S]
     log_score = scores.gather(1, slot)  # [n, K]
-    sample_score = log_proxy(dist, scores, m, temperature, proxy, proxy_value, eps, rank)  # [n]
+    sample_score = log_proxy(dist, scores, m, temperature, proxy, proxy_value, eps, rank, z_t)  # [n]
     log_score[:, m] = torch.where(has_tail, sample_score, log_score[:, m])
 
     kind = torch.full((n, slots), FILL, dtype=torch.long, device=device)

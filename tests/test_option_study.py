@@ -87,9 +87,6 @@ def test_committed_tables_and_verdicts_are_recomputed_from_the_committed_rows(st
 
 def option_claims(root) -> list[str]:
     """The README's numbers of the option studies, as their committed tables give them."""
-    import sys
-
-    sys.path.insert(0, str(root / "tests"))
     from result_tables import tables
 
     out = []
