@@ -4,8 +4,8 @@ A *driver* decodes as usual (:func:`rheo.decode.generate_with_source`). At each 
 cycle starts - a *state*: the same prefix, the same committed target cache and drafter
 state - every compared method builds its own tree, the target scores it, and the exact
 expected number of tokens its verifier would emit (:mod:`rheo.expected`) is recorded
-with the mechanism columns of :mod:`rheo.mechanism`. The compared tree is then
-discarded (``TargetSession.discard``); only the driver's tree is verified and
+with the mechanism columns of :mod:`rheo.mechanism`. The compared trees are scored in one
+target call, as their union (:mod:`rheo.tree_union`), and then discarded (``TargetSession.discard``); only the driver's tree is verified and
 committed, so the driver's output is token for token what it is without the compared
 methods (same generator).
 
@@ -29,6 +29,7 @@ from rheo.mechanism import DraftRecorder, calibration_columns, root_columns, tre
 from rheo.methods import get_method, reads
 from rheo.models.base import DraftModel, TargetModel
 from rheo.random import TorchRandom, check_generator
+from rheo.tree_union import tree_rows, union_tree
 
 
 @dataclass(frozen=True)
@@ -92,21 +93,27 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
         if not hasattr(session, "discard"):
             raise ValueError(f"{type(session).__name__} has no discard(): same-state evaluation needs a target "
                              "session that can drop a scored tree")
-        for i, (cfg, method) in enumerate(zip(compared, methods)):
+        built_trees = []
+        for cfg, method in zip(compared, methods):
             rng = TorchRandom(torch.Generator(device=gen_device).manual_seed(stream_seed(key, state.index, cfg)))
             recorder = DraftRecorder(state.draft_fn)
-            built = method.build_tree(recorder, state.root, cfg, rng, state.draft_to_target, state.device)
-            logits = session.score_tree(built.tree).logits
-            try:
+            built_trees.append((method.build_tree(recorder, state.root, cfg, rng, state.draft_to_target,
+                                                  state.device), recorder))
+        # One target call for all of them: the union of the trees (rheo.tree_union).
+        union, maps = union_tree([built.tree for built, _ in built_trees])
+        union_logits = session.score_tree(union).logits
+        try:
+            for i, (cfg, method, (built, recorder)) in enumerate(zip(compared, methods, built_trees)):
+                logits = tree_rows(union_logits, maps[i])
                 reach = method.node_path_probs(built, logits, cfg)
                 columns = tree_columns(built, reach, layers(cfg))
                 if calibration:
                     columns.update(calibration_columns(built, logits, recorder, cfg, state.draft_to_target))
                 if ot_bound:
                     columns.update(root_columns(method, cfg, recorder, state.root, logits, state.draft_to_target))
-            finally:
-                session.discard()
-            result.trees.append(ComparedTree(state=state.index, method=i, columns=columns))
+                result.trees.append(ComparedTree(state=state.index, method=i, columns=columns))
+        finally:
+            session.discard()
 
     result.output = generate_with_source(target, drafter, prompt, max_new_tokens, driver, TorchRandom(generator),
                                          eos_token_id, record_expected=True, on_state=on_state)
