@@ -217,14 +217,15 @@ def dial_figure(rows: pd.DataFrame) -> Optional[bytes]:
         return None
     fig, axes = panels(2, width=4.8, height=4.0)
     for ax, col, unit in ((axes[0, 0], "gain", "tokens per call"), (axes[0, 1], "gain_pct", "% of Top-K")):
-        for label, part in frame.groupby("label", sort=False):
-            part = part.sort_values("topk")
+        for i, (label, part) in enumerate(frame.groupby("label", sort=False)):
+            part = part.sort_values("draft_mix")  # the line follows the dial
             ax.errorbar(part["topk"], part[col], yerr=part[f"{col}_hw"], marker="o", capsize=3, label=label)
             for x, y, a in zip(part["topk"], part[col], part["draft_mix"]):
-                ax.annotate(f"a={a:g}", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-        for name, a, b in PAPER_POINTS:
-            ax.plot([a], [b - a if col == "gain" else 100 * (b - a) / a], marker="*", markersize=11, linestyle="",
-                    color="black", label=f"paper: {name}")
+                if i == 0:  # one label per dial value
+                    ax.annotate(f"a={a:g}", (x, y), fontsize=6, xytext=(3, -9), textcoords="offset points")
+        for (name, a, b), marker in zip(PAPER_POINTS, ("*", "P", "X")):
+            ax.plot([a], [b - a if col == "gain" else 100 * (b - a) / a], marker=marker, markersize=10,
+                    linestyle="", color="black", label=f"paper: {name}")
         ax.axhline(0, color="black", lw=0.8)
         ax.set_xlabel("Top-K expected tokens per call (τ)")
         ax.set_ylabel(f"Rheo − Top-K ({unit})")
