@@ -1,21 +1,18 @@
 """Tables and figures of the ranking-option studies: serving temperatures and the draft-quality dial.
 
-    python -m eval.option_study serving RESULTS [--out FILE] [--figure FILE] [--archive FILE] [--update-committed]
-    python -m eval.option_study dial RESULTS [--out FILE] [--figure FILE] [--archive FILE] [--update-committed]
+    python -m eval.option_study serving|dial RESULTS [--out FILE] [--figure FILE] [--archive FILE] [--update-committed]
 
 RESULTS: a same-state output_dir (eval.same_state) or its archive (X.parquet). Every number is a
 mean over *keys* (a key is one prompt: suite, item, turn, seed; its driver states averaged first)
 of the exact expected emitted tokens per state, and every interval a 95% Student-t half-width
 over keys (eval.analysis.mean_ci) of paired per-key differences.
 
-* **serving** - per temperature, each compared option minus Top-K, minus the paper's m=0 and
-  m=1, and minus the *envelope* (the better of m=0 and m=1 at that temperature, by mean). An
-  option *meets the envelope* at T when the lower bounds of its differences with m=0 and with
-  m=1 are both >= -0.01; it *beats* it when the lower bound of its difference with the better
-  one is > 0. The summary says which options meet the envelope at every temperature present.
-* **dial** - per value of ``draft_mix`` (the head mixed with the target, rheo.models.mixture):
-  Top-K's expected tokens per call and each method's gain over it (absolute and %), with the
-  paper's three reported (Top-K tau, Rheo tau) points on the figure's axes.
+* **serving** - per temperature, each option minus Top-K, minus the paper's m=0 and m=1, and minus
+  the *envelope* (the better of m=0 and m=1 at that T, by mean). An option *meets the envelope*
+  when the lower bounds of its differences with m=0 and m=1 are both >= -0.01; it *beats* it when
+  the lower bound of its difference with the better one is > 0.
+* **dial** - per value of ``draft_mix`` (rheo.models.mixture): Top-K's expected tokens per call and
+  each method's gain over it (absolute and %), the paper's three (Top-K, Rheo) points on the figure.
 """
 
 from __future__ import annotations
@@ -35,6 +32,7 @@ from rheo.cli import ArgumentParser, path_arg, run_main
 
 PROG = "python -m eval.option_study"
 TOPK, M0, M1 = "Top-K", "Rheo m=0", "Rheo m=1"
+AUTO = "Rheo m=1 proxy=tempered"  # method=rheo_auto (configs/method/rheo_auto.yaml)
 TOLERANCE = 0.01  # "at least as good": lower bound of the paired difference >= -TOLERANCE
 POWER = 0.02  # the half-width the studies aim at for a difference with Top-K
 #: the paper's reported tau with official EAGLE-3 heads at T = 1: (pair, Top-K, Rheo m=1)
@@ -95,14 +93,16 @@ def serving_frame(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def serving_markdown(rows: pd.DataFrame) -> str:
-    frame = serving_frame(rows)
-    if frame.empty:
-        return "## Ranking options at serving temperatures\n\nNo rows.\n"
+    frame = serving_frame(rows)  # the command refuses an empty archive
     temps = sorted(frame["temperature"].unique())
     lines = ["## Ranking options at serving temperatures (same states, exact expected emitted tokens)", "",
              CI_TEXT + f". Envelope: the better of {M0} and {M1} at that T (by mean); meets: both lower bounds "
              f"of the differences with {M0} and {M1} >= -{TOLERANCE:g}; beats: the lower bound of the difference "
              "with the envelope > 0.", ""]
+    lines += ["### Summary: the paper's rules and the recommended rule, each − Top-K", "",
+              f"rheo_auto = {AUTO} (the same settings at every T). Verdict: whether rheo_auto meets the envelope "
+              "(both lower bounds >= −0.01) and whether its difference with the envelope is resolved above 0.", "",
+              frame_markdown(summary_table(frame)), ""]
     labels = list(dict.fromkeys(frame["label"]))
     summary = frame.pivot(index="label", columns="temperature", values="d_topk").reindex(labels)
     halves = frame.pivot(index="label", columns="temperature", values="h_topk").reindex(labels)
@@ -133,6 +133,21 @@ def serving_markdown(rows: pd.DataFrame) -> str:
         lines += [frame_markdown(table), ""]
     lines += mechanism_lines(rows)
     return "\n".join(lines)
+
+
+def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per temperature: prompts, the paper's m=1 and m=0 and rheo_auto minus Top-K, rheo_auto
+    minus the envelope, and the verdict."""
+    out = []
+    for t, part in frame.groupby("temperature"):
+        by = {r["label"]: r for _, r in part.iterrows()}
+        auto, cell = by.get(AUTO), (lambda lab: _pm(by[lab]["d_topk"], by[lab]["h_topk"]) if lab in by else "-")
+        verdict = "-" if auto is None else ("meets" if auto["meets"] else "does not meet") + (
+            ", beats" if auto["beats"] else "")
+        out.append({"T": f"{t:g}", "prompts": int(by[TOPK]["keys"]) if TOPK in by else 0, M1: cell(M1), M0: cell(M0),
+                    "rheo_auto": cell(AUTO), "rheo_auto − envelope": "-" if auto is None else
+                    f"{_pm(auto['d_env'], auto['h_env'])} ({part['envelope'].iloc[0]})", "verdict": verdict})
+    return pd.DataFrame(out)
 
 
 def mechanism_lines(rows: pd.DataFrame) -> list[str]:
@@ -170,6 +185,18 @@ def dial_frame(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def dial_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per dial value: prompts, Top-K's E[tau] and each method's gain (absolute, %)."""
+    out = []
+    for a, part in frame.groupby("draft_mix"):
+        row = {"a": f"{a:g}", "prompts": int(part["keys"].max()),
+               "E[τ] Top-K": f"{part['topk'].iloc[0]:.3f} ± {part['topk_hw'].iloc[0]:.3f}"}
+        for _, r in part.iterrows():
+            row[f"{r['label']} − Top-K"] = f"{_pm(r['gain'], r['gain_hw'])} ({_pm(r['gain_pct'], r['gain_pct_hw'], 1)}%)"
+        out.append(row)
+    return pd.DataFrame(out).fillna("-")
+
+
 def dial_markdown(rows: pd.DataFrame) -> str:
     frame = dial_frame(rows)
     lines = ["## Gain over Top-K along the draft-quality dial (T = 1, same states)", "",
@@ -178,6 +205,8 @@ def dial_markdown(rows: pd.DataFrame) -> str:
              "head's, diluted.", ""]
     if frame.empty:
         return "\n".join(lines + ["No rows.", ""])
+    lines += ["### Summary: Top-K and the gain of each method over it, per dial value", "",
+              frame_markdown(dial_summary(frame)), "", "### Per method", ""]
     table = pd.DataFrame({"a": [f"{a:g}" for a in frame["draft_mix"]], "method": frame["label"], "keys": frame["keys"],
                           "E[τ] Top-K": [f"{m:.3f} ± {h:.3f}" for m, h in zip(frame["topk"], frame["topk_hw"])],
                           "gain": [_pm(d, h) for d, h in zip(frame["gain"], frame["gain_hw"])],
@@ -254,10 +283,9 @@ def main(argv=None) -> Optional[int]:
     text = (serving_markdown if args.study == "serving" else dial_markdown)(rows)
     figure = (serving_figure if args.study == "serving" else dial_figure)(rows)
     outputs = Outputs(Path("."), update_committed=args.update_committed)
-    if args.out:
-        outputs.add(args.out, text.encode())
-    if args.figure and figure is not None:
-        outputs.add(args.figure, figure)
+    for path, blob in ((args.out, text.encode()), (args.figure, figure)):
+        if path and blob is not None:
+            outputs.add(path, blob)
     if args.archive:
         data, driver_data, _ = archive_bytes(args.results)
         for path, blob in zip(archive_paths(args.archive), (data, driver_data)):
