@@ -93,3 +93,21 @@ def test_the_readme_shows_the_option_studies_as_committed():
         assert f"<!-- table: results/tables/{table} -->" in readme
     summary = (ROOT / "results" / "tables" / "serving_temps.md").read_text()
     assert "| T | prompts | Rheo m=1 | Rheo m=0 | rheo_auto | rheo_auto − envelope | verdict |" in summary
+
+
+def test_rheo_auto_is_the_studied_tempered_rule_and_rheo_stays_the_papers():
+    """method=rheo_auto composes to the option the serving study labels "Rheo m=1 proxy=tempered"
+    (same decoding configuration, so the same config hash at a given T); method=rheo is unchanged."""
+    from eval.compose import compose_config
+    from eval.schema import spec_config
+    from rheo.config import SpecConfig
+
+    for t in (0.0, 0.7, 1.0):
+        auto = spec_config(compose_config(["method=rheo_auto", f"temperature={t}"]))
+        assert auto == SpecConfig(method="rheo", m=1, proxy="tempered", temperature=t)
+        paper = spec_config(compose_config(["method=rheo", f"temperature={t}"]))
+        assert paper == SpecConfig(method="rheo", m=1, proxy="rheo", temperature=t)
+    study = compose_config(["experiment=serving_temps", "temperature=0.7"], config_name="same_state")
+    compared = [SpecConfig(method=c["name"], temperature=0.7, **{f: v for f, v in dict(c).items() if f != "name"})
+                for c in study.compare]
+    assert spec_config(compose_config(["method=rheo_auto", "temperature=0.7"])) in compared
