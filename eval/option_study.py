@@ -28,6 +28,7 @@ from eval.analysis import mean_ci
 from eval.same_state_labels import ordered_labels
 from eval.same_state_stats import PROMPT, keys_for, labelled
 from eval.markdown import frame_markdown
+from eval.option_figures import dial_figure, serving_figure
 from rheo.cli import ArgumentParser, path_arg, run_main
 
 PROG = "python -m eval.option_study"
@@ -216,53 +217,6 @@ def dial_markdown(rows: pd.DataFrame) -> str:
     return "\n".join(lines + [frame_markdown(table), "", f"The paper (official heads, T = 1): {paper}.", ""])
 
 
-def serving_figure(rows: pd.DataFrame) -> Optional[bytes]:
-    """Each option minus Top-K vs T with its 95% CI band."""
-    from eval.same_state_style import panels, png
-
-    frame = serving_frame(rows)
-    if frame.empty or frame["temperature"].nunique() < 1:
-        return None
-    fig, axes = panels(1, width=6.0, height=4.2)
-    ax = axes[0, 0]
-    for label, part in frame[frame["label"] != TOPK].groupby("label", sort=False):
-        part = part.sort_values("temperature")
-        line, = ax.plot(part["temperature"], part["d_topk"], marker="o", label=label)
-        ax.fill_between(part["temperature"], part["d_topk"] - part["h_topk"], part["d_topk"] + part["h_topk"],
-                        color=line.get_color(), alpha=0.12)
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set_xlabel("temperature T")
-    ax.set_ylabel("expected emitted tokens per call − Top-K")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    return png(fig)
-
-
-def dial_figure(rows: pd.DataFrame) -> Optional[bytes]:
-    """Gain over Top-K (absolute, %) vs Top-K's expected tokens per call, the paper's points beside."""
-    from eval.same_state_style import panels, png
-
-    frame = dial_frame(rows)
-    if frame.empty:
-        return None
-    fig, axes = panels(2, width=4.8, height=4.0)
-    for ax, col, unit in ((axes[0, 0], "gain", "tokens per call"), (axes[0, 1], "gain_pct", "% of Top-K")):
-        for i, (label, part) in enumerate(frame.groupby("label", sort=False)):
-            part = part.sort_values("draft_mix")  # the line follows the dial
-            ax.errorbar(part["topk"], part[col], yerr=part[f"{col}_hw"], marker="o", capsize=3, label=label)
-            for x, y, a in zip(part["topk"], part[col], part["draft_mix"]):
-                if i == 0:  # one label per dial value
-                    ax.annotate(f"a={a:g}", (x, y), fontsize=6, xytext=(3, -9), textcoords="offset points")
-        for (name, a, b), marker in zip(PAPER_POINTS, ("*", "P", "X")):
-            ax.plot([a], [b - a if col == "gain" else 100 * (b - a) / a], marker=marker, markersize=10,
-                    linestyle="", color="black", label=f"paper: {name}")
-        ax.axhline(0, color="black", lw=0.8)
-        ax.set_xlabel("Top-K expected tokens per call (τ)")
-        ax.set_ylabel(f"Rheo − Top-K ({unit})")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    return png(fig)
-
-
 def main(argv=None) -> Optional[int]:
     """The command line (module docstring): exit status 2 with one line for a refused input."""
     from eval.committed import Outputs
@@ -281,7 +235,8 @@ def main(argv=None) -> Optional[int]:
         print(f"{PROG}: error: {args.results} holds no same-state rows", file=sys.stderr)
         return 2
     text = (serving_markdown if args.study == "serving" else dial_markdown)(rows)
-    figure = (serving_figure if args.study == "serving" else dial_figure)(rows)
+    figure = (serving_figure(serving_frame(rows), TOPK, {M0: M0, M1: M1, AUTO: f"rheo_auto ({AUTO})"})
+              if args.study == "serving" else dial_figure(dial_frame(rows), PAPER_POINTS))
     outputs = Outputs(Path("."), update_committed=args.update_committed)
     for path, blob in ((args.out, text.encode()), (args.figure, figure)):
         if path and blob is not None:
