@@ -192,7 +192,7 @@ def test_static_and_chain_rows_and_the_methods_table(tmp_path):
 
 
 def test_tables_without_static_rows_have_no_methods_table(tmp_path, capsys):
-    from eval.synthetic import write_synthetic_results
+    from synthetic_results import write_synthetic_results
 
     runs = write_synthetic_results(tmp_path / "runs", suites=("gsm8k",), n_items=2, seeds=(0,), temperatures=(1.0,))
     assert "methods" not in make_tables(runs, tmp_path / "tables", theory=False)

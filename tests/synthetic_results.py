@@ -1,6 +1,6 @@
-"""A small synthetic results directory (fake numbers, real layout) for tests and demos.
+"""A small synthetic results directory (fake numbers, real layout) for the table and figure tests.
 
-The rows are made up: they exercise the tables, figures and notebook without
+The rows are made up: they exercise the tables and figures without
 running a model. ``model`` is "synthetic" so they can never be mistaken for a
 measurement.
 """
@@ -13,10 +13,10 @@ from pathlib import Path
 from baselines import AR
 from eval import storage
 from eval.keys import config_hash, method_key
-from rheo.config import SpecConfig
+from rheo.config import PAPER_TREE, SpecConfig
 from rheo.methods import get_method, reads
 
-TREE = {"k": 10, "depth": 8, "tree_size": 60, "sparse_top": 128}
+TREE = dict(PAPER_TREE)
 #: made-up mean tau of each tree method (Rheo m=1 a little higher); references emit one token a call
 FAKE_TAU = {"topk": 3.0, "rheo": 3.1}
 
