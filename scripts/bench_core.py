@@ -2,7 +2,7 @@
 
 Times candidate selection + tree build + pruning + mask (``build_tree``) and
 verification (``verify_tree``) with the models replaced by precomputed logits, so
-only the core's own work is measured. Paper tree: k=10, depth=8, tree_size=60;
+only the core's own work is measured. The paper tree (rheo.config.PAPER_TREE);
 draft vocabulary 32k mapped into a 128k target vocabulary (EAGLE-3 / Llama-3).
 
     python scripts/bench_core.py [--cycles 60] [--threads 2]
@@ -78,7 +78,8 @@ def main() -> None:
     drafter = BankDrafter(args.draft_vocab, bank=97, seed=1)
     base = dict(PAPER_TREE, temperature=args.temperature)
     methods = {"topk": SpecConfig(method="topk", **base), "rheo m=1": SpecConfig(method="rheo", m=1, **base)}
-    print(f"core time per cycle (median of {args.cycles}), k=10 depth=8 tree_size=60 sparse_top=128, "
+    tree = " ".join(f"{k}={v}" for k, v in PAPER_TREE.items())
+    print(f"core time per cycle (median of {args.cycles}), {tree}, "
           f"draft vocab {args.draft_vocab}, target vocab {args.target_vocab}, T={args.temperature}, "
           f"{args.threads} threads, torch {torch.__version__}")
     print(f"{'method':<10} {'build+prune+mask ms':>20} {'verify ms':>10} {'total ms':>9} {'emitted/cycle':>14}")
