@@ -45,8 +45,10 @@ def dial_figure(frame: pd.DataFrame, paper_points) -> Optional[bytes]:
         return None
     fig, axes = panels(2, width=4.8, height=4.0)
     for ax, col, unit in ((axes[0, 0], "gain", "tokens per call"), (axes[0, 1], "gain_pct", "% of Top-K")):
-        for i, (label, part) in enumerate(frame.groupby("label", sort=False)):
+        several_t = frame["temperature"].nunique() > 1
+        for i, ((label, t), part) in enumerate(frame.groupby(["label", "temperature"], sort=False)):
             part = part.sort_values("draft_mix")  # the line follows the dial
+            label = f"{label}, T = {t:g}" if several_t else label
             ax.errorbar(part["topk"], part[col], yerr=part[f"{col}_hw"], marker="o", capsize=3, label=label)
             for x, y, a in zip(part["topk"], part[col], part["draft_mix"]):
                 if i == 0:  # one label per dial value

@@ -43,14 +43,15 @@ CI_TEXT = ("± = 95% Student-t half-width over keys of the paired per-key differ
            "suite, item, turn, seed; its states averaged first)")
 
 
-def wide_keys(rows: pd.DataFrame, by: str) -> dict[float, pd.DataFrame]:
-    """{value of ``by``: [keys, labels] mean expected emitted per key}, keys holding every label only
-    where the label was computed (NaN otherwise)."""
+def wide_keys(rows: pd.DataFrame, by) -> dict:
+    """{value of ``by`` (a column, or a tuple of values for a list of columns): [keys, labels] mean
+    expected emitted per key}, keys holding every label only where it was computed (NaN otherwise)."""
     rows = labelled(rows)
     out = {}
     for value, frame in rows.groupby(by):
         per_key = frame.groupby(["label"] + PROMPT)["expected_emitted"].mean().reset_index()
-        out[float(value)] = per_key.pivot_table(index=PROMPT, columns="label", values="expected_emitted")
+        value = tuple(float(v) for v in value) if isinstance(by, list) else float(value)
+        out[value] = per_key.pivot_table(index=PROMPT, columns="label", values="expected_emitted")
     return out
 
 
@@ -151,17 +152,18 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def mechanism_lines(rows: pd.DataFrame) -> list[str]:
+def mechanism_lines(rows: pd.DataFrame, dial: bool = False) -> list[str]:
     """Sampled share, probe survival (sampled children kept / drawn) and P(the accepted path reaches
-    depth 1, 2, 3), per option and temperature, over every state."""
+    depth 1, 2, 3), per option and temperature (and dial value), over every state."""
     rows = labelled(rows)
     out = []
-    for (t, label), frame in rows.groupby(["temperature", "label"]):
+    for (t, a, label), frame in rows.groupby(["temperature", "draft_mix" if dial else "temperature", "label"]):
         drawn = sum(sum(x) for x in frame["probe_drawn"] if x is not None)
         kept = sum(sum(x) for x in frame["probe_kept"] if x is not None)
         depth = [x for x in frame["depth_accept"] if x is not None and len(x) >= 3]
         reach = [sum(x[d] for x in depth) / len(depth) if depth else math.nan for d in range(3)]
-        out.append({"T": f"{t:g}", "method": label, "sampled share": float(frame["sampled_share"].mean()),
+        out.append({"T": f"{t:g}", **({"a": f"{a:g}"} if dial else {}), "method": label,
+                    "sampled share": float(frame["sampled_share"].mean()),
                     "probes drawn per state": drawn / len(frame), "probe survival": kept / drawn if drawn else math.nan,
                     "P(depth 1)": reach[0], "P(depth 2)": reach[1], "P(depth 3)": reach[2]})
     if not out:
@@ -172,16 +174,16 @@ def mechanism_lines(rows: pd.DataFrame) -> list[str]:
 
 
 def dial_frame(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (draft_mix, method): Top-K's mean on the keys, the gain and its % of Top-K's mean."""
+    """One row per (temperature, draft_mix, method): Top-K's mean on the keys, the gain and its % of it."""
     rows = rows[rows["draft_mix"].notna()]
     out = []
-    for a, wide in sorted(wide_keys(rows, "draft_mix").items()):
+    for (t, a), wide in sorted(wide_keys(rows, ["temperature", "draft_mix"]).items()):
         base, base_hw, n = mean_ci(wide[TOPK].dropna()) if TOPK in wide.columns else (math.nan, math.nan, 0)
         for label in wide.columns:
             if label == TOPK:
                 continue
             d, h, pairs = paired(wide, label, TOPK)
-            out.append({"draft_mix": a, "label": label, "keys": pairs, "topk": base, "topk_hw": base_hw,
+            out.append({"temperature": t, "draft_mix": a, "label": label, "keys": pairs, "topk": base, "topk_hw": base_hw,
                         "gain": d, "gain_hw": h, "gain_pct": 100 * d / base, "gain_pct_hw": 100 * h / base})
     return pd.DataFrame(out)
 
@@ -189,8 +191,8 @@ def dial_frame(rows: pd.DataFrame) -> pd.DataFrame:
 def dial_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per dial value: prompts, Top-K's E[tau] and each method's gain (absolute, %)."""
     out = []
-    for a, part in frame.groupby("draft_mix"):
-        row = {"a": f"{a:g}", "prompts": int(part["keys"].max()),
+    for (t, a), part in frame.groupby(["temperature", "draft_mix"]):
+        row = {"T": f"{t:g}", "a": f"{a:g}", "prompts": int(part["keys"].max()),
                "E[τ] Top-K": f"{part['topk'].iloc[0]:.3f} ± {part['topk_hw'].iloc[0]:.3f}"}
         for _, r in part.iterrows():
             row[f"{r['label']} − Top-K"] = f"{_pm(r['gain'], r['gain_hw'])} ({_pm(r['gain_pct'], r['gain_pct_hw'], 1)}%)"
@@ -200,7 +202,7 @@ def dial_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 def dial_markdown(rows: pd.DataFrame) -> str:
     frame = dial_frame(rows)
-    lines = ["## Gain over Top-K along the draft-quality dial (T = 1, same states)", "",
+    lines = ["## Gain over Top-K along the draft-quality dial (same states)", "",
              CI_TEXT + ". draft_mix a: the drafter proposes from (1 − a) q_head + a p_target at every node "
              "(a = 1: the target itself). A mixed drafter is not a better-trained head: its errors are the "
              "head's, diluted.", ""]
@@ -208,13 +210,15 @@ def dial_markdown(rows: pd.DataFrame) -> str:
         return "\n".join(lines + ["No rows.", ""])
     lines += ["### Summary: Top-K and the gain of each method over it, per dial value", "",
               frame_markdown(dial_summary(frame)), "", "### Per method", ""]
-    table = pd.DataFrame({"a": [f"{a:g}" for a in frame["draft_mix"]], "method": frame["label"], "keys": frame["keys"],
+    table = pd.DataFrame({"T": [f"{t:g}" for t in frame["temperature"]], "a": [f"{a:g}" for a in frame["draft_mix"]],
+                          "method": frame["label"], "keys": frame["keys"],
                           "E[τ] Top-K": [f"{m:.3f} ± {h:.3f}" for m, h in zip(frame["topk"], frame["topk_hw"])],
                           "gain": [_pm(d, h) for d, h in zip(frame["gain"], frame["gain_hw"])],
                           "gain %": [_pm(d, h, 1) for d, h in zip(frame["gain_pct"], frame["gain_pct_hw"])]})
     paper = "; ".join(f"{name} {a:.2f} -> {b:.2f} ({b - a:+.2f}, {100 * (b - a) / a:+.1f}%)"
                       for name, a, b in PAPER_POINTS)
-    return "\n".join(lines + [frame_markdown(table), "", f"The paper (official heads, T = 1): {paper}.", ""])
+    return "\n".join(lines + [frame_markdown(table), "", f"The paper (official heads, T = 1): {paper}.", ""]
+                     + mechanism_lines(rows[rows["draft_mix"].notna()], dial=True))
 
 
 def main(argv=None) -> Optional[int]:
