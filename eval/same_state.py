@@ -18,8 +18,8 @@ Layout under ``output_dir`` (its own manifest; resumable, atomic shards)::
     <model>/<driver hash>/driver/<suite>/<item>_t<turn>.parquet      the driver's output (1 row)
     <model>/<driver hash>/<method hash>/<suite>/<item>_t<turn>.parquet  one row per state
 
-A rerun computes only the (item, turn)s a compared method lacks; each compared method draws
-from its own stream of (key, state, config), so rows do not depend on what else was compared.
+A rerun computes only the (item, turn)s a compared method lacks; the compared trees draw common
+random numbers keyed by (key, state, token path), so rows do not depend on what else was compared.
 """
 
 from __future__ import annotations

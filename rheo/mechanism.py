@@ -21,7 +21,7 @@ accepted path holds each node):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 
@@ -40,14 +40,20 @@ class DraftRecorder:
     """Wraps a drafter's ``draft`` callable and keeps every row it returns by token path
     (root first): the draft distribution behind each child of a tree."""
 
-    def __init__(self, draft_fn: DraftFn) -> None:
+    def __init__(self, draft_fn: DraftFn, on_frontier: Optional[Callable[[list], None]] = None) -> None:
+        """``on_frontier``: called with each draft call's frontier as token paths (rheo.random.PathRandom.at)."""
         self.draft_fn = draft_fn
+        self.on_frontier = on_frontier
         self.rows: dict[tuple[int, ...], torch.Tensor] = {}  # token path -> draft logits [Vd]
 
     def __call__(self, view: TreeView, frontier: torch.Tensor) -> torch.Tensor:
         logits = self.draft_fn(view, frontier)  # [f, Vd]
-        for node, row in zip(frontier.tolist(), logits):
-            self.rows[_token_path(view.tokens.tolist(), view.parents.tolist(), node)] = row
+        tokens, parents = view.tokens.tolist(), view.parents.tolist()
+        paths = [_token_path(tokens, parents, node) for node in frontier.tolist()]
+        for path, row in zip(paths, logits):
+            self.rows[path] = row
+        if self.on_frontier is not None:
+            self.on_frontier(paths)
         return logits
 
 

@@ -8,6 +8,7 @@ outcome to compute output distributions exactly.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Optional, Protocol
 
 import torch
@@ -53,3 +54,59 @@ class TorchRandom:
 
     def bernoulli(self, probs: torch.Tensor) -> torch.Tensor:
         return self._uniform(probs.shape[0], probs.device) < probs.to(torch.float64)
+
+
+class PathRandom:
+    """Common random numbers for trees built at one decoding state, coupled node by node.
+
+    The ``j``-th draw made at the node reached by token path ``p`` uses random numbers seeded by
+    a hash of ``(key, p, j)`` (so distinct ``(p, j)`` draw independently), whichever tree is
+    being built. A categorical draw is a Gumbel-max draw, ``argmax_i log probs[i] + G_i``, with
+    the Gumbel noise of entry ``i`` of a row of length ``L`` indexed by ``L - 1 - i`` (from the
+    row's end): rows that are tails of one sorted support (Rheo's residual after ``m`` leads,
+    for any ``m``) give the same noise to the same token. So two trees that expand the same node
+    draw the same token there when their residuals agree, and a residual without the top token
+    (``m = 1``) picks what the full one (``m = 0``) picked unless that was the top token; each
+    tree on its own is distributed exactly as under :class:`TorchRandom`. The builder announces
+    each layer's frontier with :meth:`at` (``rheo.mechanism.DraftRecorder`` does, at every draft
+    call); a draw of ``n`` rows is then one per frontier node, in order. A draw whose row count
+    is not the frontier's takes the next seeds of a plain hashed stream.
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.paths: list[tuple[int, ...]] = []
+        self.draws: dict[tuple[int, ...], int] = {}  # path -> draws made there so far
+        self.spare = 0  # draws of the plain stream so far
+
+    def at(self, paths: list[tuple[int, ...]]) -> None:
+        """The current frontier, as token paths from the root."""
+        self.paths = list(paths)
+
+    def _generators(self, n: int) -> list[torch.Generator]:
+        """One generator per row of an ``n``-row draw (class docstring)."""
+        if n == len(self.paths):
+            names = []
+            for path in self.paths:
+                j = self.draws.get(path, 0)
+                self.draws[path] = j + 1
+                names.append(f"{path}/{j}")
+        else:
+            names = [f"spare/{self.spare + i}" for i in range(n)]
+            self.spare += n
+        seeds = [int.from_bytes(hashlib.sha256(f"{self.key}/{name}".encode()).digest()[:8], "little") >> 1
+                 for name in names]
+        return [torch.Generator().manual_seed(seed) for seed in seeds]
+
+    def _uniform(self, n: int, device: torch.device) -> torch.Tensor:
+        u = [torch.rand(1, generator=g, dtype=torch.float64) for g in self._generators(n)]
+        return torch.cat(u).to(device) if u else torch.empty(0, dtype=torch.float64, device=device)
+
+    def categorical(self, probs: torch.Tensor) -> torch.Tensor:
+        n, length = probs.shape
+        u = torch.stack([torch.rand(length, generator=g, dtype=torch.float64) for g in self._generators(n)]) \
+            if n else torch.empty(0, length, dtype=torch.float64)  # [n, L], entry k = noise of index L-1-k
+        gumbel = -torch.log(-torch.log(u.clamp(min=1e-300))).flip(-1).to(probs.device)  # [n, L]
+        return (probs.to(torch.float64).log() + gumbel).argmax(-1)  # [n]
+
+    bernoulli = TorchRandom.bernoulli

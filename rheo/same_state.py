@@ -9,15 +9,18 @@ target call, as their union (:mod:`rheo.tree_union`), and then discarded (``Targ
 committed, so the driver's output is token for token what it is without the compared
 methods (same generator).
 
-Randomness: the driver draws from its own generator; compared method ``c`` at state
-``s`` of key ``key`` draws from a generator seeded by :func:`stream_seed` of
-``(key, s, repr(c))`` - its own stream, independent of the driver's and of which
-other methods are compared (so a resumed run recomputes identical rows).
+Randomness: the driver draws from its own generator. The compared trees at state ``s`` of key
+``key`` share common random numbers coupled node by node (:class:`rheo.random.PathRandom`,
+keyed by :func:`stream_key`): the ``j``-th draw at the node reached by a token path uses the same
+uniform in every compared tree. Each tree is distributed exactly as with a generator of its own,
+two methods that expand the same node draw alike there, and paired differences lose the noise of
+independent draws (at ``T = 1`` the tempered proxy builds the paper's tree, draw for draw). The
+uniforms depend on the key, the state and the path only: not on the driver's stream nor on which
+other methods are compared, so a resumed run recomputes identical rows.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -28,7 +31,7 @@ from rheo.decode import CycleState, EosSpec, GenerationOutput, generate_with_sou
 from rheo.mechanism import DraftRecorder, calibration_columns, root_columns, tree_columns
 from rheo.methods import get_method, reads
 from rheo.models.base import DraftModel, TargetModel
-from rheo.random import TorchRandom, check_generator
+from rheo.random import PathRandom, TorchRandom, check_generator
 from rheo.tree_union import tree_rows, union_tree
 
 
@@ -49,10 +52,9 @@ class SameStateOutput:
     trees: list[ComparedTree] = field(default_factory=list)
 
 
-def stream_seed(key: str, state: int, config: SpecConfig) -> int:
-    """Seed of compared method ``config``'s generator at ``state`` of ``key`` (63 bits)."""
-    blob = f"{key}/{state}/{config!r}".encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little") >> 1
+def stream_key(key: str, state: int) -> str:
+    """The name of the common random numbers of the compared trees at ``state`` of ``key``."""
+    return f"{key}/{state}"
 
 
 def layers(config: SpecConfig) -> int:
@@ -85,7 +87,6 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
         if cfg.max_children > drafter.vocab_size:
             raise ValueError(f"compared method {cfg.method!r}: {cfg.max_children} children per node exceed the "
                              f"draft vocabulary size {drafter.vocab_size}")
-    gen_device = generator.device if generator is not None else torch.device("cpu")
     result = SameStateOutput(output=GenerationOutput(tokens=[], accept_lengths=[]))
 
     def on_state(state: CycleState) -> None:
@@ -95,8 +96,8 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
                              "session that can drop a scored tree")
         built_trees = []
         for cfg, method in zip(compared, methods):
-            rng = TorchRandom(torch.Generator(device=gen_device).manual_seed(stream_seed(key, state.index, cfg)))
-            recorder = DraftRecorder(state.draft_fn)
+            rng = PathRandom(stream_key(key, state.index))  # common random numbers (module docstring)
+            recorder = DraftRecorder(state.draft_fn, on_frontier=rng.at)
             built_trees.append((method.build_tree(recorder, state.root, cfg, rng, state.draft_to_target,
                                                   state.device), recorder))
         # One target call for all of them: the union of the trees (rheo.tree_union).

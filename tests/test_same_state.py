@@ -1,6 +1,6 @@
 """Same-state evaluation (rheo.same_state): the driver's tokens are untouched by the compared
-methods (toy pair and the tiny random Llama behind the real HFTarget), each compared method
-has its own stream, and the recorded columns are those of rheo.expected on the same state."""
+methods (toy pair and the tiny random Llama behind the real HFTarget), a compared method's rows
+do not depend on the others, and the recorded columns are those of rheo.expected on the state."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rheo.decode import SpecConfig, speculative_generate
-from rheo.same_state import same_state_generate, stream_seed
+from rheo.same_state import same_state_generate, stream_key
 from toys import toy_pair
 
 COMPARED = [SpecConfig(method="topk", k=3, depth=3, tree_size=6, sparse_top=None),
@@ -47,7 +47,9 @@ def test_driver_tokens_unchanged_on_a_toy_pair(driver, temperature):
         assert own == pytest.approx(alone.expected_accept_lengths, abs=1e-12)
 
 
-def test_each_compared_method_has_its_own_stream():
+def test_a_compared_methods_rows_do_not_depend_on_the_others():
+    """Common random numbers are keyed by (key, state, token path): a method's rows are the same
+    whichever methods are compared beside it, and another key gives other rows."""
     target, drafter, _ = toy_pair(8, salt=1)
     driver = COMPARED[1]
     full = same_state_generate(target, drafter, [1, 2], 16, driver, COMPARED, torch.Generator().manual_seed(2), key="a")
@@ -57,7 +59,7 @@ def test_each_compared_method_has_its_own_stream():
     other_key = same_state_generate(target, drafter, [1, 2], 16, driver, COMPARED[1:2],
                                     torch.Generator().manual_seed(2), key="b")
     assert [t.columns for t in other_key.trees] != [t.columns for t in subset.trees]
-    assert stream_seed("a", 0, COMPARED[1]) != stream_seed("a", 1, COMPARED[1]) != stream_seed("a", 0, COMPARED[2])
+    assert stream_key("a", 0) != stream_key("a", 1) != stream_key("b", 0)
 
 
 def test_probe_counts_rheo_samples_and_top_k_has_none():
