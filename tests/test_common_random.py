@@ -89,3 +89,34 @@ def test_draws_at_one_node_are_fresh_and_keys_differ():
     assert not torch.equal(other._uniform(2, torch.device("cpu")), first)
     spare = rng._uniform(3, torch.device("cpu"))  # not one row per frontier node: the plain stream
     assert spare.shape == (3,) and not torch.equal(spare, rng._uniform(3, torch.device("cpu")))
+
+
+class _SharedLayer(PathRandom):
+    """A lossy twin: every row of a draw takes the first row's noise (siblings draw alike)."""
+
+    def _generators(self, n):
+        first = super()._generators(n)[:1]
+        return [torch.Generator().set_state(first[0].get_state()) for _ in range(n)]
+
+
+@pytest.mark.parametrize("source,lossy", [(PathRandom, False), (_SharedLayer, True)])
+def test_sibling_nodes_draw_independently_and_a_shared_noise_twin_is_caught(source, lossy):
+    """Context-free draft: the two depth-1 nodes draw their samples from the same residual, so they
+    agree with probability sum q^2 when independent (always, for the twin). Binomial z-test, the
+    false-alarm rate ALPHA (|z| > 3.3)."""
+    from toys import constant_pair
+
+    _, drafter = constant_pair(torch.zeros(5, dtype=torch.float64),
+                               torch.tensor([1.0, 0.6, 0.3, 0.0, -0.5], dtype=torch.float64))
+    cfg = SpecConfig(method="rheo", k=2, m=0, depth=2, tree_size=6, sparse_top=None, temperature=1.0)
+    q = torch.softmax(torch.tensor([1.0, 0.6, 0.3, 0.0, -0.5], dtype=torch.float64), 0)
+    p_same, n, same = float((q * q).sum()), 1500, 0
+    for i in range(n):
+        rng = source(f"sib{i}")
+        built = get_method(cfg.method).build_tree(DraftRecorder(draft_fn(drafter, [0, 1]), on_frontier=rng.at), 1, cfg, rng)
+        parents, kinds, tokens = built.tree.parents.tolist(), built.kind.tolist(), built.tree.tokens.tolist()
+        samples = [t for t, p, k in zip(tokens, parents, kinds) if k == 1 and p > 0]  # depth-2 samples
+        assert len(samples) == 2
+        same += samples[0] == samples[1]
+    z = (same - n * p_same) / (n * p_same * (1 - p_same)) ** 0.5
+    assert (abs(z) > 3.3) == lossy, f"agreement {same / n:.3f} vs {p_same:.3f} (z = {z:.1f})"
