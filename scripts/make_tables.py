@@ -28,9 +28,14 @@ from eval.storage import load_results, require_results_dir
 from eval.committed import Outputs, outputs_main
 from rheo.cli import run_main
 
-# (methods.md is left alone: `make methods` writes it from its own results directory into the same folder)
-RESULT_TABLES = ("main.md", "m_ablation.md", "temperature.md", "speed.md", "phases.md", "cost.md", "agreement.md",
-                 "runs.md")
+#: every table drawn from the rows: name -> builder (rows -> Markdown, or None without the rows it needs)
+TABLES = {"main": tables.main_table, "m_ablation": tables.m_ablation_table, "temperature": tables.temperature_table,
+          "methods": methods_study.methods_table, "speed": speed.speed_table, "phases": speed.phase_table,
+          "cost": speed.paired_cost_table, "agreement": speed.agreement_table, "expected": tables.expected_check_table}
+#: tables another target writes into the same folder from its own results (`make methods`): never removed as stale
+SHARED = ("methods",)
+#: a copy of these left in the output folder by an earlier run is removed when not drawn now
+RESULT_TABLES = tuple(f"{name}.md" for name in TABLES if name not in SHARED) + ("runs.md",)
 
 
 def make_tables(results: Path, out: Path, theory: bool = True, update_committed: bool = False) -> dict[str, Path]:
@@ -38,11 +43,7 @@ def make_tables(results: Path, out: Path, theory: bool = True, update_committed:
     require_results_dir(results)
     df = load(results)
     written, outputs = {}, Outputs(out, update_committed)  # written at the end, after the git check
-    builders = {"main": tables.main_table, "m_ablation": tables.m_ablation_table,
-                "temperature": tables.temperature_table, "methods": methods_study.methods_table,
-                "speed": speed.speed_table, "phases": speed.phase_table, "cost": speed.paired_cost_table,
-                "agreement": speed.agreement_table, "expected": tables.expected_check_table}
-    for name, build in builders.items():
+    for name, build in TABLES.items():
         text = build(df) if not df.empty else None
         if text is None:
             print(skipped(f"{name}.md", TABLE_NEEDS[name], results))

@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.container import ErrorbarContainer
 
 from eval import analysis, plots
-from eval.synthetic import write_synthetic_results
+from synthetic_results import write_synthetic_results
 
 
 def _caps(fig) -> list:

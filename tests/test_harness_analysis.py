@@ -12,7 +12,7 @@ import pytest
 
 from baselines import AR, HF_GENERATE
 from eval import analysis, storage
-from eval.synthetic import write_synthetic_results
+from synthetic_results import write_synthetic_results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
