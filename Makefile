@@ -520,3 +520,13 @@ option-tables: ## tables, figures and archives of the two option studies (their 
 	  --out $(TABLES)/serving_temps.md --figure $(FIGURES)/serving_temps.png $(UPDATE)
 	$(PY) -m eval.option_study dial $(if $(wildcard results/same_state_dial/MANIFEST.json),results/same_state_dial --archive results/same_state_dial.parquet,results/same_state_dial.parquet) \
 	  --out $(TABLES)/draft_dial.md --figure $(FIGURES)/draft_dial.png $(UPDATE)
+	$(PY) -m eval.option_study serving results/same_state_serving_indep.parquet --out $(TABLES)/serving_temps_indep.md $(UPDATE)
+
+# Speed of the recommended rule (method=rheo_auto) next to AR, Top-K and the paper's Rheo at
+# T = 0.7 and 1, on the trees `make tune` chose, alone on the machine, one thread.
+.PHONY: speed-options
+speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T=0.7 and 1 (tuned trees; minutes; run alone)
+	$(PY) -m eval.run -m experiment=tuned_topk temperature=0.7,1.0 output_dir=results/speed_options limit=2 max_new_tokens=64
+	$(PY) -m eval.run -m experiment=speed_options
+	$(PY) scripts/export_results.py --results results/speed_options --out results/speed_options.parquet --replace
+	$(PY) scripts/make_tables.py --results results/speed_options --out $(TABLES)/speed_options $(UPDATE)
