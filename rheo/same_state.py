@@ -5,17 +5,18 @@ cycle starts - a *state*: the same prefix, the same committed target cache and d
 state - every compared method builds its own tree, the target scores it, and the exact
 expected number of tokens its verifier would emit (:mod:`rheo.expected`) is recorded
 with the mechanism columns of :mod:`rheo.mechanism`. The compared trees are scored in one
-target call, as their union (:mod:`rheo.tree_union`), and then discarded (``TargetSession.discard``); only the driver's tree is verified and
+target call, as their union (:mod:`rheo.tree_union`), and then discarded
+(``TargetSession.discard``); only the driver's tree is verified and
 committed, so the driver's output is token for token what it is without the compared
 methods (same generator).
 
 Randomness: the driver draws from its own generator. The compared trees at state ``s`` of key
 ``key`` share common random numbers coupled node by node (:class:`rheo.random.PathRandom`,
 keyed by :func:`stream_key`): the ``j``-th draw at the node reached by a token path uses the same
-uniform in every compared tree. Each tree is distributed exactly as with a generator of its own,
+random numbers in every compared tree. Each tree is distributed exactly as with a generator of its own,
 two methods that expand the same node draw alike there, and paired differences lose the noise of
 independent draws (at ``T = 1`` the tempered proxy builds the paper's tree, draw for draw). The
-uniforms depend on the key, the state and the path only: not on the driver's stream nor on which
+random numbers depend on the key, the state and the path only: not on the driver's stream nor on which
 other methods are compared, so a resumed run recomputes identical rows.
 """
 

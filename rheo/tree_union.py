@@ -16,6 +16,7 @@ from typing import Sequence
 import torch
 
 from rheo.models.base import DraftTree, LazyLogits
+from rheo.tree import ancestor_mask
 
 __all__ = ["union_tree", "tree_rows"]
 
@@ -52,15 +53,11 @@ def union_tree(trees: Sequence[DraftTree]) -> tuple[DraftTree, list[torch.Tensor
                 paths.append(path)
             own_map.append(at)
         maps.append(torch.tensor(own_map, dtype=torch.long))
-    n = len(tokens)
-    parent_t = torch.tensor(parents, dtype=torch.long)  # [n]
-    depths = torch.tensor([len(p) - 1 for p in paths], dtype=torch.long)  # [n]
-    ancestor = torch.eye(n, dtype=torch.bool)  # [n, n]
-    for i in range(1, n):  # parents precede children: the parent's row is complete
-        ancestor[i] |= ancestor[parents[i]]
     device = trees[0].tokens.device
-    union = DraftTree(tokens=torch.tensor(tokens, dtype=torch.long, device=device), parents=parent_t.to(device),
-                      depths=depths.to(device), ancestor_mask=ancestor.to(device))
+    parent_t = torch.tensor(parents, dtype=torch.long, device=device)  # [n]
+    depths = torch.tensor([len(p) - 1 for p in paths], dtype=torch.long, device=device)  # [n]
+    union = DraftTree(tokens=torch.tensor(tokens, dtype=torch.long, device=device), parents=parent_t, depths=depths,
+                      ancestor_mask=ancestor_mask(parent_t, int(depths.max())))
     return union, maps
 
 
