@@ -41,7 +41,7 @@ test-slow: $(VENV_STAMP) ## slow tests too (real SmolLM2, large Monte-Carlo)
 # Tau (paper tree K=10/depth 8/R=60/top-128, no AR baseline, TAU_DTYPE): the main table (Top-K vs
 # Rheo m=1, T=1, realized tau with the exact expected tau beside it) on MAIN_ITEMS items per suite
 # (MT-bench both turns: MAIN_ITEMS x 7 prompts), MAX_NEW new tokens; and the same-state paired studies
-# (eval.same_state: a Top-K driver, every compared method's own tree scored at each of its states,
+# (measure=same_state: a Top-K driver, every compared method's own tree scored at each of its states,
 # exact expected emitted tokens; docs/expected-acceptance.md): the m ablation at T=1 (Top-K, Rheo
 # m=0..4) and the temperature study (Top-K, m=0..2 at each of SS_TEMPS), on SS_ITEMS items per suite,
 # SS_MAX_NEW tokens, into SS_RESULTS. They run as one-thread jobs, TAU_JOBS (2) at a time, longest
@@ -343,7 +343,7 @@ SS_TEMPS ?= 0.5,0.0
 SS_RESULTS ?= results/same_state
 SS_M_ABLATION = [{name:topk},{name:rheo,m:0},{name:rheo,m:1},{name:rheo,m:2},{name:rheo,m:3},{name:rheo,m:4}]
 SS_T_STUDY = [{name:topk},{name:rheo,m:0},{name:rheo,m:1},{name:rheo,m:2}]
-SS := $(PY) -m eval.same_state
+SS := $(PY) -m eval.run measure=same_state
 SS_ARGS = dataset=all method=topk model=$(MODEL) device=$(DEVICE) dtype=$(TAU_DTYPE) num_threads=$(THREADS) \
 	seed=$(SEEDS) limit=$(SS_ITEMS) max_new_tokens=$(SS_MAX_NEW) output_dir="$(SS_RESULTS)"
 SS_LOGS = multirun/same-state-$(STAMP)

@@ -14,8 +14,7 @@ CONFIG_DIR = REPO_ROOT / "configs"
 
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
-    """The config ``python -m eval.run <overrides>`` would run with (same schema checks);
-    ``config_name="same_state"``: that of ``python -m eval.same_state``."""
+    """The config ``python -m eval.run <overrides>`` would run with (same schema checks)."""
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose(config_name, overrides=list(overrides))

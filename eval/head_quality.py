@@ -3,7 +3,7 @@
     python -m eval.head_quality ROWS [ROWS ...] --top1 HEADS_TOP1.jsonl [--out FILE.md]
                                 [--figure FILE.png] [--update-committed]
 
-ROWS: same-state folders or archives (eval.same_state) holding Top-K and Rheo m=1 for one or
+ROWS: same-state folders or archives (measure=same_state) holding Top-K and Rheo m=1 for one or
 more heads. HEADS_TOP1: one JSON line per head as ``scripts/train_draft.py --eval-only`` prints
 it (``head``, ``head_sha``, ``held_out_top1`` per unrolled step), all measured on the same
 held-out sequences. A row's head is matched by ``head_sha`` (the weights' fingerprint).

@@ -2,7 +2,7 @@
 
     python -m eval.option_study serving|dial RESULTS [--out FILE] [--figure FILE] [--archive FILE] [--update-committed]
 
-RESULTS: a same-state output_dir (eval.same_state) or its archive (X.parquet). Every number is a
+RESULTS: a same-state output_dir (measure=same_state) or its archive (X.parquet). Every number is a
 mean over *keys* (a key is one prompt: suite, item, turn, seed; its driver states averaged first)
 of the exact expected emitted tokens per state, and every interval a 95% Student-t half-width
 over keys (eval.analysis.mean_ci) of paired per-key differences.
@@ -224,7 +224,7 @@ def dial_markdown(rows: pd.DataFrame) -> str:
 def main(argv=None) -> Optional[int]:
     """The command line (module docstring): exit status 2 with one line for a refused input."""
     from eval.committed import Outputs
-    from eval.same_state import archive_bytes, archive_paths, load_rows
+    from eval.same_state_archive import archive_bytes, archive_paths, load_rows
 
     ap = ArgumentParser(prog=PROG, description="Tables and figures of the ranking-option studies.")
     ap.add_argument("study", choices=["serving", "dial"])

@@ -5,9 +5,11 @@ Examples (see configs/ and the README)::
     python -m eval.run dataset=gsm8k method=rheo method.m=1 limit=5
     python -m eval.run -m method=rheo method.m=0,1,2,3 temperature=0,0.5,1.0 seed=0,1,2 dataset=gsm8k
     python -m eval.run -m experiment=main_table model=llama31_8b_instruct device=cuda dtype=bfloat16
+    python -m eval.run measure=same_state dataset=all method=topk 'compare=[{name:topk},{name:rheo,m:1}]'
 
 The work is done by :func:`eval.runner.run`, a plain function of the composed
-config; this module only wires it to Hydra.
+config that hands the measurement (``measure``) to the one run loop (:mod:`eval.loop`);
+this module only wires it to Hydra.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from eval.resume import interrupted_line
-from eval.run_summary import rows_went
-from eval.runner import RunInterrupted, RunSummary, resolve_path, run
+from eval.run_summary import rows_went, same_state_rows_went
+from eval.runner import RunInterrupted, RunSummary, run
+from rheo.paths import resolve_path
 from eval.schema import register_configs
 from eval.sweep import FAILURE_MARKER
 from rheo.cli import errors_as_one_line, run_main
@@ -45,15 +48,20 @@ def main(cfg: DictConfig) -> None:
             summary = run(cfg)
     except RunInterrupted as stop:
         done = stop.summary
-        log.error("%s", interrupted_line(done.computed + done.failed, done.computed, done.failed, done.skipped))
+        unit = "(item, turn)(s)" if cfg.measure == "same_state" else "row(s)"
+        log.error("%s", interrupted_line(done.computed + done.failed, done.computed, done.failed, done.skipped, unit))
         raise SystemExit(130) from None
     except KeyboardInterrupt:
         log.error("interrupted before the first generation: nothing was stored by this run; rerun the same "
                   "command to start again")
         raise SystemExit(130) from None
-    log.info("computed %d, skipped %d, failed %d rows; config hashes %s", summary.computed,
+    log.info("computed %d, skipped %d, failed %d; config hashes %s", summary.computed,
              summary.skipped, summary.failed, summary.config_hashes)
-    print(rows_went(resolve_path(cfg.output_dir), cfg.model.name, summary.config_hashes), flush=True)
+    root = resolve_path(cfg.output_dir)
+    if cfg.measure == "same_state":
+        print(same_state_rows_went(root, cfg.model.name), flush=True)
+    else:
+        print(rows_went(root, cfg.model.name, summary.config_hashes), flush=True)
     if summary.failed:
         _report_failures(summary)
 

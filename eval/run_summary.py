@@ -1,5 +1,5 @@
 """What a run did and where its rows went: the summary of ``eval.run`` and the lines both harness
-commands (``eval.run``, ``eval.same_state``) end with, naming the rows' folder and the command that
+measurements (``measure=realized``, ``measure=same_state``) end with, naming the rows' folder and the command that
 makes tables from them."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from typing import Optional
 @dataclass
 class RunSummary:
     computed: int = 0  # rows generated and stored with status ok
-    failed: int = 0  # rows stored with status failed
+    failed: int = 0  # rows stored with status failed (same-state: units that raised, nothing stored)
     skipped: int = 0  # rows found already done
+    rows: int = 0  # same-state rows written (computed counts (item, turn)s there)
     config_hashes: dict = field(default_factory=dict)  # method -> config_hash
     failed_by_method: dict = field(default_factory=dict)  # method -> rows stored as failed in this run
     attempted_by_method: dict = field(default_factory=dict)  # method -> rows generated in this run
@@ -53,6 +54,6 @@ def rows_went(output_dir: Path | str, model: str, hashes: dict[str, str]) -> str
 
 
 def same_state_rows_went(output_dir: Path | str, model: str) -> str:
-    """Two lines after an ``eval.same_state``: the rows' folder and the tables command for them."""
+    """Two lines after a same-state run: the rows' folder and the tables command for them."""
     return (f"rows: {shown(Path(output_dir) / model)} (a folder per driver hash, in it one per compared method)\n"
             f"tables: python -m eval.same_state_tables {shown(output_dir)}")

@@ -1,27 +1,27 @@
-"""The benchmark run: a plain function of a composed config (tests call it directly).
+"""The benchmark run: ``run(cfg)``, a plain function of a composed config (tests call it directly).
 
-For every (suite, item, turn) it runs the configured method and, unless
-``baseline=false``, the autoregressive baseline of the same target at the same
-temperature and seed, and stores one row per (method config, suite, item,
-turn) as its own shard (eval/storage.py). Rows already stored with status
-"ok" are skipped; failed rows are retried.
+It hands the measurement that ``measure`` names to the one run loop (:mod:`eval.loop`):
+``realized`` (here) or ``same_state`` (:mod:`eval.same_state`).
 
-Order of checks: the configuration (SpecConfig included; a pair of your own:
-its folders and whether its head fits, eval.local_pair.check_local_pair), then the
-output directory, then the prompts; the model is loaded last, and only if there
-is work left. The folders of new configurations are created once the pair has
-loaded; a load that fails leaves an output directory this run created as it was
-(absent). Wall time covers the generation call alone (with
-torch.cuda.synchronize around it on CUDA), after one untimed warm-up
-generation per method. Speedup is not computed here: it is a ratio of rows,
-taken at analysis time (eval/analysis.py).
+``measure=realized``: for every (suite, item, turn) the configured method and, unless
+``baseline=false``, the autoregressive baseline of the same target at the same temperature and
+seed; one row per (method config, suite, item, turn), each its own shard (eval/storage.py). Rows
+already stored with status "ok" are skipped; failed rows are stored with status "failed" and
+retried by the next run.
+
+Order of checks: the configuration (SpecConfig included; a pair of your own: its folders and
+whether its head fits, eval.local_pair.check_local_pair), then the output directory, then the
+prompts; the model is loaded last, and only if there is work left. The folders of new
+configurations are created once the pair has loaded and passed its checks. Wall time covers the
+generation call alone (with torch.cuda.synchronize around it on CUDA), after one untimed warm-up
+generation per method. Speedup is not computed here: it is a ratio of rows, taken at analysis
+time (eval/analysis.py).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import logging
-import os
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -30,20 +30,17 @@ from typing import Optional
 
 import torch
 from omegaconf import DictConfig
-from tqdm import tqdm
 
-from eval import rows, storage
 from baselines import AR
+from eval import rows, storage
 from eval.data import Item, chat_messages
-from eval.prompt_sources import load_prompts
 from eval.generation import generate, phase_timer
 from eval.keys import config_hash, generation_seed
-from eval.models import load_pair, pair_args
-from eval.resume import disk_full_line, same_text
+from eval.loop import run_loop
+from eval.resume import same_text
 from eval.run_summary import RunInterrupted, RunSummary  # noqa: F401 (eval.run reads them here)
+from eval.same_state import SameState
 from eval.schema import method_key, spec_config, validate
-from eval.validate import check_against_pair
-from rheo.paths import resolve_path
 from rheo.config import SpecConfig
 from rheo.methods import get_method
 
@@ -65,51 +62,71 @@ class _Job:
 
 
 def run(cfg: DictConfig) -> RunSummary:
-    """Run (or resume) one configuration; returns what was computed, failed and skipped."""
-    spec = validate(cfg)
-    root = resolve_path(cfg.output_dir)
-    fresh = (not root.exists(), not (root / storage.MANIFEST).exists())  # (folder, manifest) made by this run
-    storage.prepare_output_dir(root)
-    storage.remove_stale_tmp(root)
-    jobs = _jobs(cfg, spec, root)
-    suites = load_prompts(cfg, resolve_path)
-    if cfg.item_ids is not None:
-        found = {item.item_id for item in _all_items(suites)}
-        missing = sorted(set(cfg.item_ids) - found)
-        if missing:
-            raise ValueError(f"item_ids {missing} are not question_ids of {list(cfg.dataset.suites)}")
-    summary = RunSummary(config_hashes={j.method: j.chash for j in jobs})
-    pending = [(j, item) for i, item in enumerate(_all_items(suites)) for j in _order(cfg, jobs, i)
-               if not _item_done(j, item, summary)]
-    if not pending:
-        log.info("nothing to do: all %d rows already stored", summary.skipped)
-        return summary
-    if cfg.num_threads is not None:
-        torch.set_num_threads(int(cfg.num_threads))
-    try:
-        pair = load_pair(*pair_args(cfg))
-    except BaseException:
-        _remove_if_untouched(root, *fresh)
-        raise
-    for job in jobs:
-        storage.prepare_config_dir(root, cfg.model.name, job.chash, job.key)
-    first_items = list({id(item): item for _, item in pending}.values())
-    first_prompts = [pair.format_chat(chat_messages(item, 0, [])) for item in first_items]
-    for job in jobs:
-        check_against_pair(cfg, job.spec, pair, first_prompts)
-    meta = rows.run_metadata(cfg, pair)
-    try:
-        if cfg.warmup:
-            _warmup(pair, [j for j in jobs if any(pj is j for pj, _ in pending)], pending[0][1], cfg)
-        _run_pending(cfg, pair, meta, pending, summary)
-    except KeyboardInterrupt:
-        raise RunInterrupted(summary) from None
-    except storage.ShardWriteError as e:
-        raise storage.ShardWriteError(disk_full_line(e, summary.computed + summary.failed)) from None
-    if summary.failed:
-        log.error("%d row(s) FAILED and were recorded with status=failed (%s); first error: %s; rerun to "
-                  "retry them", summary.failed, summary.failure_report(), summary.first_error)
-    return summary
+    """Run (or resume) one configuration with the measurement it names (``measure``); returns what
+    was computed, failed and skipped."""
+    if cfg.measure == "same_state":
+        return run_loop(cfg, SameState(cfg))
+    return run_loop(cfg, Realized(cfg))
+
+
+class Realized:
+    """``measure=realized``: the run's method (and ``alongside`` methods, and the AR baseline unless
+    ``baseline=false``) generates every (item, turn); one row each, tokens, tau and timings."""
+
+    fingerprint = storage.FINGERPRINT
+    unit = "row(s)"
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+        self.spec = validate(cfg)
+        self.jobs: list[_Job] = []
+        self.summary = RunSummary()
+        self.label = " + ".join([get_method(cfg.method.name).variant(self.spec), *cfg.alongside])
+        self.taus: list[float] = []
+
+    @property
+    def specs(self) -> list[SpecConfig]:
+        return [job.spec for job in self.jobs]
+
+    def open(self, root: Path) -> None:
+        self.root = root
+        self.jobs = _jobs(self.cfg, self.spec, root)
+        self.summary.config_hashes = {j.method: j.chash for j in self.jobs}
+
+    def pending(self, items) -> list:
+        return [(j, item) for i, item in enumerate(items) for j in _order(self.cfg, self.jobs, i)
+                if not _item_done(j, item, self.summary)]
+
+    def start(self, pair, pending: list) -> None:
+        for job in self.jobs:
+            storage.prepare_config_dir(self.root, self.cfg.model.name, job.chash, job.key)
+        self.meta = rows.run_metadata(self.cfg, pair)
+        if self.cfg.warmup:
+            _warmup(pair, [j for j in self.jobs if any(pj is j for pj, _ in pending)], pending[0][1], self.cfg)
+
+    def run_unit(self, pair, job: "_Job", item: Item, bar) -> Optional[str]:
+        summary, answers, error = self.summary, [], None
+        for turn in range(len(item.turns)):
+            row = _one_turn(self.cfg, pair, self.meta, job, item, turn, answers)
+            bar.update(1)
+            reused = bool(row.get("_reused", False))
+            summary.computed += row["status"] == "ok" and not reused
+            summary.skipped += reused
+            summary.failed += row["status"] == "failed"
+            if not reused:
+                summary.attempted_by_method[job.method] = summary.attempted_by_method.get(job.method, 0) + 1
+                summary.failed_by_method[job.method] = (summary.failed_by_method.get(job.method, 0)
+                                                        + (row["status"] == "failed"))
+            if row["status"] == "failed":
+                error = error or str(row["error"]).splitlines()[0]
+                summary.first_error = summary.first_error or error
+            elif not get_method(job.method).is_reference:
+                self.taus.append(row["tau"])
+            if row["status"] == "ok":  # a later turn after a failed one is recorded as failed
+                answers.append(pair.tokenizer.decode(row["output_tokens"], skip_special_tokens=True))
+        if self.taus:
+            bar.set_postfix_str(f"tau={sum(self.taus) / len(self.taus):.2f}", refresh=False)
+        return error
 
 
 def _jobs(cfg: DictConfig, spec: SpecConfig, root: Path) -> list[_Job]:
@@ -128,14 +145,6 @@ def _jobs(cfg: DictConfig, spec: SpecConfig, root: Path) -> list[_Job]:
     return jobs
 
 
-def _remove_if_untouched(root: Path, made_folder: bool, made_manifest: bool) -> None:
-    """After a failed load: the manifest (and the folder) this run made go again, if nothing else is there."""
-    if made_manifest and all(p.name == storage.MANIFEST for p in root.iterdir()):
-        (root / storage.MANIFEST).unlink(missing_ok=True)
-        if made_folder:
-            root.rmdir()
-
-
 def _order(cfg: DictConfig, jobs: list[_Job], index: int) -> list[_Job]:
     """The jobs of item number ``index``: with ``alongside`` methods, the order turns by one from item to
     item, so each method runs first, second, ... equally often; otherwise the run's method, then its AR."""
@@ -143,10 +152,6 @@ def _order(cfg: DictConfig, jobs: list[_Job], index: int) -> list[_Job]:
         return jobs
     turn = index % len(jobs)
     return jobs[turn:] + jobs[:turn]
-
-
-def _all_items(suites: dict[str, list[Item]]) -> list[Item]:
-    return [item for items in suites.values() for item in items]
 
 
 def _expect(job: _Job, item: Item, turn: int) -> dict:
@@ -175,53 +180,6 @@ def _reusable(row: Optional[dict], item: Item, path: Path, needs_expected: bool 
         log.info("%s has no expected acceptance (record_expected=true): recomputing it", path)
         return False
     return same_text(row, item, path)
-
-
-#: "i/N": this run is job i of N of a longer command (`make reproduce` sets it); shown in the progress line
-JOB_ENV = "RHEO_JOB"
-
-
-def progress_bar(cfg: DictConfig, rows: int) -> tqdm:
-    """One compact line: "job 3/13 rheo m=1 T=1: 12/56 rows [01:10<05:20, tau=2.1]" (rows = turns)."""
-    method = " + ".join([get_method(cfg.method.name).variant(spec_config(cfg)), *cfg.alongside])
-    job = os.environ.get(JOB_ENV, "").strip()
-    desc = f"{'job ' + job + ' ' if job else ''}{method} T={float(cfg.temperature):g} {cfg.dataset.name}"
-    return tqdm(total=rows, desc=desc, unit="row", disable=not cfg.progress, mininterval=10 if job else 0.1,
-                bar_format="{desc}: {n_fmt}/{total_fmt} rows [{elapsed}<{remaining}{postfix}]")
-
-
-def _run_pending(cfg: DictConfig, pair, meta: dict, pending: list, summary: RunSummary) -> None:
-    taus: list[float] = []
-    bar = progress_bar(cfg, sum(len(item.turns) for _, item in pending))
-    consecutive_failures = 0
-    for job, item in pending:
-        answers: list[str] = []
-        for turn in range(len(item.turns)):
-            row = _one_turn(cfg, pair, meta, job, item, turn, answers)
-            bar.update(1)
-            if row["status"] == "ok":
-                consecutive_failures = 0
-                if not get_method(job.method).is_reference:
-                    taus.append(row["tau"])
-            else:
-                consecutive_failures += 1
-            summary.computed += row["status"] == "ok" and not row.get("_reused", False)
-            summary.skipped += bool(row.get("_reused", False))
-            summary.failed += row["status"] == "failed"
-            if not row.get("_reused", False):
-                summary.attempted_by_method[job.method] = summary.attempted_by_method.get(job.method, 0) + 1
-                summary.failed_by_method[job.method] = (summary.failed_by_method.get(job.method, 0)
-                                                        + (row["status"] == "failed"))
-                if row["status"] == "failed" and summary.first_error is None:
-                    summary.first_error = str(row["error"]).splitlines()[0]
-            if row["status"] == "ok":  # a later turn after a failed one is recorded as failed
-                answers.append(pair.tokenizer.decode(row["output_tokens"], skip_special_tokens=True))
-        if taus:
-            bar.set_postfix_str(f"tau={sum(taus) / len(taus):.2f}", refresh=False)
-        if consecutive_failures >= cfg.max_consecutive_failures and summary.computed == 0:
-            raise RuntimeError(f"the first {consecutive_failures} generations all failed (see the failed rows "
-                               f"under {job.cdir}); last error: {row['error']}")
-    bar.close()
 
 
 def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[str]) -> dict:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
 from baselines import AR
 from eval import keys
@@ -128,33 +128,70 @@ class RunConf:
     record_expected: bool = False
     experiment: Optional[str] = None  # name of the experiment preset (for logs; rows are shared across
     # experiments, e.g. the Top-K rows of the main table and the m ablation, so it is not a row column)
+    # what a unit of work measures (eval.loop): "realized" (the method's own decoding: tokens, tau,
+    # timings; eval.runner) or "same_state" (``method`` is the driver; every ``compare`` entry builds,
+    # scores and evaluates its own tree at each of the driver's states; eval.same_state)
+    measure: str = "realized"
+    compare: List[MethodConf] = field(default_factory=list)  # same_state: the compared method configs
+    calibration: bool = True  # same_state: the draft-calibration columns
+    ot_bound: bool = True  # same_state: the root's closed-form acceptance and optimal-transport bound (scipy)
+    restore_from: Optional[str] = None  # same_state: an archive (X.parquet) whose rows seed output_dir first
+    draft_mix: Optional[float] = None  # same_state: the draft-quality dial a in [0, 1]; None: the head
 
 
-@dataclass
-class SameStateConf(RunConf):
-    """``python -m eval.same_state``: ``method`` is the driver; every ``compare`` entry builds its
-    own tree at each of the driver's states (eval/same_state.py)."""
-
-    compare: List[MethodConf] = field(default_factory=list)
-    calibration: bool = True  # the draft-calibration columns
-    ot_bound: bool = True  # the root's closed-form acceptance and optimal-transport bound (scipy)
-    restore_from: Optional[str] = None  # an archive (X.parquet) whose rows seed output_dir first (resume)
-    draft_mix: Optional[float] = None  # the draft-quality dial a in [0, 1] (rheo.models.mixture); None: the head
+MEASURES = ("realized", "same_state")
 
 
 def register_configs() -> None:
-    """Make ``base_config`` (the schema of configs/config.yaml) and ``base_same_state`` (that of
-    configs/same_state.yaml) known to Hydra."""
-    cs = ConfigStore.instance()
-    cs.store(name="base_config", node=RunConf)
-    cs.store(name="base_same_state", node=SameStateConf)
+    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra."""
+    ConfigStore.instance().store(name="base_config", node=RunConf)
 
 
 def validate(cfg: DictConfig) -> SpecConfig:
-    """Check everything that can be checked without a model; return the SpecConfig.
+    """Check everything that can be checked without a model; return the SpecConfig of ``method``
+    (the driver of a same-state run, whose ``compare`` entries are checked too).
 
     Raises ValueError with the allowed choices.
     """
+    spec = _validate_run(cfg)
+    _choice("measure", cfg.measure, MEASURES)
+    if cfg.measure == "realized":
+        if cfg.compare:
+            raise ValueError("compare lists the methods of a same-state run: add measure=same_state (or leave "
+                             "compare empty)")
+        for name in ("draft_mix", "restore_from"):
+            if cfg.get(name) is not None:
+                raise ValueError(f"{name} is read by measure=same_state only; leave it null for measure=realized")
+    else:
+        if cfg.alongside:
+            raise ValueError("alongside is read by measure=realized only: list the methods in compare")
+        if get_method(spec.method).is_reference:
+            raise ValueError(f"method (the driver) must be a registered method, got {cfg.method.name!r}")
+        compared_configs(cfg)
+    return spec
+
+
+def compared_configs(cfg: DictConfig) -> list[tuple[SpecConfig, dict]]:
+    """(SpecConfig, method key) of every ``compare`` entry of a same-state run, each validated like a
+    run's ``method``."""
+    if not cfg.compare:
+        raise ValueError("compare is empty: give the methods to evaluate at the driver's states, e.g. "
+                         "'compare=[{name:topk},{name:rheo,m:1}]'")
+    out = []
+    for i, entry in enumerate(cfg.compare):
+        one = cfg.copy()
+        with open_dict(one):
+            one.method = entry
+        if entry.name in method_names("reference"):
+            raise ValueError(f"compare[{i}].name must be a registered method (a tree), got {entry.name!r}")
+        try:
+            out.append((_validate_run(one), method_key(one)))
+        except ValueError as e:
+            raise ValueError(f"compare[{i}]: {e}") from None
+    return out
+
+
+def _validate_run(cfg: DictConfig) -> SpecConfig:
     from eval.validate import check_config
 
     check_config(cfg)

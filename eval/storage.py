@@ -47,7 +47,7 @@ FINGERPRINT = {"project": "rheo", "content": "rheo-eval result shards", "layout"
 
 def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
     """Create/check ``root``: writable, and either empty or carrying our manifest (``fingerprint``:
-    what the directory holds; same-state rows have their own, eval.same_state)."""
+    what the directory holds; same-state rows have their own, eval.same_state_archive)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -14,20 +14,20 @@ from eval.storage import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 REPRODUCE_FOLDERS = ("results/runs", "results/speed", "results/same_state")
-HARNESS = {"eval.run": "config", "eval.same_state": "same_state"}
+HARNESS = {"eval.run"}
 TINY = ["model=tiny_random", "limit=1", "max_new_tokens=4", "method.k=4", "method.depth=2", "method.tree_size=6",
         "num_threads=1", "progress=false", "warmup=false"]
 
 
 def harness_commands(doc: Path = ROOT / "docs" / "harness.md") -> list[tuple[str, list[str]]]:
-    """(config name, overrides) of every `python -m eval.run|eval.same_state` line in the doc's code blocks."""
+    """(config name, overrides) of every `python -m eval.run` line in the doc's code blocks."""
     found = []
     for block in re.findall(r"```bash\n(.*?)```", doc.read_text(), flags=re.S):
         for line in block.splitlines():
             words = shlex.split(line, comments=True)
             if "-m" in words and words[words.index("-m") + 1] in HARNESS:
                 at = words.index("-m") + 1
-                found.append((HARNESS[words[at]], [w for w in words[at + 1:] if w != "-m"]))
+                found.append(("config", [w for w in words[at + 1:] if w != "-m"]))
     return found
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-import eval.same_state as same_state
+import eval.runner as runner
+import eval.same_state_archive as same_state_archive
 from eval.compose import compose_config
 
 TREE = "k:4,depth:3,tree_size:8,sparse_top:null"
@@ -17,15 +18,15 @@ TINY = ["model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=10", "n
 
 
 def _run(tmp_path, *extra):
-    return same_state.run(compose_config(TINY + [f"output_dir={tmp_path / 'ss'}", *extra], "same_state"))
+    return runner.run(compose_config(["measure=same_state"] + TINY + [f"output_dir={tmp_path / 'ss'}", *extra]))
 
 
 def test_dial_rows_are_keyed_and_labelled_by_draft_mix(tmp_path):
     _run(tmp_path)
     _run(tmp_path, "draft_mix=1.0")
     _run(tmp_path, "draft_mix=0.0")
-    rows = same_state.load_rows(tmp_path / "ss")
-    drivers = same_state.load_rows(tmp_path / "ss", driver=True)
+    rows = same_state_archive.load_rows(tmp_path / "ss")
+    drivers = same_state_archive.load_rows(tmp_path / "ss", driver=True)
     assert rows["driver_hash"].nunique() == 3 and len(drivers) == 3
     assert rows["draft_mix"].isna().sum() == len(rows) / 3  # the head alone: no dial in the key
     # with the target itself as drafter Rheo m=0's root sample is drawn from p: always accepted
@@ -54,6 +55,6 @@ def test_shards_written_before_the_dial_existed_are_read_with_it_null(tmp_path):
         table = pq.read_table(path)
         keep = [c for c in table.column_names if c not in ("draft_mix", "rank", "probe_min")]
         pq.write_table(table.select(keep), path)
-    rows = same_state.load_rows(tmp_path / "ss")
+    rows = same_state_archive.load_rows(tmp_path / "ss")
     assert len(rows) > 0 and rows["draft_mix"].isna().all()
     assert _run(tmp_path).computed == 0

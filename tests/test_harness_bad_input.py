@@ -35,7 +35,7 @@ def _cfg(tmp_path, *extra):
 
 @pytest.fixture
 def no_model(monkeypatch):
-    monkeypatch.setattr(runner, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("eval.loop.load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
 
 
 # ------------------------------------------------------------------ 2. keys outside the schema

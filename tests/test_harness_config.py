@@ -23,7 +23,7 @@ def no_model(monkeypatch):
     """Any attempt to load a model fails the test."""
     def forbidden(*args, **kwargs):
         raise AssertionError("a model was loaded although the run should have stopped before")
-    monkeypatch.setattr(runner, "load_pair", forbidden)
+    monkeypatch.setattr("eval.loop.load_pair", forbidden)
 
 
 @pytest.mark.parametrize("group,choices", [

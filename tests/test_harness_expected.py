@@ -53,6 +53,6 @@ def test_rows_without_expected_are_recomputed_once(tmp_path, monkeypatch):
 
     def forbidden(*args, **kwargs):
         raise AssertionError("model loaded although every row was already stored")
-    monkeypatch.setattr(runner, "load_pair", forbidden)
+    monkeypatch.setattr("eval.loop.load_pair", forbidden)
     assert _run(out, "record_expected=true").computed == 0
     assert _run(out).computed == 0  # rows with expectations serve a run without them

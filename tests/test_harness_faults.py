@@ -31,7 +31,7 @@ def _cfg(tmp_path, *extra):
 
 @pytest.fixture
 def no_model(monkeypatch):
-    monkeypatch.setattr(runner, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("eval.loop.load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
 
 
 def test_a_huge_static_tree_is_refused_before_anything_loads(tmp_path, no_model):

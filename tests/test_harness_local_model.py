@@ -1,6 +1,6 @@
 """The harness on a pair of your own: `model=local model.name=NAME model.target_path=DIR
 model.head_path=DIR` (a tiny Llama checkpoint and a matching EAGLE-3 head in temporary folders)
-runs eval.run and eval.same_state with rows labelled NAME, prints where they went and the tables
+runs eval.run (realized and same-state) with rows labelled NAME, prints where they went and the tables
 command; a pair that cannot load leaves nothing in the output folder; catalog keys are as before."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import eval.runner as runner
-from eval import keys, same_state, schema, storage
+from eval import keys, same_state_archive, schema, storage
 from eval.compose import compose_config
 from eval.keys import config_hash
 from local_pair import write_local_head, write_target
@@ -61,14 +61,14 @@ def test_eval_same_state_runs_the_same_pair(pair_dirs, tmp_path):
     target, head = pair_dirs
     out = tmp_path / "ss"
     tree = "k:4,depth:2,tree_size:6,sparse_top:null"
-    done = subprocess.run([sys.executable, "-m", "eval.same_state", *_model(target, head), *RUN[:3],
+    done = subprocess.run([sys.executable, "-m", "eval.run", "measure=same_state", *_model(target, head), *RUN[:3],
                            "method=topk", "method.k=4", "method.depth=2", "method.tree_size=6",
                            "method.sparse_top=null", f"compare=[{{name:topk,{tree}}},{{name:rheo,m:1,{tree}}}]",
                            "calibration=false", "ot_bound=false", "progress=false", f"output_dir={out}",
                            f"hydra.run.dir={tmp_path / 'h'}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = same_state.load_rows(out)
+    rows = same_state_archive.load_rows(out)
     assert len(rows) > 0 and set(rows["model"]) == {"my-llama"} and set(rows["method"]) == {"topk", "rheo"}
     assert f"rows: {out}/my-llama (a folder per driver hash, in it one per compared method)" in done.stdout
     assert f"tables: python -m eval.same_state_tables {out}" in done.stdout
@@ -90,12 +90,12 @@ def _refusals(pair_dirs, tmp_path) -> list[tuple[list[str], type, str]]:
 @pytest.mark.parametrize("harness", ["run", "same_state"])
 def test_a_pair_that_cannot_load_leaves_nothing_behind(pair_dirs, tmp_path, monkeypatch, case, harness):
     overrides, error, needle = _refusals(pair_dirs, tmp_path)[case]
-    module = runner if harness == "run" else same_state
-    monkeypatch.setattr(module, "load_pair", lambda *a, **k: pytest.fail("loaded a pair that cannot load"))
+    monkeypatch.setattr("eval.loop.load_pair", lambda *a, **k: pytest.fail("loaded a pair that cannot load"))
     out = tmp_path / "out"
-    cfg = compose_config(overrides + RUN + [f"output_dir={out}"], "config" if harness == "run" else "same_state")
+    measure = "realized" if harness == "run" else "same_state"
+    cfg = compose_config([f"measure={measure}"] + overrides + RUN + [f"output_dir={out}"])
     with pytest.raises(error) as err:
-        module.run(cfg)
+        runner.run(cfg)
     assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
     assert not out.exists()
 

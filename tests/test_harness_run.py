@@ -13,6 +13,7 @@ from baselines import AR
 from eval import storage
 from eval.analysis import PAIR_KEY, add_variant, with_speedup
 from eval.compose import compose_config
+from eval.models import load_pair
 from eval.storage import load_results
 
 TINY = ["model=tiny_random", "max_new_tokens=5", "method.k=4", "method.depth=2", "method.tree_size=6",
@@ -27,7 +28,7 @@ def _cfg(tmp_path, *extra):
 def _forbid_model_load(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("model loaded although every row was already stored")
-    monkeypatch.setattr(runner, "load_pair", forbidden)
+    monkeypatch.setattr("eval.loop.load_pair", forbidden)
 
 
 def test_rows_baseline_and_resume(tmp_path, monkeypatch):
@@ -71,9 +72,9 @@ def test_mt_bench_second_turn_sees_its_own_first_answer(tmp_path, monkeypatch):
     runner.run(_cfg(tmp_path, "dataset=mt_bench", "limit=1", "baseline=false"))
     df = load_results(tmp_path / "out")
     first = df[df["turn"] == 0].iloc[0]
-    answer = runner.load_pair("tiny_random").tokenizer.decode(first["output_tokens"])
-    # (the first turn's prompt is also built once before any generation, to check it fits the context)
-    assert seen == [(0, []), (0, []), (1, [answer])]
+    answer = load_pair("tiny_random").tokenizer.decode(first["output_tokens"])
+    # (the loop, eval.loop, builds the first turn's prompt once more before any generation, to check its length)
+    assert seen == [(0, []), (1, [answer])]
 
 
 def test_failed_item_is_recorded_as_failure_and_retried(tmp_path, monkeypatch):

@@ -11,9 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import eval.runner as runner
 import eval.same_state as same_state
+import eval.same_state_archive as same_state_archive
 from eval import storage
 from eval.compose import compose_config
+from eval.run import main as run_main
 from eval.prompt_sources import load_prompts
 from rheo.paths import resolve_path
 from eval.same_state_restore import restore_rows
@@ -60,55 +63,55 @@ def _data(tmp_path) -> Path:
 
 
 def _cfg(tmp_path, data, *extra):
-    return compose_config(TINY + [f"output_dir={tmp_path / 'ss'}", f"data_dir={data}", *extra], "same_state")
+    return compose_config(["measure=same_state"] + TINY + [f"output_dir={tmp_path / 'ss'}", f"data_dir={data}", *extra])
 
 
 def test_same_state_recomputes_an_item_whose_text_changed(tmp_path):
     data = _data(tmp_path)
-    assert same_state.run(_cfg(tmp_path, data)).computed == 2
+    assert runner.run(_cfg(tmp_path, data)).computed == 2
     path = data / "mt_bench.jsonl"
     lines = path.read_text().splitlines()
     first = json.loads(lines[0])
     first["turns"][0] += " (edited)"
     path.write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
-    again = same_state.run(_cfg(tmp_path, data))
+    again = runner.run(_cfg(tmp_path, data))
     assert again.computed == 2 and again.skipped == 0
 
 
 def test_a_shard_copied_into_another_methods_folder_is_flagged_and_recomputed(tmp_path):
     data = _data(tmp_path)
-    same_state.run(_cfg(tmp_path, data))
-    rows = same_state.load_rows(tmp_path / "ss")
+    runner.run(_cfg(tmp_path, data))
+    rows = same_state_archive.load_rows(tmp_path / "ss")
     counts = rows.groupby("variant").size().to_dict()
     topk, rheo = (rows[rows["variant"] == v]["config_hash"].iloc[0] for v in ("topk", "rheo m=1"))
     src = next((tmp_path / "ss").rglob(f"{topk}/*/*_t0.parquet"))
     dst = Path(str(src).replace(f"/{topk}/", f"/{rheo}/"))
     shutil.copyfile(src, dst)
-    flagged = same_state.load_rows(tmp_path / "ss")
+    flagged = same_state_archive.load_rows(tmp_path / "ss")
     assert flagged.groupby("variant").size().to_dict()["topk"] == counts["topk"]  # not counted twice
     assert len(flagged) < len(rows)
     (dst.parent / "0_t9.parquet").write_bytes(pq.read_table(src).slice(0, 0).to_pandas().to_parquet())
     pq.write_table(pa.table({"x": [1]}), dst.parent / "1_t0.parquet")  # a foreign parquet file
-    assert len(same_state.load_rows(tmp_path / "ss")) == len(flagged)
-    again = same_state.run(_cfg(tmp_path, data))
+    assert len(same_state_archive.load_rows(tmp_path / "ss")) == len(flagged)
+    again = runner.run(_cfg(tmp_path, data))
     assert again.computed == 1 and again.skipped == 1  # turn 0 again, for the method that lost it
-    assert same_state.load_rows(tmp_path / "ss").groupby("variant").size().to_dict() == counts
+    assert same_state_archive.load_rows(tmp_path / "ss").groupby("variant").size().to_dict() == counts
 
 
 def test_a_corrupt_same_state_shard_is_recomputed(tmp_path):
     data = _data(tmp_path)
-    same_state.run(_cfg(tmp_path, data))
+    runner.run(_cfg(tmp_path, data))
     shard = next((tmp_path / "ss").rglob("driver/*/*_t1.parquet"))
     shard.write_bytes(b"garbage")
-    again = same_state.run(_cfg(tmp_path, data))
+    again = runner.run(_cfg(tmp_path, data))
     assert again.computed == 1 and again.skipped == 1
 
 
 def test_restoring_an_archive_never_writes_outside_the_folder(tmp_path):
     data = _data(tmp_path)
-    same_state.run(_cfg(tmp_path, data))
+    runner.run(_cfg(tmp_path, data))
     archive = tmp_path / "a.parquet"
-    same_state.export_rows(tmp_path / "ss", archive)
+    same_state_archive.export_rows(tmp_path / "ss", archive)
     table = pq.read_table(archive)
     bad = table.set_column(table.schema.get_field_index("model"), "model",
                            pa.array(["../../x"] * table.num_rows))
@@ -130,10 +133,29 @@ def test_ctrl_c_in_a_same_state_run_prints_the_stored_rows(tmp_path, monkeypatch
         return real(*args, **kwargs)
 
     monkeypatch.setattr(same_state, "_one_turn", stop)
-    with pytest.raises(same_state.SameStateInterrupted) as info:
-        same_state.run(_cfg(tmp_path, data))
+    with pytest.raises(runner.RunInterrupted) as info:
+        runner.run(_cfg(tmp_path, data))
     assert info.value.summary.computed == 1
     with pytest.raises(SystemExit) as done:
-        same_state.main.__wrapped__(_cfg(tmp_path, data))
+        run_main.__wrapped__(_cfg(tmp_path, data))
     assert done.value.code == 130
     assert "interrupted: 0 (item, turn)(s) stored by this run (0 ok, 0 failed) and 1 found" in caplog.text
+
+
+def test_a_same_state_turn_that_raises_is_a_failure_and_the_run_goes_on(tmp_path, monkeypatch):
+    data = _data(tmp_path)
+    real = same_state._one_turn
+
+    def flaky(*args, **kwargs):
+        if args[7] == 0:  # the first turn of the item: nothing of it is stored
+            raise RuntimeError("the disk hiccuped\nsecond line")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(same_state, "_one_turn", flaky)
+    summary = runner.run(_cfg(tmp_path, data, "limit=2", "dataset=gsm8k"))
+    assert summary.failed == 2 and summary.computed == 0
+    assert summary.first_error == "RuntimeError: the disk hiccuped"
+    assert not list((tmp_path / "ss").rglob("*.parquet"))
+    monkeypatch.setattr(same_state, "_one_turn", real)
+    again = runner.run(_cfg(tmp_path, data, "limit=2", "dataset=gsm8k"))
+    assert again.computed == 2 and again.failed == 0 and again.skipped == 0

@@ -211,7 +211,7 @@ def test_shards_written_before_the_static_columns_still_load(tmp_path, monkeypat
 
     def forbidden(*args, **kwargs):
         raise AssertionError("an old shard was recomputed")
-    monkeypatch.setattr(runner, "load_pair", forbidden)
+    monkeypatch.setattr("eval.loop.load_pair", forbidden)
     assert runner.run(cfg).skipped == 2
 
 

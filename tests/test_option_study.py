@@ -78,7 +78,7 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
                                                  ("dial", "same_state_dial.parquet", "draft_dial.md")])
 def test_committed_tables_and_verdicts_are_recomputed_from_the_committed_rows(study, archive, table):
     from eval.option_study import dial_markdown, serving_markdown
-    from eval.same_state import load_rows
+    from eval.same_state_archive import load_rows
 
     rows = load_rows(ROOT / "results" / archive)
     assert len(rows) > 0
@@ -108,7 +108,7 @@ def test_rheo_auto_is_the_studied_tempered_rule_and_rheo_stays_the_papers():
         assert auto == SpecConfig(method="rheo", m=1, proxy="tempered", temperature=t)
         paper = spec_config(compose_config(["method=rheo", f"temperature={t}"]))
         assert paper == SpecConfig(method="rheo", m=1, proxy="rheo", temperature=t)
-    study = compose_config(["experiment=serving_temps", "temperature=0.7"], config_name="same_state")
+    study = compose_config(["measure=same_state"] + ["experiment=serving_temps", "temperature=0.7"])
     compared = [SpecConfig(method=c["name"], temperature=0.7, **{f: v for f, v in dict(c).items() if f != "name"})
                 for c in study.compare]
     assert spec_config(compose_config(["method=rheo_auto", "temperature=0.7"])) in compared

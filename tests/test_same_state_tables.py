@@ -16,7 +16,7 @@ import pytest
 
 import eval.same_state_mech_plots as mech_plots
 import eval.same_state_plots as plots
-from eval.same_state import ROW_SCHEMA
+from eval.same_state_archive import ROW_SCHEMA
 from eval.same_state_labels import baseline_label, ordered_labels, with_labels
 from eval.same_state_stats import keys_for, m_ablation, mechanism_table, paired_differences, probe_share
 from eval.same_state_outputs import joined_rows
