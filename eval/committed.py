@@ -70,8 +70,8 @@ class Outputs:
             self._check(tracked, stale_patterns, source)
 
     def _check(self, tracked: set[Path], stale_patterns: tuple[str, ...], source: Path) -> None:
-        fix = (f"write them elsewhere (TABLES= / FIGURES=, --out), or pass --update-committed (TABLE_ARGS= / "
-               f"FIGURE_ARGS=) to regenerate the committed results on purpose")
+        fix = (f"write them elsewhere (TABLES= / FIGURES=, --out), or pass --update-committed (make ... "
+               f"ARGS=--update-committed) to regenerate the committed results on purpose")
         for path, data in self.files.items():
             if path.resolve() in tracked and path.read_bytes() != data:
                 raise CommittedOutputsError(f"{path} is committed and the rows under {source} would change it: "

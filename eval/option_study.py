@@ -225,6 +225,7 @@ def main(argv=None) -> Optional[int]:
     """The command line (module docstring): exit status 2 with one line for a refused input."""
     from eval.committed import Outputs
     from eval.same_state_archive import archive_bytes, archive_paths, load_rows
+    from eval.storage import rows_or_archive
 
     ap = ArgumentParser(prog=PROG, description="Tables and figures of the ranking-option studies.")
     ap.add_argument("study", choices=["serving", "dial"])
@@ -234,6 +235,9 @@ def main(argv=None) -> Optional[int]:
     ap.add_argument("--archive", type=path_arg, help="also write the rows of RESULTS (a folder) to this archive")
     ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
     args = ap.parse_args(argv)
+    source = rows_or_archive(args.results)
+    if source != args.results and args.archive == source:  # no folder: its archive is read, not rewritten
+        args.results, args.archive = source, None
     rows = load_rows(args.results)
     if rows.empty:
         print(f"{PROG}: error: {args.results} holds no same-state rows", file=sys.stderr)

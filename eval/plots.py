@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 from eval.analysis import (DEFAULT_WEIGHTS, display_name, restrict_to_common, setting_title,  # noqa: E402
                            settings, suites_in, temperature_cells, variant_summary)
 from rheo.methods import get_method  # noqa: E402
-from eval.tables import ABLATION_MS, MAIN_T, PAPER_RHEO, TEMPERATURE_MS, TOPK, rheo_variant  # noqa: E402
+from eval.tables import ABLATION_MS, MAIN_T, PAPER_RHEO, TOPK, rheo_variant, temperature_variants  # noqa: E402
 
 
 def palette_png(fig, dpi: int) -> bytes:
@@ -89,11 +89,11 @@ def m_ablation_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
 
 
 def temperature_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
-    """tau (pooled, 95% CI) vs T of Top-K and every Rheo m, each at every temperature it was run at
+    """tau (pooled, 95% CI) vs T of Top-K, every Rheo m and other dynamic trees, each at every temperature it was run at
     (a variant run at one temperature only is a lone marker); side by side so the CI bars stay apart."""
     out = []
     for setting, rows in settings(df):
-        study = temperature_cells(rows, [TOPK] + [rheo_variant(m) for m in TEMPERATURE_MS])
+        study = temperature_cells(rows, temperature_variants(rows))
         if study is None:
             continue
         variants, temps, cells = study

@@ -154,7 +154,8 @@ def report_markdown(rows: pd.DataFrame) -> str:
 
 def main(argv=None) -> int:
     ap = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    ap.add_argument("results", type=path_arg, help="a same-state output_dir or an archive X.parquet")
+    ap.add_argument("results", type=path_arg, help="a same-state output_dir (its archive X.parquet when the "
+                    "folder holds no rows) or an archive X.parquet")
     ap.add_argument("--out", type=path_arg, help="write the markdown here instead of printing it")
     ap.add_argument("--figures", help="write every figure as PREFIX<name>.png (a folder ending in / or a prefix)")
     ap.add_argument("--figure", type=path_arg, help="also draw the one-file summary (PNG) here")
@@ -171,6 +172,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from eval.committed import CommittedOutputsError
     from eval.same_state_outputs import plan_outputs
+    from eval.storage import rows_or_archive
+
+    source = rows_or_archive(args.results)
+    if source != args.results and args.archive == source:  # no folder: its archive is read, not rewritten
+        args.results, args.archive, args.archive_without = source, None, None
 
     try:
         rows, plan, messages = plan_outputs(args, report_markdown)

@@ -89,6 +89,17 @@ def is_archive(root: Path | str) -> bool:
     return Path(root).suffix == ".parquet"
 
 
+def rows_or_archive(root: Path) -> Path:
+    """What a report reads for ``root``: ``root`` itself when it is an archive or a folder of rows;
+    else its archive ``<root>.parquet`` when that exists (a fresh clone holds the committed archives,
+    not the folders); else ``root`` (the reader then says what is missing)."""
+    root = Path(root)
+    if is_archive(root) or (root / MANIFEST).is_file():
+        return root
+    archive = root.with_name(root.name + ".parquet")
+    return archive if archive.is_file() else root
+
+
 def require_results_dir(root: Path) -> None:
     """For readers (tables, figures): ``root`` must be an existing rheo results directory (or archive)."""
     root = Path(root)

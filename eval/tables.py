@@ -34,6 +34,18 @@ def rheo_variant(m: int) -> str:
 PAPER_RHEO = rheo_variant(1)
 
 
+def temperature_variants(rows: pd.DataFrame) -> list[str]:
+    """The variants of the temperature table and figure: Top-K, Rheo m=0..3, then every other
+    dynamic-tree variant in the rows (a method added to the registry; static trees and chain have
+    the methods table)."""
+    from rheo.methods import get_method
+
+    paper = [TOPK] + [rheo_variant(m) for m in TEMPERATURE_MS]
+    others = sorted({v for v, m in zip(rows["variant"], rows["method"])
+                     if v not in paper and get_method(m).kind == "dynamic" and not get_method(m).is_reference})
+    return paper + others
+
+
 def _pct(new: float, old: float) -> str:
     if any(map(lambda v: v is None or math.isnan(v), (new, old))) or old == 0:
         return "-"
@@ -210,11 +222,11 @@ def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
 
 
 def temperature_table(df: pd.DataFrame) -> Optional[str]:
-    """Pooled tau vs temperature for Top-K and Rheo m=0..3 (needs >= 2 temperatures); "-" where a
-    variant was not run at that temperature."""
+    """Pooled tau vs temperature for Top-K, Rheo m=0..3 and other dynamic trees (needs >= 2
+    temperatures); "-" where a variant was not run at that temperature."""
     blocks = []
     for setting, rows in settings(df):
-        study = temperature_cells(rows, [TOPK] + [rheo_variant(m) for m in TEMPERATURE_MS])
+        study = temperature_cells(rows, temperature_variants(rows))
         if study is None:
             continue
         variants, temps, cells = study

@@ -71,7 +71,7 @@ def check_inputs(args) -> None:
     """Before the model loads: the head's files, the corpus, the tree and the seeds."""
     head = Path(args.head)
     if not ((head / "config.json").is_file() and (head / "model.safetensors").is_file()):
-        raise SystemExit(f"--head {args.head} (HEAD=): no EAGLE-3 head there (config.json and model.safetensors): "
+        raise SystemExit(f"--head {args.head}: no EAGLE-3 head there (config.json and model.safetensors): "
                          f"give a head folder, e.g. rheo/assets/eagle3_smollm2_135m")
     if not (Path(args.corpus) / "corpus.npz").is_file():
         raise SystemExit(f"--corpus {args.corpus}: no corpus.npz there (the committed one is {DEFAULT_DIR})")

@@ -20,7 +20,7 @@ from pathlib import Path
 from eval import methods_study, plots
 from eval.analysis import load
 from eval.needs import FIGURE_NEEDS, skipped
-from eval.storage import require_results_dir
+from eval.storage import require_results_dir, rows_or_archive
 from eval.committed import Outputs, outputs_main
 from rheo.io import child_path
 from rheo.cli import run_main
@@ -29,7 +29,7 @@ RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png")
 
 
 def make_figures(results: Path, out: Path, theory: bool = True, update_committed: bool = False) -> list[Path]:
-    results, out = Path(results), Path(out)
+    results, out = rows_or_archive(Path(results)), Path(out)
     require_results_dir(results)
     df = load(results)
     written, outputs = [], Outputs(out, update_committed)  # written at the end, after the git check

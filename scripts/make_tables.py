@@ -24,7 +24,7 @@ from pathlib import Path
 from eval import methods_study, speed, tables
 from eval.analysis import add_variant, load
 from eval.needs import TABLE_NEEDS, skipped
-from eval.storage import load_results, require_results_dir
+from eval.storage import load_results, require_results_dir, rows_or_archive
 from eval.committed import Outputs, outputs_main
 from rheo.cli import run_main
 
@@ -39,7 +39,7 @@ RESULT_TABLES = tuple(f"{name}.md" for name in TABLES if name not in SHARED) + (
 
 
 def make_tables(results: Path, out: Path, theory: bool = True, update_committed: bool = False) -> dict[str, Path]:
-    results, out = Path(results), Path(out)
+    results, out = rows_or_archive(Path(results)), Path(out)
     require_results_dir(results)
     df = load(results)
     written, outputs = {}, Outputs(out, update_committed)  # written at the end, after the git check

@@ -1,6 +1,6 @@
 """Every command-line entry point ends a user error with one line on stderr naming the input and
-the fix, a non-zero exit status and no traceback (RHEO_DEBUG=1 shows it); the Makefile refuses bad
-sizes before its first job and keeps `make smoke` away from the committed results."""
+the fix, a non-zero exit status and no traceback (RHEO_DEBUG=1 shows it); a study refuses bad
+sizes before its first job and `make smoke` stays away from the committed results."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _script_cases(tmp: Path) -> list[tuple[list[str], str]]:
     return [
         (["backfill_features.py", "--threads", "0"], "argument --threads: must be an integer >= 1"),
         (["bench_core.py", "--cycles", "-1"], "argument --cycles: must be an integer >= 1"),
-        (["eval_draft_head.py", "--head", "/nonexistent"], "--head /nonexistent (HEAD=): no EAGLE-3 head there"),
+        (["eval_draft_head.py", "--head", "/nonexistent"], "--head /nonexistent: no EAGLE-3 head there"),
         (["export_results.py", "--results", "results/runs.parquet", "--out", "results/runs.parquet"],
          "is an archive (a file), not a results directory"),
         (["gen_corpus.py", "--workers", "0"], "argument --workers: must be an integer >= 1"),
@@ -44,6 +44,7 @@ def _script_cases(tmp: Path) -> list[tuple[list[str], str]]:
          "/nonexistent.jsonl"),
         (["train_draft.py", "--corpus", "/nonexistent", "--run-dir", str(tmp / "run")], "no training corpus at"),
         (["tune_tree.py", "--shapes", "8x6"], "--shapes: '8x6' is not KxDEPTHxR"),
+        (["recipe.py", "train-head", "--epochs", "3"], "train-head takes --resume and --KEY VALUE for KEY in"),
     ]
 
 
@@ -52,7 +53,7 @@ def test_every_script_is_covered():
     assert listed == {p.name for p in (ROOT / "scripts").glob("*.py")}
 
 
-@pytest.mark.parametrize("case", range(15))
+@pytest.mark.parametrize("case", range(16))
 def test_a_bad_argument_to_a_script_is_one_line_and_a_nonzero_exit(tmp_path, case):
     args, needle = _script_cases(tmp_path)[case]
     done = _run([PY, f"scripts/{args[0]}", *args[1:]], tmp_path)
@@ -83,12 +84,14 @@ def test_rheo_debug_shows_the_traceback(tmp_path):
     assert done.returncode != 0 and "Traceback" in done.stderr and "FileNotFoundError" in done.stderr
 
 
-@pytest.mark.parametrize("var", ["MAIN_ITEMS=0", "SS_ITEMS=-1", "THREADS=two", "MAX_NEW="])
-def test_make_reproduce_refuses_a_bad_size_before_its_first_job(tmp_path, var):
-    done = subprocess.run(["make", "-s", "reproduce", var, f"TAU_JOBFILE={tmp_path / 'jobs'}"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0 and f"make: {var} must be an integer >= 1" in done.stderr
-    assert not (tmp_path / "jobs").exists()
+@pytest.mark.parametrize("bad,said", [("limit=0", "limit must be None or >= 1"),
+                                       ("max_new_tokens=0", "max_new_tokens must be >= 1")])
+def test_a_study_refuses_a_bad_size_before_its_first_job(tmp_path, bad, said):
+    done = subprocess.run(["make", "-s", "reproduce-tau", f"ARGS={bad} hydra.sweep.dir={tmp_path / 'sweep'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and said in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "no job of the sweep was started" in done.stderr
+    assert not list(tmp_path.rglob("*.parquet"))
 
 
 def test_make_smoke_writes_only_below_a_git_ignored_folder():
