@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from eval.storage import OutputDirError
+from rheo.paths import folder
 from rheo.cli import ArgumentParser, one_line, path_arg
 from rheo.io import atomic_write_bytes, remove_stale_outputs
 
@@ -89,8 +90,8 @@ def outputs_main(argv: Optional[Sequence[str]], make: Callable[..., object], wha
     ``make(results, out, theory=..., update_committed=...)`` from ``--results`` into ``--out``.
     Returns the exit status; a missing results folder or a refused write is one line, status 2."""
     ap = ArgumentParser(description=description)
-    ap.add_argument("--results", type=path_arg, default=Path("results/runs"))
-    ap.add_argument("--out", type=path_arg, default=Path("results") / what)
+    ap.add_argument("--results", type=path_arg, default=folder("runs"))
+    ap.add_argument("--out", type=path_arg, default=folder("results", what))
     ap.add_argument("--update-committed", action="store_true",
                     help=f"allow changing or removing {what} committed to git (make reproduce)")
     ap.add_argument("--no-theory", action="store_true", help=f"skip the (Monte-Carlo) theory {what[:-1]}")

@@ -37,6 +37,7 @@ import pandas as pd
 import torch
 
 from eval.analysis import mean_ci, normal_half_width
+from rheo.paths import folder
 from rheo.io import atomic_write
 from rheo.cli import ArgumentParser, non_negative_int, one_line, path_arg, positive_int, run_main
 from rheo.config import SpecConfig
@@ -179,7 +180,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed-offset", type=int, default=0, help="added to each row's gen_seed (0 = replay)")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"],
                     help="the models' precision (default: the rows' own; another one gives new trajectories)")
-    ap.add_argument("--data-dir", type=path_arg, default=Path("data/benchmarks"))
+    ap.add_argument("--data-dir", type=path_arg, default=folder("data"))
     ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--jsonl", type=path_arg, help="append one JSON line per replayed row here (a rerun with "
                     "the same --mc and --seed-offset continues from it)")

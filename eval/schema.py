@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import typing
 from dataclasses import dataclass, field, make_dataclass
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
@@ -106,8 +106,9 @@ class RunConf:
     item_ids: Optional[List[int]] = None  # explicit question_ids (applied before limit)
     device: str = "cpu"
     dtype: Optional[str] = None  # None = the model's default
-    output_dir: str = "results/runs"
-    data_dir: str = "data/benchmarks"
+    paths: Dict[str, str] = field(default_factory=dict)  # the project's folders (configs/paths/)
+    output_dir: str = MISSING  # config.yaml: ${paths.runs}
+    data_dir: str = MISSING  # config.yaml: ${paths.data}
     baseline: bool = True  # also run the AR baseline of the same target, T and seed
     # false: one AR row per (target, T, seed, item, turn), shared by every method config (cheap; fine
     # on a dedicated machine). true: an AR row per method config, timed item by item next to it, so

@@ -31,6 +31,7 @@ import torch
 
 from eval.analysis import normal_half_width
 from eval.markdown import frame_markdown
+from rheo.paths import folder
 from rheo.config import SpecConfig
 from rheo.io import atomic_write
 from rheo.theory import node_acceptance
@@ -47,7 +48,7 @@ METHOD_CASES = (dict(method="topk", k=NODE_K), dict(method="rheo", k=NODE_K, m=1
                 dict(method="static", branching=(NODE_K,), replacement=False),
                 dict(method="static", branching=(NODE_K,), replacement=True), dict(method="chain", depth=1))
 METHOD_TEMPS = (1.0, 0.5)
-DEFAULT_DIR = Path("results/tables/theory")
+DEFAULT_DIR = folder("tables", "theory")
 
 
 def lemma1_arithmetic() -> pd.DataFrame:

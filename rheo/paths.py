@@ -1,5 +1,6 @@
-"""The project checkout's root folder, for the committed data, assets and configs read from it, and
-how a path a user gives is read against it."""
+"""The project checkout's root folder, for the committed data, assets and configs read from it; the
+project's folders (``configs/paths/default.yaml``: results, tables, figures, data, cache); and how a
+path a user gives is read against it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,25 @@ from pathlib import Path
 
 #: the folder holding ``rheo/``, ``data/``, ``configs/`` (the package is installed editable)
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PATHS_FILE = REPO_ROOT / "configs" / "paths" / "default.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def folders() -> dict[str, str]:
+    """name -> folder (relative to the checkout) of ``configs/paths/default.yaml``: flat
+    ``name: value  # comment`` lines, read without a YAML library (the library does not need one)."""
+    out = {}
+    for line in PATHS_FILE.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, value = line.partition(":")
+            out[name.strip()] = value.strip()
+    return out
+
+
+def folder(name: str, *parts: str) -> Path:
+    """The project folder ``name`` (relative to the checkout), with ``parts`` below it."""
+    return Path(folders()[name], *parts)
 
 
 def resolve_path(path: str, must_exist: bool = False) -> Path:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from rheo.paths import folder
 from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
@@ -26,7 +27,7 @@ from rheo.cli import ArgumentParser, positive_int, run_main
 
 def main() -> None:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shards", default=".cache/draft_corpus/shards")
+    ap.add_argument("--shards", default=str(folder("cache", "draft_corpus", "shards")))
     ap.add_argument("--max-tokens", type=positive_int, default=8192)
     ap.add_argument("--threads", type=positive_int, default=1)
     args = ap.parse_args()

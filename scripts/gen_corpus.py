@@ -31,6 +31,7 @@ import torch
 from tqdm import tqdm
 from transformers import LogitsProcessorList
 
+from rheo.paths import folder
 from rheo.io import atomic_write, atomic_write_text
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
@@ -225,7 +226,7 @@ def run_pass(name: str, convs: List[Dict], model, tok, args, shard_dir: Path) ->
 
 def main() -> None:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=".cache/draft_corpus/shards")
+    ap.add_argument("--out", default=str(folder("cache", "draft_corpus", "shards")))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=positive_int, default=64)
     ap.add_argument("--max-new-tokens", type=positive_int, default=256)

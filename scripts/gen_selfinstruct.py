@@ -43,6 +43,7 @@ import torch
 from tqdm import tqdm
 
 import gen_corpus  # scripts/ is on sys.path when this file runs
+from rheo.paths import folder
 from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
@@ -185,7 +186,7 @@ def packed_without_shards(out: Path) -> Dict | None:
 def main() -> None:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="data/draft_corpus/selfinstruct/shards")
-    ap.add_argument("--features-dir", default=".cache/draft_corpus/selfinstruct_feats")
+    ap.add_argument("--features-dir", default=str(folder("cache", "draft_corpus", "selfinstruct_feats")))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=positive_int, default=64)
     ap.add_argument("--max-new-tokens", type=positive_int, default=256)

@@ -42,10 +42,10 @@ from rheo.config import SpecConfig
 from rheo.timing import device_name
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
 from rheo.cli import ArgumentParser, positive_int, run_main
-from rheo.paths import git_sha
+from rheo.paths import folder, git_sha
 
 DTYPES = {k: v for k, v in PLACEMENT_DTYPES.items() if k != "float16"}
-REFERENCE = ROOT / "results" / "gpu" / "cpu_reference.json"
+REFERENCE = ROOT / folder("results", "gpu", "cpu_reference.json")
 
 
 def parse(argv):

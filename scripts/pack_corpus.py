@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from rheo.paths import folder
 from rheo.training.corpus import pack_samples, read_shard, save_corpus, shard_files
 from rheo.training.prompt_templates import FOLLOWUPS
 from rheo.cli import ArgumentParser, run_main
@@ -25,7 +26,7 @@ from rheo.cli import ArgumentParser, run_main
 
 def main() -> None:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shards", default=".cache/draft_corpus/shards")
+    ap.add_argument("--shards", default=str(folder("cache", "draft_corpus", "shards")))
     ap.add_argument("--out", default="data/draft_corpus")
     ap.add_argument("--passes", default="a,f,b", help="generation passes to pack (a: first turns, f: follow-ups, b: resampled)")
     args = ap.parse_args()

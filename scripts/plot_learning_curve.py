@@ -20,12 +20,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from eval.plots import palette_png  # noqa: E402
+from rheo.paths import folder
 from rheo.cli import ArgumentParser, run_main
 
 
 def main() -> None:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--metrics", nargs="+", default=[".cache/train_head/metrics.jsonl"],
+    ap.add_argument("--metrics", nargs="+", default=[str(folder("cache", "train_head", "metrics.jsonl"))],
                     help="one metrics.jsonl per training stage, in order")
     ap.add_argument("--out", required=True)
     ap.add_argument("--bar", type=float, default=None, help="draw a goal for step-1 top-1 (e.g. 0.65)")

@@ -27,6 +27,7 @@ import argparse
 import os
 from pathlib import Path
 
+from rheo.paths import folder
 from rheo.cli import (ArgumentParser, non_negative_float, non_negative_int, positive_float, positive_int,
                       run_main)
 from rheo.training.corpus import DEFAULT_DIR
@@ -58,9 +59,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(DEFAULT_DIR),
                     help="a corpus folder, or several comma-separated (e.g. data/draft_corpus,data/draft_corpus/selfinstruct)")
-    ap.add_argument("--features", default=".cache/draft_features")
-    ap.add_argument("--run-dir", default=".cache/train_head")
-    ap.add_argument("--out", default=".cache/train_head/head")
+    ap.add_argument("--features", default=str(folder("cache", "draft_features")))
+    ap.add_argument("--run-dir", default=str(folder("cache", "train_head")))
+    ap.add_argument("--out", default=str(folder("cache", "train_head", "head")))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--draft-vocab", type=positive_int, default=8192)
     ap.add_argument("--steps-unrolled", type=positive_int, default=3)
@@ -88,7 +89,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "(with its own draft vocabulary), print it as JSON and exit; nothing is trained or written")
     ap.add_argument("--first-sequences", type=non_negative_int, default=0,
                     help="train and evaluate on the corpus's first N sequences only (0 = all)")
-    ap.add_argument("--shard-features", default=".cache/draft_corpus/shards",
+    ap.add_argument("--shard-features", default=str(folder("cache", "draft_corpus", "shards")),
                     help="generation shards whose kept features are imported instead of recomputed")
     ap.add_argument("--max-steps", type=non_negative_int, default=0, help="stop after this many steps (a smoke test)")
     ap.add_argument("--minutes", type=non_negative_float, default=0.0,

@@ -34,7 +34,7 @@ from rheo.methods import get_method
 from rheo.timing import device_name
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
 from rheo.cli import ArgumentParser, positive_int, run_main
-from rheo.paths import REPO_ROOT
+from rheo.paths import REPO_ROOT, folder
 
 DTYPES = PLACEMENT_DTYPES
 DEFAULT_MODEL = "smollm2_135m"
@@ -73,7 +73,7 @@ def parse(argv):
     ap.add_argument("--tau-dtype", default=None, help="dtype of the tau runs (default: cheapest 16-node tree)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=positive_int, default=1)
-    ap.add_argument("--out", type=Path, default=Path("results/tune"))
+    ap.add_argument("--out", type=Path, default=folder("results", "tune"))
     ap.add_argument("--config-dir", type=Path, default=Path("configs/experiment"))
     ap.add_argument("--costs-only", action="store_true", help="measure and print the costs per dtype; no tau runs")
     ap.add_argument("--replot", action="store_true", help="only redraw <out>/speedup_vs_tree.png from <out>/tune.json")

@@ -1,10 +1,14 @@
-"""Markdown tables and 95% intervals each have one writer.
+"""Markdown tables, 95% intervals and the project's folders each have one source.
 
 Every table goes through :func:`eval.markdown.markdown_table` and every 95% interval through
 :mod:`eval.analysis` (``mean_ci``, Student-t over independent units; ``normal_half_width`` where a
 normal interval is right). The scan reads each tracked ``.py`` under ``rheo/``, ``eval/``,
 ``baselines/`` and ``scripts/`` with ``ast``: string literals in code (docstrings left out) that
-hold a ``|---`` separator, and the number 1.96, are refused outside those two modules.
+hold a ``|---`` separator, and the number 1.96, are refused outside those two modules; a
+literal naming one of the project's folders (``configs/paths/default.yaml``: ``results/runs``,
+``.cache/...``; a word without spaces that is such a folder or lies below one; a one-part name such
+as ``results`` alone is a word, not a path) is refused outside
+``rheo/paths.py``, which reads that file (``rheo.paths.folder``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import ast
 import re
 from pathlib import Path
 
+from rheo.paths import folders
 from test_import_graph import ROOT, tracked_sources
 
 TABLE_WRITER = Path("eval/markdown.py")
@@ -57,3 +62,26 @@ def test_the_scan_sees_code_not_docstrings():
             'def f(se):\n    """1.96 * se, |---|"""\n    return 1.96 * se\n'
             'def g(h):\n    return ["|" + "---|" * len(h), "|".join("---" for _ in h), f"| x |{h}|", "\\n---"]\n')
     assert [line for line, _ in offences(code)] == [5, 7, 7]
+
+
+def folder_literals(source: str) -> list[tuple[int, str]]:
+    """(line, literal) of every string in ``source``'s code that names a project folder."""
+    roots = set(folders().values())
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and id(node) not in skip and isinstance(node.value, str)
+            and not any(c.isspace() for c in node.value)
+            and any((node.value == r and "/" in r) or node.value.startswith(r + "/") for r in roots)]
+
+
+def test_the_project_folders_have_one_source():
+    bad = [f"{path.relative_to(ROOT)}:{line}: {text!r} (use rheo.paths.folder)"
+           for path in tracked_sources() if path.relative_to(ROOT) != Path("rheo/paths.py")
+           for line, text in folder_literals(path.read_text())]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_folder_scan_sees_code_not_prose():
+    code = 'def f(ap):\n    """results/runs"""\n    ap.add("--o", default="results/tables/x", help="see results/runs")\n'
+    assert [line for line, _ in folder_literals(code)] == [3]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rheo.paths import folder
 from rheo.placement import DTYPES
 
 __all__ = ["ModelEntry", "MODELS", "BUILTIN_SMOLLM2", "VICUNA_SYSTEM", "VICUNA_V11_TEMPLATE", "CHAT_FORMATS",
@@ -70,10 +71,10 @@ MODELS: dict[str, ModelEntry] = {e.name: e for e in (
     ModelEntry("smollm2_135m_small_head", BUILTIN_SMOLLM2, "rheo/assets/eagle3_smollm2_135m_small",
                "template", ("<|im_end|>",), "float32"),
     # an intermediate head between those two, not committed: built by `make head-mid` (.cache/)
-    ModelEntry("smollm2_135m_mid_head", BUILTIN_SMOLLM2, ".cache/heads/eagle3_smollm2_135m_mid",
+    ModelEntry("smollm2_135m_mid_head", BUILTIN_SMOLLM2, str(folder("cache", "heads", "eagle3_smollm2_135m_mid")),
                "template", ("<|im_end|>",), "float32"),
     # the default head trained on, besides, the self-instructed corpus: built by `make head-broad` (.cache/)
-    ModelEntry("smollm2_135m_broad_head", BUILTIN_SMOLLM2, ".cache/heads/eagle3_smollm2_135m_broad",
+    ModelEntry("smollm2_135m_broad_head", BUILTIN_SMOLLM2, str(folder("cache", "heads", "eagle3_smollm2_135m_broad")),
                "template", ("<|im_end|>",), "float32"),
     ModelEntry("llama31_8b_instruct", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                "template", ("<|eot_id|>", "<|end_of_text|>"), "bfloat16"),

@@ -23,7 +23,7 @@ from typing import Optional
 
 from rheo.models.catalog import BUILTIN_SMOLLM2, ModelEntry, get_entry
 from rheo.models.weights import weights_fingerprint
-from rheo.paths import REPO_ROOT
+from rheo.paths import REPO_ROOT, folder
 
 __all__ = ["ModelWeightsNotFoundError", "ResolvedPaths", "resolve_paths", "head_fingerprint"]
 
@@ -46,9 +46,10 @@ class ResolvedPaths:
 
 
 #: repo-relative sources: committed assets, and heads built into .cache/ by a make recipe
-LOCAL_PREFIXES = ("rheo/", ".cache/")
-RECIPES = {".cache/heads/eagle3_smollm2_135m_mid": "build it with `make head-mid`, ~25 min on one core",
-           ".cache/heads/eagle3_smollm2_135m_broad": "build it with `make head-broad`, ~1.5 h on two cores"}
+LOCAL_PREFIXES = ("rheo/", f"{folder('cache')}/")
+RECIPES = {str(folder("cache", "heads", "eagle3_smollm2_135m_mid")): "build it with `make head-mid`, ~25 min on one core",
+           str(folder("cache", "heads", "eagle3_smollm2_135m_broad")): "build it with `make head-broad`, ~1.5 h on two "
+                                                                         "cores"}
 
 
 def resolve_paths(entry: ModelEntry, target_path: Optional[str] = None,
