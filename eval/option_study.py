@@ -117,6 +117,12 @@ def serving_markdown(rows: pd.DataFrame) -> str:
     every = [lab for lab in meets.index if lab not in (M0, M1, TOPK) and bool(meets.loc[lab].all())]
     lines += [f"Temperatures present: {', '.join(f'{t:g}' for t in temps)}. Options meeting the envelope at "
               f"every one of them: {', '.join(every) if every else 'none'}.", ""]
+    pooled = pooled_serving(rows)
+    if len(pooled):
+        lines += [f"### Pooled over T = {', '.join(f'{t:g}' for t in SERVING)}: each option − that T's envelope", "",
+                  "Per prompt, the mean of its three paired differences with the envelope of each temperature; "
+                  "± over prompts. One test instead of three (this pooling was chosen after the rows were in).", "",
+                  frame_markdown(pooled), ""]
     for t in temps:
         part = frame[frame["temperature"] == t]
         best = part["envelope"].iloc[0]
@@ -135,6 +141,34 @@ def serving_markdown(rows: pd.DataFrame) -> str:
         lines += [frame_markdown(table), ""]
     lines += mechanism_lines(rows)
     return "\n".join(lines)
+
+
+SERVING = (0.6, 0.7, 0.8)  # the temperatures most chat serving samples at
+
+
+def pooled_serving(rows: pd.DataFrame, temps: tuple = SERVING) -> pd.DataFrame:
+    """Per option: the mean over the prompts that hold every T of ``temps`` of each prompt's average
+    paired difference with that T's envelope, its 95% half-width over prompts, and its lower bound;
+    empty unless every T of ``temps`` is present."""
+    wides = wide_keys(rows, "temperature")
+    if not all(t in wides for t in temps):
+        return pd.DataFrame()
+    diffs = {}
+    for t in temps:
+        wide, best = wides[t], envelope(wides[t])
+        if best is None:
+            return pd.DataFrame()
+        for label in wide.columns:
+            if label not in (TOPK, M0, M1):
+                diffs.setdefault(label, []).append(wide[label] - wide[best])
+    out = []
+    for label, parts in diffs.items():
+        if len(parts) < len(temps):
+            continue
+        mean, half, n = mean_ci(pd.concat(parts, axis=1).dropna().mean(axis=1))
+        out.append({"option": label, "prompts": n, "− envelope, mean over T": _pm(mean, half),
+                    "lower bound": f"{mean - half:+.3f}", "beats": "yes" if mean - half > 0 else "no"})
+    return pd.DataFrame(out)
 
 
 def summary_table(frame: pd.DataFrame) -> pd.DataFrame:

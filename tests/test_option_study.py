@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval.option_study import PAPER_POINTS, dial_frame, dial_markdown, serving_frame, serving_markdown
+from eval.option_study import PAPER_POINTS, dial_frame, dial_markdown, pooled_serving, serving_frame, serving_markdown
 
 VARIANTS = {"topk": ("topk", 0), "rheo m=0": ("rheo", 0), "rheo m=1": ("rheo", 1),
             "rheo m=1 proxy=tempered": ("rheo", 1), "rheo m=2 proxy=tempered": ("rheo", 2)}
@@ -59,6 +59,19 @@ def test_meeting_is_required_at_every_temperature():
     rows = pd.concat([_rows({"topk": 0.0, "rheo m=0": 0.05, "rheo m=1": 0.1, "rheo m=1 proxy=tempered": 0.1}, (1.0,)),
                       _rows({"topk": 0.0, "rheo m=0": 0.05, "rheo m=1": 0.0, "rheo m=1 proxy=tempered": 0.0}, (0.5,))])
     assert "at every one of them: none." in serving_markdown(rows)
+
+
+def test_pooling_over_serving_temperatures_takes_each_temperatures_envelope():
+    # envelope m=1 at 0.6 and 0.8 (tempered +0.03 and -0.01 over it), m=0 at 0.7 (tempered +0.01 over it)
+    rows = pd.concat([_rows({"topk": 0.0, "rheo m=0": 0.0, "rheo m=1": 0.1, "rheo m=1 proxy=tempered": 0.13}, (0.6,)),
+                      _rows({"topk": 0.0, "rheo m=0": 0.2, "rheo m=1": 0.1, "rheo m=1 proxy=tempered": 0.21}, (0.7,)),
+                      _rows({"topk": 0.0, "rheo m=0": 0.0, "rheo m=1": 0.1, "rheo m=1 proxy=tempered": 0.09}, (0.8,))])
+    pooled = pooled_serving(rows).set_index("option")
+    assert pooled.loc["Rheo m=1 proxy=tempered", "prompts"] == 12
+    assert pooled.loc["Rheo m=1 proxy=tempered", "− envelope, mean over T"].startswith("+0.010 ± 0.000")
+    assert pooled.loc["Rheo m=1 proxy=tempered", "beats"] == "yes"
+    assert pooled_serving(rows[rows["temperature"] != 0.8]).empty  # needs all three
+    assert "### Pooled over T = 0.6, 0.7, 0.8" in serving_markdown(rows)
 
 
 def test_dial_gain_and_percent():
