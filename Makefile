@@ -112,11 +112,10 @@ serving-study: $(VENV_STAMP) ## the ranking options on shared states at seven te
 dial-study: $(VENV_STAMP) ## the draft-quality dial on shared states (configs/experiment/draft_dial.yaml; hours)
 	$(RUN) experiment=draft_dial $(ARGS)
 option-tables: ## tables, figures and archives of the two option studies (their folders, else their archives)
-	$(PY) -m eval.option_study serving results/same_state_serving --archive results/same_state_serving.parquet \
+	$(PY) -m eval.option_study serving results/same_state_serving --archive results/same_state_serving.parquet --archive-depths 3 \
 	  --out "$(TABLES)/serving_temps.md" --figure "$(FIGURES)/serving_temps.png" $(UPDATE)
 	$(PY) -m eval.option_study dial results/same_state_dial --archive results/same_state_dial.parquet \
 	  --out "$(TABLES)/draft_dial.md" --figure "$(FIGURES)/draft_dial.png" $(UPDATE)
-	$(PY) -m eval.option_study serving results/same_state_serving_indep.parquet --out "$(TABLES)/serving_temps_indep.md" $(UPDATE)
 speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T=0.7 and 1 on the tuned trees (alone)
 	$(RUN) experiment=tuned_topk temperature=0.7,1.0 output_dir=results/speed_options limit=2 max_new_tokens=64 $(ARGS)
 	$(RUN) experiment=speed_options $(ARGS)

@@ -1,6 +1,7 @@
 """Tables and figures of the ranking-option studies: serving temperatures and the draft-quality dial.
 
-    python -m eval.option_study serving|dial RESULTS [--out FILE] [--figure FILE] [--archive FILE] [--update-committed]
+    python -m eval.option_study serving|dial RESULTS [--out FILE] [--figure FILE] [--archive FILE]
+        [--archive-depths N] [--update-committed]
 
 RESULTS: a same-state output_dir (measure=same_state) or its archive (X.parquet). Every number is a
 mean over *keys* (a key is one prompt: suite, item, turn, seed; its driver states averaged first)
@@ -29,7 +30,7 @@ from eval.same_state_labels import ordered_labels
 from eval.same_state_stats import PROMPT, keys_for, labelled
 from eval.markdown import frame_markdown
 from eval.option_figures import dial_figure, serving_figure
-from rheo.cli import ArgumentParser, path_arg, run_main
+from rheo.cli import ArgumentParser, path_arg, positive_int, run_main
 
 PROG = "python -m eval.option_study"
 TOPK, M0, M1 = "Top-K", "Rheo m=0", "Rheo m=1"
@@ -267,6 +268,8 @@ def main(argv=None) -> Optional[int]:
     ap.add_argument("--out", type=path_arg, help="the Markdown table file")
     ap.add_argument("--figure", type=path_arg, help="the PNG figure file")
     ap.add_argument("--archive", type=path_arg, help="also write the rows of RESULTS (a folder) to this archive")
+    ap.add_argument("--archive-depths", type=positive_int, metavar="N", help="keep only the first N per-depth "
+                    "acceptances of each row in the archive (the mechanism table reads 3)")
     ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
     args = ap.parse_args(argv)
     source = rows_or_archive(args.results)
@@ -284,7 +287,7 @@ def main(argv=None) -> Optional[int]:
         if path and blob is not None:
             outputs.add(path, blob)
     if args.archive:
-        data, driver_data, _ = archive_bytes(args.results)
+        data, driver_data, _ = archive_bytes(args.results, depths=args.archive_depths)
         for path, blob in zip(archive_paths(args.archive), (data, driver_data)):
             outputs.add(path, blob)
     outputs.write((), args.results)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -59,10 +60,13 @@ def without_columns(rows, groups=()):
     return rows
 
 
-def archive_bytes(root: Path | str, without=()) -> tuple[bytes, bytes, int]:
+def archive_bytes(root: Path | str, without=(), depths: Optional[int] = None) -> tuple[bytes, bytes, int]:
     """(rows, driver rows) of the results directory ``root`` as the parquet bytes of an archive pair,
-    and the number of rows; ``without``: OPTIONAL_COLUMNS groups left out (null)."""
+    and the number of rows; ``without``: OPTIONAL_COLUMNS groups left out (null); ``depths``: only
+    the first ``depths`` entries of each row's per-depth acceptance kept (None: all)."""
     rows, drivers = without_columns(load_rows(root), without), load_rows(root, driver=True)
+    if depths is not None:
+        rows["depth_accept"] = [None if x is None else list(x)[:depths] for x in rows["depth_accept"]]
     if rows.empty:
         raise ValueError(f"{root} holds no same-state rows: nothing to export")
     out = []

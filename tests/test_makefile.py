@@ -40,7 +40,6 @@ STUDIES = {
     "same_state_dilemma": [("same_state_dilemma", [])],
     "same_state_heads": [("same_state_heads", [])],
     "same_state_serving": [("serving_temps", [])],
-    "same_state_serving_indep": [("serving_temps", [])],
     "same_state_dial": [("draft_dial", [])],
     "sampled_studies": [("sampled_m_ablation", []), ("sampled_temperature", [])],
     "speed_cost": [("speed_cost", [])],

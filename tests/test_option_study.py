@@ -87,7 +87,6 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("study,archive,table", [("serving", "same_state_serving.parquet", "serving_temps.md"),
-                                                 ("serving", "same_state_serving_indep.parquet", "serving_temps_indep.md"),
                                                  ("dial", "same_state_dial.parquet", "draft_dial.md")])
 def test_committed_tables_and_verdicts_are_recomputed_from_the_committed_rows(study, archive, table):
     from eval.option_study import dial_markdown, serving_markdown
