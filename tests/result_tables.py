@@ -119,3 +119,29 @@ def pooled_keys(path: Path) -> dict:
 
 def pm(cell) -> str:
     return f"{signed(cell[0], 3)} ± {cell[1]:.3f}"
+
+
+def option_studies(root: Path) -> list[str]:
+    """The README's four beyond-the-paper rows, from the serving study's summary and pooled tables."""
+    text = (root / "results/tables/serving_temps.md").read_text()
+    summary = {r["T"]: r for r in rows_after(text, "| T | prompts | Rheo m=1 |")}
+    pooled = {r["option"]: r for r in rows_after(text, "| option | prompts | − envelope, mean over T |")}
+    m1, auto = (lambda t: summary[t]["Rheo m=1"]), (lambda t: summary[t]["rheo_auto"])
+    meets = sum(r["verdict"].startswith("meets") for r in summary.values())
+    return [f"Rheo m=1 − Top-K at T = 0.6 / 0.7 / 0.8: {m1('0.6')} / {m1('0.7')} / {m1('0.8')} (T = 1: {m1('1')})",
+            f"Rheo m=1 − Top-K at T = 0 / 0.25: {m1('0')} / {m1('0.25')}; rheo_auto: {auto('0')} / {auto('0.25')}",
+            f"rheo_auto meets the envelope at all {'seven' if meets == len(summary) == 7 else meets} T",
+            f"pooled over T = 0.6-0.8 per prompt: {pooled['Rheo m=1 proxy=tempered']['− envelope, mean over T']}"]
+
+
+def rows_after(text: str, header: str) -> list[dict]:
+    """The rows of the Markdown table whose header line starts with ``header``."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(header))
+    names = [c.strip() for c in lines[at].strip("|").split("|")]
+    out = []
+    for line in lines[at + 2:]:
+        if not line.startswith("|"):
+            break
+        out.append(dict(zip(names, (c.strip() for c in line.strip("|").split("|")))))
+    return out
