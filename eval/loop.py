@@ -127,10 +127,7 @@ def unit_failed(summary: RunSummary, method: str, error: Exception, where: str) 
     """Count a unit of work that raised; returns its one-line error."""
     line = f"{type(error).__name__}: {error}".splitlines()[0]
     log.warning("FAILED %s %s: %s", method, where, line)
-    summary.failed += 1
-    summary.attempted_by_method[method] = summary.attempted_by_method.get(method, 0) + 1
-    summary.failed_by_method[method] = summary.failed_by_method.get(method, 0) + 1
-    summary.first_error = summary.first_error or line
+    summary.attempt(method, line)
     return line
 
 

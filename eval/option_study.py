@@ -260,7 +260,7 @@ def main(argv=None) -> Optional[int]:
     """The command line (module docstring): exit status 2 with one line for a refused input."""
     from eval.committed import Outputs
     from eval.same_state_archive import archive_bytes, archive_paths, load_rows
-    from eval.storage import rows_or_archive
+    from eval.storage import report_source
 
     ap = ArgumentParser(prog=PROG, description="Tables and figures of the ranking-option studies.")
     ap.add_argument("study", choices=["serving", "dial"])
@@ -272,9 +272,7 @@ def main(argv=None) -> Optional[int]:
                     "acceptances of each row in the archive (the mechanism table reads 3)")
     ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
     args = ap.parse_args(argv)
-    source = rows_or_archive(args.results)
-    if source != args.results and args.archive == source:  # no folder: its archive is read, not rewritten
-        args.results, args.archive = source, None
+    args.results, args.archive = report_source(args.results, args.archive)  # no folder: its archive, read only
     rows = load_rows(args.results)
     if rows.empty:
         print(f"{PROG}: error: {args.results} holds no same-state rows", file=sys.stderr)

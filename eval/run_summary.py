@@ -21,6 +21,14 @@ class RunSummary:
     attempted_by_method: dict = field(default_factory=dict)  # method -> rows generated in this run
     first_error: Optional[str] = None  # the first failed row's error (first line)
 
+    def attempt(self, method: str, error: Optional[str] = None) -> None:
+        """Count one unit of work ``method`` tried in this run; ``error``: its first line when it failed."""
+        self.attempted_by_method[method] = self.attempted_by_method.get(method, 0) + 1
+        self.failed_by_method[method] = self.failed_by_method.get(method, 0) + (error is not None)
+        if error is not None:
+            self.failed += 1
+            self.first_error = self.first_error or error
+
     def failure_report(self) -> str:
         """'' when nothing failed, else one line per method that had failures."""
         return "; ".join(f"{m}: {n} of {self.attempted_by_method.get(m, n)} rows failed"

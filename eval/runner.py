@@ -110,17 +110,13 @@ class Realized:
             row = _one_turn(self.cfg, pair, self.meta, job, item, turn, answers)
             bar.update(1)
             reused = bool(row.get("_reused", False))
+            failed = str(row["error"]).splitlines()[0] if row["status"] == "failed" else None
             summary.computed += row["status"] == "ok" and not reused
             summary.skipped += reused
-            summary.failed += row["status"] == "failed"
             if not reused:
-                summary.attempted_by_method[job.method] = summary.attempted_by_method.get(job.method, 0) + 1
-                summary.failed_by_method[job.method] = (summary.failed_by_method.get(job.method, 0)
-                                                        + (row["status"] == "failed"))
-            if row["status"] == "failed":
-                error = error or str(row["error"]).splitlines()[0]
-                summary.first_error = summary.first_error or error
-            elif not get_method(job.method).is_reference:
+                summary.attempt(job.method, failed)
+            error = error or failed
+            if failed is None and not get_method(job.method).is_reference:
                 self.taus.append(row["tau"])
             if row["status"] == "ok":  # a later turn after a failed one is recorded as failed
                 answers.append(pair.tokenizer.decode(row["output_tokens"], skip_special_tokens=True))

@@ -172,11 +172,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from eval.committed import CommittedOutputsError
     from eval.same_state_outputs import plan_outputs
-    from eval.storage import rows_or_archive
+    from eval.storage import report_source
 
-    source = rows_or_archive(args.results)
-    if source != args.results and args.archive == source:  # no folder: its archive is read, not rewritten
-        args.results, args.archive, args.archive_without = source, None, None
+    args.results, archive = report_source(args.results, args.archive)
+    if archive is None and args.archive is not None:  # no folder: its archive is read, not rewritten
+        args.archive, args.archive_without = None, None
 
     try:
         rows, plan, messages = plan_outputs(args, report_markdown)

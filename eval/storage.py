@@ -100,6 +100,13 @@ def rows_or_archive(root: Path) -> Path:
     return archive if archive.is_file() else root
 
 
+def report_source(results: Path, archive: Optional[Path]) -> tuple[Path, Optional[Path]]:
+    """(what a report reads, the archive it writes) for ``results`` and ``--archive``: when the folder
+    holds no rows and its archive is read instead (rows_or_archive), that archive is not rewritten."""
+    source = rows_or_archive(results)
+    return (source, None) if source != Path(results) and archive == source else (Path(results), archive)
+
+
 def require_results_dir(root: Path) -> None:
     """For readers (tables, figures): ``root`` must be an existing rheo results directory (or archive)."""
     root = Path(root)
