@@ -7,7 +7,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 RUN := $(PY) -m eval.run -m
 RECIPE := $(PY) scripts/recipe.py
-SS_TABLES := $(PY) -m eval.same_state_tables
+SS_TABLES := $(PY) -m eval.states.tables
 UPDATE := --update-committed
 VENV_STAMP := .venv/.rheo-setup
 # every target names a command, not a file
@@ -33,12 +33,12 @@ bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model
 	$(PY) scripts/bench_core.py
 # ------------------------------------------------------------------ make reproduce (docs/harness.md)
 reproduce: $(VENV_STAMP) ## CPU protocol: tau experiments (two jobs at a time), then speed alone; tables, figures, archives; its wall time
-	$(PY) -m eval.run_clock start .reproduce-clock.json
+	$(PY) -m eval.measure.wall_clock start .reproduce-clock.json
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) report ARGS=$(UPDATE)
 	$(PY) scripts/export_results.py --results results/runs --out results/runs.parquet --replace
 	$(PY) scripts/export_results.py --results results/speed --out results/speed.parquet --replace
-	$(PY) -m eval.run_clock finish .reproduce-clock.json results/reproduce_time.json
+	$(PY) -m eval.measure.wall_clock finish .reproduce-clock.json results/reproduce_time.json
 reproduce-tau: $(VENV_STAMP) ## main table + same-state m ablation and temperature study (configs/experiment/reproduce_tau.yaml)
 	$(RUN) experiment=reproduce_tau $(ARGS)
 reproduce-speed: $(VENV_STAMP) ## speed, alone, one thread: paper tree (+ the tuned trees `make tune` wrote), AR paired, generate reference
@@ -87,7 +87,7 @@ same-state-heads: $(VENV_STAMP) ## Top-K vs Rheo m=1 on shared states with the w
 	$(RUN) experiment=same_state_heads $(ARGS)
 	$(SS_TABLES) results/same_state_heads --archive results/same_state_heads.parquet \
 	  --out "$(TABLES)/same_state_heads.md" --figures "$(FIGURES)/same_state_heads_" $(UPDATE)
-	$(PY) -m eval.head_quality results/same_state_heads.parquet results/same_state.parquet --top1 results/draft_head/heads_top1.jsonl \
+	$(PY) -m eval.states.head_quality results/same_state_heads.parquet results/same_state.parquet --top1 results/draft_head/heads_top1.jsonl \
 	  --out "$(TABLES)/gain_vs_head.md" --figure "$(FIGURES)/gain_vs_head.png" $(UPDATE)
 reproduce-studies: ## every full-size same-state study: the above four (hours on two cores; resumable)
 	$(MAKE) same-state-studies same-state-dilemma same-state-heads ARGS="limit=24 $(ARGS)"
@@ -105,16 +105,16 @@ speed-cost: $(VENV_STAMP) ## Top-K vs Rheo m=1 cost per cycle, tau and tokens/s 
 	$(PY) scripts/export_results.py --results results/speed_cost --out results/speed_cost.parquet --replace
 	$(PY) scripts/make_tables.py --results results/speed_cost.parquet --out "$(TABLES)/speed_cost" --no-theory $(UPDATE)
 expected-replay: $(VENV_STAMP) ## the main table's Rheo rows on new seeds: realized - expected per row (ARGS="--rows 24 --mc 50 ...")
-	OMP_NUM_THREADS=1 $(PY) -m eval.expected_replay results/runs.parquet --rows 0 --order first --mc 0 --seed-offset 1 \
+	OMP_NUM_THREADS=1 $(PY) -m eval.measure.expected_replay results/runs.parquet --rows 0 --order first --mc 0 --seed-offset 1 \
 	  --jsonl .cache/expected_replay/rows.jsonl --out "$(TABLES)/expected_replay.md" $(ARGS)
 serving-study: $(VENV_STAMP) ## the ranking options on shared states at seven temperatures (configs/experiment/serving_temps.yaml; hours)
 	$(RUN) experiment=serving_temps $(ARGS)
 dial-study: $(VENV_STAMP) ## the draft-quality dial on shared states (configs/experiment/draft_dial.yaml; hours)
 	$(RUN) experiment=draft_dial $(ARGS)
 option-tables: ## tables, figures and archives of the two option studies (their folders, else their archives)
-	$(PY) -m eval.option_study serving results/same_state_serving --archive results/same_state_serving.parquet --archive-depths 3 \
+	$(PY) -m eval.states.options serving results/same_state_serving --archive results/same_state_serving.parquet --archive-depths 3 \
 	  --out "$(TABLES)/serving_temps.md" --figure "$(FIGURES)/serving_temps.png" $(UPDATE)
-	$(PY) -m eval.option_study dial results/same_state_dial --archive results/same_state_dial.parquet \
+	$(PY) -m eval.states.options dial results/same_state_dial --archive results/same_state_dial.parquet \
 	  --out "$(TABLES)/draft_dial.md" --figure "$(FIGURES)/draft_dial.png" $(UPDATE)
 speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T=0.7 and 1 on the tuned trees (alone)
 	$(RUN) experiment=tuned_topk temperature=0.7,1.0 output_dir=results/speed_options limit=2 max_new_tokens=64 $(ARGS)

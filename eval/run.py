@@ -7,8 +7,8 @@ Examples (see configs/ and the README)::
     python -m eval.run -m experiment=main_table model=llama31_8b_instruct device=cuda dtype=bfloat16
     python -m eval.run measure=same_state dataset=all method=topk 'compare=[{name:topk},{name:rheo,m:1}]'
 
-The work is done by :func:`eval.runner.run`, a plain function of the composed
-config that hands the measurement (``measure``) to the one run loop (:mod:`eval.loop`);
+The work is done by :func:`eval.measure.realized.run`, a plain function of the composed
+config that hands the measurement (``measure``) to the one run loop (:mod:`eval.measure.loop`);
 this module only wires it to Hydra.
 """
 
@@ -25,12 +25,12 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from eval.resume import interrupted_line
-from eval.run_summary import rows_went, same_state_rows_went
-from eval.runner import RunInterrupted, RunSummary, run
+from eval.store.resume import interrupted_line
+from eval.measure.summary import rows_went, same_state_rows_went
+from eval.measure.realized import RunInterrupted, RunSummary, run
 from rheo.paths import resolve_path
-from eval.schema import register_configs
-from eval.sweep import FAILURE_MARKER
+from eval.conf.schema import register_configs
+from eval.conf.sweep import FAILURE_MARKER
 from rheo.cli import errors_as_one_line, run_main
 
 register_configs()
@@ -42,7 +42,7 @@ log = logging.getLogger("eval.run")
 @hydra.main(version_base="1.3", config_path="../configs", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Exit status: 0 when every row is stored ok; 1 when a row failed (a sweep: once all its jobs
-    ran, see eval.sweep); 130 on Ctrl-C, with what was stored and how to resume."""
+    ran, see eval.conf.sweep); 130 on Ctrl-C, with what was stored and how to resume."""
     try:
         with errors_as_one_line("eval.run", HYDRA_ERRORS):  # (raised inside the job: Hydra would print more)
             summary = run(cfg)
@@ -68,7 +68,7 @@ def main(cfg: DictConfig) -> None:
 
 def _report_failures(summary: RunSummary) -> None:
     hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode == RunMode.MULTIRUN:  # the sweep goes on; eval.sweep exits non-zero at its end
+    if hydra_cfg.mode == RunMode.MULTIRUN:  # the sweep goes on; eval.conf.sweep exits non-zero at its end
         report = {"overrides": " ".join(hydra_cfg.overrides.task), "failed": summary.failed,
                   "report": summary.failure_report(), "first_error": summary.first_error}
         marker = f"{hydra_cfg.runtime.output_dir}/{FAILURE_MARKER}"

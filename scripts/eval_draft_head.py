@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from eval.analysis import mean_ci
-from eval.markdown import markdown_table
+from eval.report.analysis import mean_ci
+from eval.report.markdown import markdown_table
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.models.eagle3 import load_eagle3_drafter
@@ -54,8 +54,8 @@ def held_out_prompts(n: int, corpus: str) -> list[tuple[str, list[int]]]:
 
 
 def suite_prompts(tok, items: int) -> list[tuple[str, list[int]]]:
-    from eval.data import load_suite
-    from eval.keys import SUITE_FILES
+    from eval.prompts.suites import load_suite
+    from eval.store.keys import SUITE_FILES
 
     root = REPO_ROOT / "data" / "benchmarks"
     out = []

@@ -2,7 +2,7 @@
 
     python scripts/export_results.py --results results/runs --out results/runs.parquet
 
-The archive holds every row (failed ones too) with the row schema of eval/storage.py;
+The archive holds every row (failed ones too) with the row schema of eval/store/storage.py;
 `make tables RESULTS=results/runs.parquet` (and figures, the notebook) read it like the
 directory. `make reproduce` writes both archives at its end (with --replace).
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from eval.storage import (OutputDirError, export_results, is_archive, iter_shards, load_results,
+from eval.store.storage import (OutputDirError, export_results, is_archive, iter_shards, load_results,
                           require_results_dir)
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
 

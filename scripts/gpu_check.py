@@ -37,7 +37,7 @@ import torch
 
 from eval.device import devcheck as dc
 from eval.device.devreport import Report, greedy_section, md_table, tau_parity
-from eval import storage
+from eval.store import storage
 from rheo.config import SpecConfig
 from rheo.timing import device_name
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
@@ -167,8 +167,8 @@ def chi_check(args, report: Report, prompts) -> None:
 
 
 def speed(args, report: Report, started: float) -> None:
-    from eval.analysis import add_variant
-    from eval.speed import phase_table, speed_table
+    from eval.report.analysis import add_variant
+    from eval.report.speed import phase_table, speed_table
 
     device = args.device
     dtype = args.speed_dtype or ("bfloat16" if torch.device(device).type == "cuda" else "float32")

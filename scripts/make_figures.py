@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval import methods_study, plots
-from eval.analysis import load
-from eval.needs import FIGURE_NEEDS, skipped
-from eval.storage import require_results_dir, rows_or_archive
-from eval.committed import Outputs, outputs_main
+from eval.report import methods_study
+
+from eval.report import plots
+from eval.report.analysis import load
+from eval.report.needs import FIGURE_NEEDS, skipped
+from eval.store.storage import require_results_dir, rows_or_archive
+from eval.store.committed import Outputs, outputs_main
 from rheo.io import child_path
 from rheo.cli import run_main
 
@@ -42,8 +44,7 @@ def make_figures(results: Path, out: Path, theory: bool = True, update_committed
             print(skipped(f"{what} figures", FIGURE_NEEDS[what], results))
         written += [_save(outputs, fig, child_path(out, f"{name}.png")) for name, fig in figs]  # names come from rows
     if theory:
-        from eval import theory as th
-
+        from eval.report import theory_checks as th
         written.append(_save(outputs, th.theory_figure(out / "theory"), out / "theory_node_acceptance.png"))
     for path in outputs.write(RESULT_FIGURES, results):
         print(f"removed stale {path}: the runs it was drawn from are not under {results}")

@@ -10,7 +10,7 @@ cycle, tau and tokens/s next to Top-K's on the same prompts), agreement.md (T=0 
 identity in fp32, agreement rate in bf16), runs.md (inventory, failures included) and theory.md (Lemma-1
 worked example, closed form vs Monte-Carlo; its Monte-Carlo numbers are cached
 in <out>/theory/). A table whose runs are absent is skipped, and the script
-says what it needs (eval/needs.py); a copy of it left in <out> by an earlier run is removed, so that every
+says what it needs (eval/report/needs.py); a copy of it left in <out> by an earlier run is removed, so that every
 table there is drawn from the given results. A results directory that does not
 exist (or is not one) is an error (exit status 2).
 A file committed to git is rewritten only with the same bytes and never removed (then
@@ -21,11 +21,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval import methods_study, speed, tables
-from eval.analysis import add_variant, load
-from eval.needs import TABLE_NEEDS, skipped
-from eval.storage import load_results, require_results_dir, rows_or_archive
-from eval.committed import Outputs, outputs_main
+from eval.report import methods_study
+
+from eval.report import speed
+
+from eval.report import tables
+from eval.report.analysis import add_variant, load
+from eval.report.needs import TABLE_NEEDS, skipped
+from eval.store.storage import load_results, require_results_dir, rows_or_archive
+from eval.store.committed import Outputs, outputs_main
 from rheo.cli import run_main
 
 #: every table drawn from the rows: name -> builder (rows -> Markdown, or None without the rows it needs)
@@ -60,8 +64,7 @@ def make_tables(results: Path, out: Path, theory: bool = True, update_committed:
         notes += "".join(f"- {p}\n" for p in corrupt)
         written["runs"] = outputs.add(out / "runs.md", (inventory + notes).encode())
     if theory:
-        from eval import theory as th
-
+        from eval.report import theory_checks as th
         written["theory"] = outputs.add(out / "theory.md", th.theory_markdown(out / "theory").encode())
     for path in outputs.write(RESULT_TABLES, results):
         print(f"removed stale {path}: the runs it was drawn from are not under {results}")

@@ -19,7 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from eval.plots import palette_png  # noqa: E402
+from eval.report.plots import palette_png  # noqa: E402
 from rheo.paths import folder
 from rheo.cli import ArgumentParser, run_main
 

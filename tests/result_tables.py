@@ -82,7 +82,7 @@ def in_words(x: float) -> str:
 
 def replications(root: Path) -> list[tuple[float, float, str, int]]:
     """(per-cycle realized - expected, its 95% half-width, label, rows) of every new-trajectory run of
-    eval.expected_replay over all the main table's Rheo keys (not the replays of committed rows)."""
+    eval.measure.expected_replay over all the main table's Rheo keys (not the replays of committed rows)."""
     out = []
     for path in sorted((root / "results/tables").glob("expected_replay*.md")):
         text = path.read_text()

@@ -11,8 +11,8 @@ import random
 from pathlib import Path
 
 from baselines import AR
-from eval import storage
-from eval.keys import config_hash, method_key
+from eval.store import storage
+from eval.store.keys import config_hash, method_key
 from rheo.config import PAPER_TREE, SpecConfig
 from rheo.methods import get_method, reads
 

@@ -59,7 +59,7 @@ def test_closed_forms():
 
 
 def test_the_theory_table_of_gaps():
-    from eval.theory import ot_gap_table
+    from eval.report.theory_checks import ot_gap_table
 
     table = ot_gap_table(nodes=6).set_index(["rule", "children", "temperature"])
     assert (table["mean_gap"] >= 0).all() and (table["max_gap"] >= table["mean_gap"]).all()

@@ -153,7 +153,7 @@ def test_every_sample_is_ranked_at_or_above_every_fill():
 def test_options_keep_old_config_hashes():
     """Options left at their defaults stay out of the config key: rows keyed before they existed
     keep their hashes; set, they enter it."""
-    from eval.keys import config_hash, method_key
+    from eval.store.keys import config_hash, method_key
 
     def h(**kw):
         spec = SpecConfig(**kw)

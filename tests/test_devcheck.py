@@ -12,16 +12,18 @@ import pytest
 
 from baselines import AR, HF_GENERATE
 from eval.device import devcheck as dc
-from eval import keys, schema, storage
-from eval.compose import compose_config
-from eval.models import make_tiny_pair
+from eval.store import keys
+from eval.conf import schema
+from eval.store import storage
+from eval.conf.compose import compose_config
+from eval.measure.pairs import make_tiny_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = dict(k=4, depth=2, tree_size=6, sparse_top=128)
 
 
 def test_the_gpu_check_keys_its_rows_as_the_runner_does():
-    """Both key and hash with eval.keys; the GPU check's SpecConfigs are the runner's configs."""
+    """Both key and hash with eval.store.keys; the GPU check's SpecConfigs are the runner's configs."""
     overrides = ["model=tiny_random", "dtype=float32", "temperature=0.5", "seed=0", "max_new_tokens=9",
                  "method.k=4", "method.depth=2", "method.tree_size=6"]
     cases = [(spec, [f"method={spec.method}"] + (["method.m=1"] if spec.method == "rheo" else []))
@@ -74,7 +76,7 @@ def test_gpu_check_imports_no_hydra_omegaconf_or_datasets():
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "sys.path[:0] = ['scripts']\n"
-        "import gpu_check, eval.speed, eval.analysis, eval.device.devcheck\n"
+        "import gpu_check, eval.report.speed, eval.report.analysis, eval.device.devcheck\n"
         "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -8,9 +8,9 @@ import re
 import shlex
 from pathlib import Path
 
-import eval.runner as runner
-from eval.compose import compose_config
-from eval.storage import load_results
+import eval.measure.realized as runner
+from eval.conf.compose import compose_config
+from eval.store.storage import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 REPRODUCE_FOLDERS = ("results/runs", "results/speed", "results/same_state")

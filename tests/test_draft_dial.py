@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-import eval.runner as runner
-import eval.same_state_archive as same_state_archive
-from eval.compose import compose_config
+import eval.measure.realized as runner
+import eval.store.state_archive as same_state_archive
+from eval.conf.compose import compose_config
 
 TREE = "k:4,depth:3,tree_size:8,sparse_top:null"
 TINY = ["model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=10", "num_threads=1", "progress=false",

@@ -1,10 +1,10 @@
-"""eval.expected_mc on the tiny pair: every checked state's Monte-Carlo mean lies within 5 standard
+"""eval.measure.expected_mc on the tiny pair: every checked state's Monte-Carlo mean lies within 5 standard
 errors of the exact expectation (a correct expectation fails about one state in 1.7 million)."""
 
 import pytest
 
-from eval.expected_mc import check_states, main, markdown
-from eval.models import load_pair
+from eval.measure.expected_mc import check_states, main, markdown
+from eval.measure.pairs import load_pair
 from rheo.config import SpecConfig
 
 

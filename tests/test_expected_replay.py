@@ -1,14 +1,14 @@
-"""eval.expected_replay on the tiny pair: the replay reproduces the committed rows token for token,
+"""eval.measure.expected_replay on the tiny pair: the replay reproduces the committed rows token for token,
 the copied stream's verification is the decoder's own, and the recorded expectation is recomputed."""
 
 import json
 
 import pytest
 
-import eval.runner as runner
-from eval.compose import compose_config
-from eval.expected_replay import main
-from eval.storage import load_results
+import eval.measure.realized as runner
+from eval.conf.compose import compose_config
+from eval.measure.expected_replay import main
+from eval.store.storage import load_results
 
 TINY = ["model=tiny_random", "max_new_tokens=12", "method.k=4", "method.depth=2", "method.tree_size=6",
         "num_threads=1", "progress=false", "warmup=false", "record_expected=true", "temperature=1.0"]
@@ -48,7 +48,7 @@ def test_an_unknown_variant_is_one_line(rows, capsys):
 
 
 def test_a_rerun_continues_from_its_lines(rows, tmp_path, monkeypatch):
-    import eval.expected_replay as er
+    import eval.measure.expected_replay as er
 
     lines, out = tmp_path / "r.jsonl", tmp_path / "r.md"
     args = [str(rows), "--rows", "0", "--mc", "0", "--jsonl", str(lines), "--out", str(out)]
@@ -58,7 +58,7 @@ def test_a_rerun_continues_from_its_lines(rows, tmp_path, monkeypatch):
         f.write('{"dataset": "mt_bench", "item_id"')  # a line cut by a kill
     monkeypatch.setattr(er, "replay_row", lambda *a, **k: pytest.fail("a finished row was generated again"))
     assert main(args) == 0
-    assert out.read_text() == first and first.startswith("Command: `python -m eval.expected_replay ")
+    assert out.read_text() == first and first.startswith("Command: `python -m eval.measure.expected_replay ")
 
 
 def test_another_dtype_is_a_replication_not_a_replay(rows, tmp_path, capsys):

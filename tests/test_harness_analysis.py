@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from baselines import AR, HF_GENERATE
-from eval import analysis, storage
+from eval.report import analysis
+from eval.store import storage
 from synthetic_results import write_synthetic_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,8 +96,7 @@ def _outside(fig) -> bool:
 
 
 def test_figures_draw_only_panels_with_data_legends_outside_registry_names(tmp_path):
-    from eval import plots
-
+    from eval.report import plots
     runs = tmp_path / "runs"  # Top-K, m=0, m=1 at three temperatures; m=2, m=3 at T=1 only; no AR rows
     write_synthetic_results(runs, suites=("gsm8k",), n_items=3, seeds=(0,), temperatures=(0.0, 0.5, 1.0), ms=(0, 1))
     write_synthetic_results(runs, suites=("gsm8k",), n_items=3, seeds=(0,), temperatures=(1.0,), ms=(2, 3))
@@ -150,8 +150,7 @@ def test_corrupt_shard_is_reported_in_the_inventory(tmp_path):
 
 
 def test_theory_table_and_figure(tmp_path):
-    from eval import theory
-
+    from eval.report import theory_checks as theory
     text = theory.theory_markdown(tmp_path / "theory", n_cycles=300)
     assert "Lemma 1" in text and "ad-hoc" in text
     lemma = theory.lemma1_monte_carlo(n_cycles=300)
@@ -200,8 +199,7 @@ def test_stale_tables_and_figures_of_an_earlier_run_are_removed(synthetic, tmp_p
 
 
 def test_theory_cache_stays_inside_the_output_folder(synthetic, tmp_path, monkeypatch):
-    from eval import theory
-
+    from eval.report import theory_checks as theory
     seen = []
     monkeypatch.setattr(theory, "theory_markdown", lambda folder: seen.append(folder) or "## Theory\n")
     monkeypatch.setattr(theory, "theory_figure", lambda folder: seen.append(folder) or plt_figure())
@@ -211,13 +209,13 @@ def test_theory_cache_stays_inside_the_output_folder(synthetic, tmp_path, monkey
 
 
 def plt_figure():
-    from eval.plots import plt
+    from eval.report.plots import plt
 
     return plt.figure()
 
 
 def test_agreement_table_counts_tokens_before_the_first_divergence():
-    from eval.speed import agreement_table, first_divergence
+    from eval.report.speed import agreement_table, first_divergence
 
     assert first_divergence([1, 2, 3], [1, 2, 3]) is None
     assert first_divergence([1, 2, 3], [1, 9, 3]) == 1

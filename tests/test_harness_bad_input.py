@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import eval.runner as runner
+import eval.measure.realized as runner
 from baselines import AR
-from eval import storage
-from eval.compose import compose_config
-from eval.data import BenchmarkDataError, load_suite
-from eval.storage import OutputDirError, load_results
+from eval.store import storage
+from eval.conf.compose import compose_config
+from eval.prompts.suites import BenchmarkDataError, load_suite
+from eval.store.storage import OutputDirError, load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "benchmarks"
@@ -35,7 +35,7 @@ def _cfg(tmp_path, *extra):
 
 @pytest.fixture
 def no_model(monkeypatch):
-    monkeypatch.setattr("eval.loop.load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("eval.measure.loop.load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
 
 
 # ------------------------------------------------------------------ 2. keys outside the schema
@@ -102,7 +102,7 @@ def test_failures_are_counted_per_method(tmp_path, monkeypatch):
 
 
 _PATCHED_CLI = """
-import sys, eval.runner as r
+import sys, eval.measure.realized as r
 real = r._generate
 def fail(pair, job, *a, **k):
     if job.method == "rheo":

@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from eval import storage
-from eval.storage import load_results
+from eval.store import storage
+from eval.store.storage import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["model=tiny_random", "max_new_tokens=5", "method.k=4", "method.depth=2", "method.tree_size=6",

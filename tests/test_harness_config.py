@@ -9,10 +9,10 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-import eval.runner as runner
+import eval.measure.realized as runner
 from baselines import AR
-from eval.compose import compose_config
-from eval.storage import FINGERPRINT, MANIFEST, OutputDirError
+from eval.conf.compose import compose_config
+from eval.store.storage import FINGERPRINT, MANIFEST, OutputDirError
 
 TINY = ["model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=4", "method.k=4", "method.depth=2",
         "method.tree_size=6", "num_threads=1", "progress=false", "warmup=false"]
@@ -23,7 +23,7 @@ def no_model(monkeypatch):
     """Any attempt to load a model fails the test."""
     def forbidden(*args, **kwargs):
         raise AssertionError("a model was loaded although the run should have stopped before")
-    monkeypatch.setattr("eval.loop.load_pair", forbidden)
+    monkeypatch.setattr("eval.measure.loop.load_pair", forbidden)
 
 
 @pytest.mark.parametrize("group,choices", [
@@ -143,7 +143,7 @@ def test_method_key_drops_unused_parameters():
 
 
 def test_output_dir_being_initialised_by_a_parallel_job_is_accepted(tmp_path):
-    from eval.storage import TMP_PREFIX, prepare_output_dir
+    from eval.store.storage import TMP_PREFIX, prepare_output_dir
 
     out = tmp_path / "out"
     out.mkdir()

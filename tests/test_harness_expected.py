@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import eval.runner as runner
+import eval.measure.realized as runner
 from baselines import AR
-from eval.compose import compose_config
-from eval.storage import load_results
+from eval.conf.compose import compose_config
+from eval.store.storage import load_results
 
 TINY = ["model=tiny_random", "max_new_tokens=6", "method.k=4", "method.depth=2", "method.tree_size=6",
         "num_threads=1", "progress=false", "warmup=false", "dataset=mt_bench", "limit=1"]
@@ -53,6 +53,6 @@ def test_rows_without_expected_are_recomputed_once(tmp_path, monkeypatch):
 
     def forbidden(*args, **kwargs):
         raise AssertionError("model loaded although every row was already stored")
-    monkeypatch.setattr("eval.loop.load_pair", forbidden)
+    monkeypatch.setattr("eval.measure.loop.load_pair", forbidden)
     assert _run(out, "record_expected=true").computed == 0
     assert _run(out).computed == 0  # rows with expectations serve a run without them

@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import eval.runner as runner
+import eval.measure.realized as runner
 from baselines import AR
-from eval import storage
-from eval.analysis import with_speedup
-from eval.compose import compose_config
-from eval.keys import config_hash
-from eval.schema import method_key
+from eval.store import storage
+from eval.report.analysis import with_speedup
+from eval.conf.compose import compose_config
+from eval.store.keys import config_hash
+from eval.conf.schema import method_key
 from rheo.config import SpecConfig
 from rheo.methods.static import MAX_STATIC_NODES
 
@@ -31,7 +31,7 @@ def _cfg(tmp_path, *extra):
 
 @pytest.fixture
 def no_model(monkeypatch):
-    monkeypatch.setattr("eval.loop.load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("eval.measure.loop.load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
 
 
 def test_a_huge_static_tree_is_refused_before_anything_loads(tmp_path, no_model):
@@ -68,13 +68,13 @@ def test_one_thread_by_default_and_the_thread_count_stays_out_of_committed_hashe
 
 
 def test_rows_record_their_threads_and_the_speed_tables_say_so(tmp_path):
-    from eval.speed import phase_table, speed_table
+    from eval.report.speed import phase_table, speed_table
 
     runner.run(_cfg(tmp_path, "method.k=4", "method.depth=2", "method.tree_size=6", "paired_baseline=true",
                     "temperature=0"))
     df = storage.load_results(tmp_path / "out")
     assert (df["num_threads"] == 1).all()
-    from eval.analysis import add_variant
+    from eval.report.analysis import add_variant
 
     assert "threads: 1" in speed_table(add_variant(df)) and "threads: 1" in phase_table(add_variant(df))
     # rows written before the column existed read it back as None

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-import eval.runner as runner
-from eval import keys, same_state_archive, schema, storage
-from eval.compose import compose_config
-from eval.keys import config_hash
+import eval.measure.realized as runner
+from eval.store import keys, state_archive as same_state_archive
+from eval.conf import schema
+from eval.store import storage
+from eval.conf.compose import compose_config
+from eval.store.keys import config_hash
 from local_pair import write_local_head, write_target
 from rheo.models.pair_check import ModelMismatchError
 
@@ -71,7 +73,7 @@ def test_eval_same_state_runs_the_same_pair(pair_dirs, tmp_path):
     rows = same_state_archive.load_rows(out)
     assert len(rows) > 0 and set(rows["model"]) == {"my-llama"} and set(rows["method"]) == {"topk", "rheo"}
     assert f"rows: {out}/my-llama (a folder per driver hash, in it one per compared method)" in done.stdout
-    assert f"tables: python -m eval.same_state_tables {out}" in done.stdout
+    assert f"tables: python -m eval.states.tables {out}" in done.stdout
 
 
 def _refusals(pair_dirs, tmp_path) -> list[tuple[list[str], type, str]]:
@@ -90,7 +92,7 @@ def _refusals(pair_dirs, tmp_path) -> list[tuple[list[str], type, str]]:
 @pytest.mark.parametrize("harness", ["run", "same_state"])
 def test_a_pair_that_cannot_load_leaves_nothing_behind(pair_dirs, tmp_path, monkeypatch, case, harness):
     overrides, error, needle = _refusals(pair_dirs, tmp_path)[case]
-    monkeypatch.setattr("eval.loop.load_pair", lambda *a, **k: pytest.fail("loaded a pair that cannot load"))
+    monkeypatch.setattr("eval.measure.loop.load_pair", lambda *a, **k: pytest.fail("loaded a pair that cannot load"))
     out = tmp_path / "out"
     measure = "realized" if harness == "run" else "same_state"
     cfg = compose_config([f"measure={measure}"] + overrides + RUN + [f"output_dir={out}"])

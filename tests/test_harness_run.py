@@ -8,13 +8,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import eval.runner as runner
+import eval.measure.realized as runner
 from baselines import AR
-from eval import storage
-from eval.analysis import PAIR_KEY, add_variant, with_speedup
-from eval.compose import compose_config
-from eval.models import load_pair
-from eval.storage import load_results
+from eval.store import storage
+from eval.report.analysis import PAIR_KEY, add_variant, with_speedup
+from eval.conf.compose import compose_config
+from eval.measure.pairs import load_pair
+from eval.store.storage import load_results
 
 TINY = ["model=tiny_random", "max_new_tokens=5", "method.k=4", "method.depth=2", "method.tree_size=6",
         "num_threads=1", "progress=false", "warmup=false"]
@@ -28,7 +28,7 @@ def _cfg(tmp_path, *extra):
 def _forbid_model_load(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("model loaded although every row was already stored")
-    monkeypatch.setattr("eval.loop.load_pair", forbidden)
+    monkeypatch.setattr("eval.measure.loop.load_pair", forbidden)
 
 
 def test_rows_baseline_and_resume(tmp_path, monkeypatch):
@@ -73,7 +73,7 @@ def test_mt_bench_second_turn_sees_its_own_first_answer(tmp_path, monkeypatch):
     df = load_results(tmp_path / "out")
     first = df[df["turn"] == 0].iloc[0]
     answer = load_pair("tiny_random").tokenizer.decode(first["output_tokens"])
-    # (the loop, eval.loop, builds the first turn's prompt once more before any generation, to check its length)
+    # (the loop, eval.measure.loop, builds the first turn's prompt once more before any generation, to check its length)
     assert seen == [(0, []), (1, [answer])]
 
 

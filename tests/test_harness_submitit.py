@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import eval.runner as runner
-from eval.compose import compose_config
-from eval.storage import load_results
+import eval.measure.realized as runner
+from eval.conf.compose import compose_config
+from eval.store.storage import load_results
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
 

@@ -1,4 +1,4 @@
-"""Gain vs draft quality (eval.head_quality): heads matched by fingerprint, the paired difference
+"""Gain vs draft quality (eval.states.head_quality): heads matched by fingerprint, the paired difference
 per (head, temperature), one-line refusals."""
 
 import json
@@ -7,7 +7,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from eval.head_quality import gain_table, main, read_top1
+from eval.states.head_quality import gain_table, main, read_top1
 from test_same_state_tables import KEY_SHIFT, _archive, synthetic
 
 

@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-import eval.runner as runner
-from eval import storage
-from eval.compose import compose_config
+import eval.measure.realized as runner
+from eval.store import storage
+from eval.conf.compose import compose_config
 from rheo.files import NotRegularFileError, read_bounded
 from rheo.io import remove_stale_tmp
 

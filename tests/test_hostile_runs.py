@@ -11,16 +11,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import eval.runner as runner
-import eval.same_state as same_state
-import eval.same_state_archive as same_state_archive
-from eval import storage
-from eval.compose import compose_config
+import eval.measure.realized as runner
+import eval.measure.same_states as same_state
+import eval.store.state_archive as same_state_archive
+from eval.store import storage
+from eval.conf.compose import compose_config
 from eval.run import main as run_main
-from eval.prompt_sources import load_prompts
+from eval.prompts.sources import load_prompts
 from rheo.paths import resolve_path
-from eval.same_state_restore import restore_rows
-from eval.suite_names import suite_folder, suite_of_folder
+from eval.store.state_restore import restore_rows
+from eval.store.suite_names import suite_folder, suite_of_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = "k:4,depth:3,tree_size:8,sparse_top:32"

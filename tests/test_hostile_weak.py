@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from eval.data import BenchmarkDataError, read_records
+from eval.prompts.suites import BenchmarkDataError, read_records
 from rheo.decode import SpecConfig, check_prompt, speculative_generate
 from rheo.models.config_checks import HeadConfigError
 from rheo.models.eagle3_checkpoint import Eagle3LoadError, load_head
@@ -150,9 +150,9 @@ def test_an_id_beyond_64_bits_is_shown_as_an_integer_with_its_fix(tmp_path):
 def test_the_run_checks_a_context_length_of_zero_and_never_suggests_a_negative_length():
     from types import SimpleNamespace
 
-    from eval.compose import compose_config
-    from eval.schema import validate
-    from eval.validate import check_against_pair
+    from eval.conf.compose import compose_config
+    from eval.conf.schema import validate
+    from eval.conf.validate import check_against_pair
 
     cfg = compose_config(["model=tiny_random", "max_new_tokens=4"])
     spec = validate(cfg)

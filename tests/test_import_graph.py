@@ -110,7 +110,7 @@ def _describe(group: list[str], graph: dict[str, set[str]]) -> str:
 
 def test_the_project_has_no_import_cycle():
     graph = import_graph()
-    assert {"rheo.config", "eval.runner", "baselines", "scripts.make_tables"} <= set(graph)
+    assert {"rheo.config", "eval.measure.realized", "baselines", "scripts.make_tables"} <= set(graph)
     found = cycles(graph)
     assert found == [], "import cycles:\n" + "\n".join(_describe(g, graph) for g in found)
 
@@ -132,3 +132,37 @@ def test_imports_in_functions_and_type_checking_blocks_count(tmp_path):
 def test_a_package_init_is_on_the_way_of_its_modules():
     assert cycles({"p": {"p.x"}, "p.x": set(), "q": {"p"}}) == []
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"c"}}) == [["a", "b"], ["c"]]
+
+
+# The harness's packages from the top down: each imports only those after it (docs/architecture.md).
+EVAL_LAYERS = ("run", "device", "measure", "states", "conf", "report", "prompts", "store")
+
+
+def layer_breaches(graph: dict[str, set[str]], layers: tuple[str, ...] = EVAL_LAYERS) -> list[str]:
+    """Imports of the harness that run from a package to one listed before it (or to an unlisted one)."""
+    def layer(module: str):
+        parts = module.split(".")
+        return parts[1] if parts[0] == "eval" and len(parts) > 1 else None
+
+    breaches = []
+    for a, targets in sorted(graph.items()):
+        for b in sorted(targets):
+            la, lb = layer(a), layer(b)
+            if la is None or lb is None or la == lb:
+                continue
+            if la not in layers or lb not in layers or layers.index(la) > layers.index(lb):
+                breaches.append(f"{a} -> {b}")
+    return breaches
+
+
+def test_the_harness_packages_import_downwards_only():
+    graph = import_graph()
+    packages = {m.split(".")[1] for m in graph if m.startswith("eval.") and m.count(".") >= 1}
+    assert packages <= set(EVAL_LAYERS), f"place the new package in EVAL_LAYERS: {packages - set(EVAL_LAYERS)}"
+    assert layer_breaches(graph) == []
+
+
+def test_an_upward_import_of_the_harness_is_caught():
+    graph = {"eval.store.keys": {"eval.report.markdown"}, "eval.report.markdown": set(),
+             "eval.measure.loop": {"eval.store.keys"}, "eval.extra.x": {"eval.store.keys"}}
+    assert layer_breaches(graph) == ["eval.extra.x -> eval.store.keys", "eval.store.keys -> eval.report.markdown"]

@@ -12,7 +12,11 @@ import pytest
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
-from eval import keys, schema, storage
+from eval.store import keys
+
+from eval.conf import schema
+
+from eval.store import storage
 from rheo.config import SpecConfig
 from rheo.methods import get_method, register, unregister
 

@@ -22,9 +22,9 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
-from eval.keys import config_hash
-from eval.runner import _jobs
-from eval.schema import compared_configs, method_key, register_configs, spec_config
+from eval.store.keys import config_hash
+from eval.measure.realized import _jobs
+from eval.conf.schema import compared_configs, method_key, register_configs, spec_config
 
 ROOT = Path(__file__).resolve().parents[1]
 MID_HEAD = ".cache/heads/eagle3_smollm2_135m_mid"  # not committed (configs/recipe/head_mid.yaml)

@@ -1,6 +1,6 @@
 """Method-specific behaviour lives behind the registry: no code outside rheo/methods/ tells methods
 apart by comparing a method's name with a literal (it asks the registry what the method reads:
-rheo.methods.reads); the one named baseline is eval.same_state_labels.BASELINE_METHOD."""
+rheo.methods.reads); the one named baseline is eval.states.labels.BASELINE_METHOD."""
 
 from __future__ import annotations
 

@@ -14,13 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-import eval.runner as runner
+import eval.measure.realized as runner
 from baselines import AR
-from eval import storage
-from eval.analysis import add_variant, display_name
-from eval.compose import compose_config
-from eval.keys import config_hash
-from eval.schema import method_key, validate
+from eval.store import storage
+from eval.report.analysis import add_variant, display_name
+from eval.conf.compose import compose_config
+from eval.store.keys import config_hash
+from eval.conf.schema import method_key, validate
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.exact import decoder_distribution, target_distribution, total_variation
@@ -211,7 +211,7 @@ def test_shards_written_before_the_static_columns_still_load(tmp_path, monkeypat
 
     def forbidden(*args, **kwargs):
         raise AssertionError("an old shard was recomputed")
-    monkeypatch.setattr("eval.loop.load_pair", forbidden)
+    monkeypatch.setattr("eval.measure.loop.load_pair", forbidden)
     assert runner.run(cfg).skipped == 2
 
 
@@ -228,8 +228,7 @@ def test_methods_experiment_is_the_paper_budget():
 
 
 def test_method_acceptance_table_matches_monte_carlo(tmp_path):
-    from eval import theory
-
+    from eval.report import theory_checks as theory
     assert "Single-node acceptance of every verification rule" in theory.theory_markdown(tmp_path, n_cycles=300)
     frame = pd.read_parquet(tmp_path / "method_acceptance_n300.parquet")
     assert set(frame["method"]) == {"topk", "rheo", "static", "chain"} and len(frame) == 10
@@ -240,8 +239,8 @@ def test_method_acceptance_table_matches_monte_carlo(tmp_path):
 
 def test_baselines_are_reference_methods_run_through_one_generate():
     from baselines import AR, HF_GENERATE, autoregressive_generate
-    from eval.generation import generate, phase_timer
-    from eval.models import make_tiny_pair
+    from eval.measure.generation import generate, phase_timer
+    from eval.measure.pairs import make_tiny_pair
 
     assert method_names("reference") == sorted([AR.name, HF_GENERATE.name]) and AR.name not in method_names()
     pair = make_tiny_pair()

@@ -1,4 +1,4 @@
-"""eval.option_study: the envelope verdicts and the dial table computed from rows whose answers
+"""eval.states.options: the envelope verdicts and the dial table computed from rows whose answers
 are known (synthetic same-state rows: per-key values chosen, so every difference is exact)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval.option_study import PAPER_POINTS, dial_frame, dial_markdown, pooled_serving, serving_frame, serving_markdown
+from eval.states.options import PAPER_POINTS, dial_frame, dial_markdown, pooled_serving, serving_frame, serving_markdown
 
 VARIANTS = {"topk": ("topk", 0), "rheo m=0": ("rheo", 0), "rheo m=1": ("rheo", 1),
             "rheo m=1 proxy=tempered": ("rheo", 1), "rheo m=2 proxy=tempered": ("rheo", 2)}
@@ -89,8 +89,8 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("study,archive,table", [("serving", "same_state_serving.parquet", "serving_temps.md"),
                                                  ("dial", "same_state_dial.parquet", "draft_dial.md")])
 def test_committed_tables_and_verdicts_are_recomputed_from_the_committed_rows(study, archive, table):
-    from eval.option_study import dial_markdown, serving_markdown
-    from eval.same_state_archive import load_rows
+    from eval.states.options import dial_markdown, serving_markdown
+    from eval.store.state_archive import load_rows
 
     rows = load_rows(ROOT / "results" / archive)
     assert len(rows) > 0
@@ -111,8 +111,8 @@ def test_the_readme_shows_the_option_studies_as_committed():
 def test_rheo_auto_is_the_studied_tempered_rule_and_rheo_stays_the_papers():
     """method=rheo_auto composes to the option the serving study labels "Rheo m=1 proxy=tempered"
     (same decoding configuration, so the same config hash at a given T); method=rheo is unchanged."""
-    from eval.compose import compose_config
-    from eval.schema import spec_config
+    from eval.conf.compose import compose_config
+    from eval.conf.schema import spec_config
     from rheo.config import SpecConfig
 
     for t in (0.0, 0.7, 1.0):

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import eval.runner as runner
-from eval import storage
-from eval.committed import CommittedOutputsError
-from eval.compose import compose_config
+import eval.measure.realized as runner
+from eval.store import storage
+from eval.store.committed import CommittedOutputsError
+from eval.conf.compose import compose_config
 from rheo.io import child_path, safe_file_name
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from eval.compose import compose_config
-from eval.data import BenchmarkDataError, Item, builtin_datasets, load_suite, read_records
-from eval.prompt_sources import load_prompts
+from eval.conf.compose import compose_config
+from eval.prompts.suites import BenchmarkDataError, Item, builtin_datasets, load_suite, read_records
+from eval.prompts.sources import load_prompts
 from rheo.paths import resolve_path
-from eval.keys import SUITE_FILES, config_hash, generation_seed
-from eval.schema import method_key, validate
-from eval.storage import load_results
+from eval.store.keys import SUITE_FILES, config_hash, generation_seed
+from eval.conf.schema import method_key, validate
+from eval.store.storage import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "benchmarks"

@@ -170,8 +170,7 @@ def gain_vs_head(root: Path) -> list[str]:
 
 def sampled_temperature_zero(root: Path) -> list[str]:
     """Separate trajectories at T = 0 (results/sampled_studies.parquet): m=1 - Top-K per key."""
-    from eval import analysis
-
+    from eval.report import analysis
     df = analysis.load(root / "results/sampled_studies.parquet")
     rows = analysis.restrict_to_common(df[df["temperature"] == 0], ["topk", "rheo m=0", "rheo m=1"])
     tokens = {v: rows[rows["variant"] == v].set_index(analysis.PAIR_KEY)["output_tokens"] for v in ("topk", "rheo m=0")}

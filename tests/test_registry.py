@@ -232,8 +232,7 @@ def test_model_names_are_defined_once():
     """The registry is the one list: the harness schema and the model config group follow it."""
     from pathlib import Path
 
-    from eval import schema
-
+    from eval.conf import schema
     assert schema.PAPER_MODELS == tuple(MODELS)
     group = Path(__file__).resolve().parents[1] / "configs" / "model"
     assert {p.stem for p in group.glob("*.yaml")} == set(MODELS) | set(schema.TEST_MODELS) | {schema.LOCAL_MODEL}

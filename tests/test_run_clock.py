@@ -1,4 +1,4 @@
-"""eval.run_clock: a make target's own wall-time record."""
+"""eval.measure.wall_clock: a make target's own wall-time record."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from eval import run_clock
-
+from eval.measure import wall_clock as run_clock
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -27,18 +26,18 @@ def test_start_then_finish_records_the_wall_time(tmp_path):
 
 
 def test_finish_without_a_start_is_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "eval.run_clock", "finish", str(tmp_path / "none.json"),
+    done = subprocess.run([sys.executable, "-m", "eval.measure.wall_clock", "finish", str(tmp_path / "none.json"),
                            str(tmp_path / "t.json")], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "Traceback" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and "eval.run_clock start" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "eval.measure.wall_clock start" in done.stderr
     assert not (tmp_path / "t.json").exists()
 
 
 def test_make_reproduce_brackets_itself_with_the_clock():
     plan = subprocess.run(["make", "-s", "-n", "reproduce", "VENV_STAMP="], cwd=ROOT, capture_output=True,
                           text=True, timeout=60).stdout.splitlines()
-    clock = [i for i, line in enumerate(plan) if "eval.run_clock" in line]
-    work = [i for i, line in enumerate(plan) if "-m eval." in line and "eval.run_clock" not in line]
+    clock = [i for i, line in enumerate(plan) if "eval.measure.wall_clock" in line]
+    work = [i for i, line in enumerate(plan) if "-m eval." in line and "eval.measure.wall_clock" not in line]
     assert len(clock) == 2 and "start" in plan[clock[0]] and work and clock[0] < min(work)
     assert "finish" in plan[clock[1]] and "results/reproduce_time.json" in plan[clock[1]]
     assert clock[1] == max(i for i, line in enumerate(plan) if line.strip())  # the last command

@@ -74,7 +74,7 @@ def test_probe_counts_rheo_samples_and_top_k_has_none():
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_driver_tokens_unchanged_on_the_tiny_llama(temperature):
-    from eval.models import make_tiny_pair
+    from eval.measure.pairs import make_tiny_pair
 
     pair = make_tiny_pair()
     prompt = pair.format_chat([{"role": "user", "content": "same state"}])
@@ -93,7 +93,7 @@ def test_driver_tokens_unchanged_on_the_tiny_llama(temperature):
 
 
 def test_hf_discard_restores_the_cache():
-    from eval.models import make_tiny_pair
+    from eval.measure.pairs import make_tiny_pair
     from rheo.models.base import DraftTree
     from rheo.tree import ancestor_mask
 

@@ -1,4 +1,4 @@
-"""eval.same_state: rows of the tiny random Llama, the driver's tokens equal to its eval.run row,
+"""eval.measure.same_states: rows of the tiny random Llama, the driver's tokens equal to its eval.run row,
 resuming per compared method, bad compare entries named, and the over-keys paired table."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import eval.runner as runner
-import eval.same_state_archive as same_state_archive
-import eval.same_state_restore as same_state_restore
-from eval import storage
-from eval.compose import compose_config
-import eval.same_state_tables as same_state_tables
+import eval.measure.realized as runner
+import eval.store.state_archive as same_state_archive
+import eval.store.state_restore as same_state_restore
+from eval.store import storage
+from eval.conf.compose import compose_config
+import eval.states.tables as same_state_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = "k:4,depth:3,tree_size:8,sparse_top:32"
@@ -125,7 +125,7 @@ def test_rows_name_their_precision_and_older_shards_take_it_from_their_config(tm
     ("compare=[{name:static}]", r"compare\[0\]: branching is required"),
 ])
 def test_bad_compare_entries_are_named(tmp_path, monkeypatch, extra, needle):
-    monkeypatch.setattr("eval.loop.load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("eval.measure.loop.load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(ValueError, match=needle):
         runner.run(_cfg(tmp_path, extra))
 
@@ -135,6 +135,6 @@ def test_cli_bad_input_is_one_line(tmp_path):
                            "compare=[{name:rheo,m:12}]"], cwd=ROOT, capture_output=True, text=True)
     said = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "compare[0]: m must be in" in said and "Traceback" not in said
-    proc = subprocess.run([sys.executable, "-m", "eval.same_state_tables", str(tmp_path / "none")], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "eval.states.tables", str(tmp_path / "none")], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "not a same-state results directory" in proc.stderr

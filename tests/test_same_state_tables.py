@@ -14,13 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import eval.same_state_mech_plots as mech_plots
-import eval.same_state_plots as plots
-from eval.same_state_archive import ROW_SCHEMA
-from eval.same_state_labels import baseline_label, ordered_labels, with_labels
-from eval.same_state_stats import keys_for, m_ablation, mechanism_table, paired_differences, probe_share
-from eval.same_state_outputs import joined_rows
-from eval.same_state_tables import main, report_markdown
+import eval.states.mech_plots as mech_plots
+import eval.states.plots as plots
+from eval.store.state_archive import ROW_SCHEMA
+from eval.states.labels import baseline_label, ordered_labels, with_labels
+from eval.states.stats import keys_for, m_ablation, mechanism_table, paired_differences, probe_share
+from eval.states.outputs import joined_rows
+from eval.states.tables import main, report_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 T95 = {1: 12.706, 3: 3.182}  # two-sided 95% Student-t quantiles, df = 1, 3
@@ -184,7 +184,7 @@ def test_also_joins_rows_once(tmp_path):
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eval.same_state_tables", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "eval.states.tables", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True)
 
 

@@ -1,4 +1,4 @@
-"""eval.speed.paired_cost_table: per-phase cost and tau / speed ratios of a method next to Top-K,
+"""eval.report.speed.paired_cost_table: per-phase cost and tau / speed ratios of a method next to Top-K,
 paired over prompts, on hand-made rows whose answers are known."""
 
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval.speed import paired_cost_table
+from eval.report.speed import paired_cost_table
 from rheo.timing import PHASES
 
 BASE_PHASES = {"draft": 30.0, "build": 8.0, "score": 130.0, "verify": 2.0, "commit": 6.0, "other": 20.0}

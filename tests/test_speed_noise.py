@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.analysis import load
-from eval.speed import speed_table
+from eval.report.analysis import load
+from eval.report.speed import speed_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_TREE = "K=10 d=8 R=60 top-128"

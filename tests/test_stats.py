@@ -1,10 +1,10 @@
-"""Paired tests (eval/stats.py) against hand-computed values."""
+"""Paired tests (eval/report/stats.py) against hand-computed values."""
 
 import math
 
 import pytest
 
-from eval.stats import permutation_test, sign_test
+from eval.report.stats import permutation_test, sign_test
 
 
 def test_sign_test_exact_values():

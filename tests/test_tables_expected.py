@@ -1,9 +1,9 @@
-"""The expected-vs-realized table's per-row differences (eval.tables)."""
+"""The expected-vs-realized table's per-row differences (eval.report.tables)."""
 
 import pytest
 
-from eval.analysis import load
-from eval.tables import expected_check_table, realized_minus_expected, uncut_difference
+from eval.report.analysis import load
+from eval.report.tables import expected_check_table, realized_minus_expected, uncut_difference
 
 ROW = {"accept_lengths": [3, 2, 1], "expected_accept_lengths": [2.5, 2.0, 2.25], "last_cycle_verified": 3,
        "max_new_tokens": 6, "new_tokens": 6, "depth": 2}

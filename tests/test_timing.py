@@ -9,14 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-import eval.runner as runner
+import eval.measure.realized as runner
 from baselines import AR, HF_GENERATE
 from baselines.autoregressive import autoregressive_generate
 from baselines.hf_generate import hf_generate
-from eval import storage
-from eval.compose import compose_config
-from eval.models import make_tiny_pair
-from eval.storage import load_results
+from eval.store import storage
+from eval.conf.compose import compose_config
+from eval.measure.pairs import make_tiny_pair
+from eval.store.storage import load_results
 from rheo.decode import SpecConfig, speculative_generate
 from rheo.timing import NULL_TIMER, PHASES, PhaseTimer, phase_columns
 from toys import toy_pair

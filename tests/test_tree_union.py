@@ -55,7 +55,7 @@ def test_union_of_one_tree_is_the_tree_and_roots_must_agree():
 
 
 def test_tiny_llama_union_rows_match_separate_calls():
-    from eval.models import make_tiny_pair
+    from eval.measure.pairs import make_tiny_pair
 
     pair = make_tiny_pair()
     sess = pair.target.new_session()

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from baselines import AR
 from eval.device import tuning
-from eval.models import make_tiny_pair
+from eval.measure.pairs import make_tiny_pair
 from rheo.config import SpecConfig
 from toys import root_to_leaf_paths
 

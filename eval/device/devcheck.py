@@ -3,9 +3,9 @@
 Hydra-, omegaconf- and ``datasets``-free on purpose (a GPU machine without a package
 registry runs it with torch, transformers, pandas and pyarrow, plus the ``gguf`` and
 ``accelerate`` wheels the SmolLM2 GGUF needs): prompts are read from the JSONL files
-directly, and rows are written with :mod:`eval.storage` in the harness layout, keyed
-and hashed by :mod:`eval.keys` as the runner's are. Every generation goes through
-:func:`eval.generation.generate`; methods are given as :class:`rheo.config.SpecConfig`.
+directly, and rows are written with :mod:`eval.store.storage` in the harness layout, keyed
+and hashed by :mod:`eval.store.keys` as the runner's are. Every generation goes through
+:func:`eval.measure.generation.generate`; methods are given as :class:`rheo.config.SpecConfig`.
 
 Terms: *identity* - greedy output token-for-token equal to ``generate(do_sample=False)``;
 *agreement* - tokens before the first divergence; *margin* - the target's top-1 minus
@@ -25,9 +25,10 @@ from typing import Optional, Sequence
 import torch
 
 from baselines import AR, HF_GENERATE
-from eval import storage
-from eval.generation import generate, phase_timer
-from eval.keys import SUITE_FILES, config_hash, generation_seed, method_key
+from eval.report.speed import first_divergence
+from eval.store import storage
+from eval.measure.generation import generate, phase_timer
+from eval.store.keys import SUITE_FILES, config_hash, generation_seed, method_key
 from rheo import config as rheo_config
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
@@ -82,14 +83,6 @@ def label(spec: SpecConfig) -> str:
 
 
 # ------------------------------------------------------------------ greedy identity / agreement
-def first_divergence(a: Sequence[int], b: Sequence[int]) -> Optional[int]:
-    """Index of the first differing token (or the shorter length if one is a prefix); None if equal."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
-
-
 @torch.inference_mode()
 def top2_margin(hf_model, ids: Sequence[int]) -> tuple[float, int, int]:
     """(top-1 minus top-2 logit, top-1 id, top-2 id) of the target's next-token logits after ``ids``."""

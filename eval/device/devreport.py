@@ -12,7 +12,7 @@ from pathlib import Path
 
 from baselines import AR
 from eval.device import devcheck as dc
-from eval.markdown import markdown_table
+from eval.report.markdown import markdown_table
 
 
 class Report:

@@ -31,7 +31,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from eval.generation import generate
+from eval.measure.generation import generate
 from rheo.config import SpecConfig
 from rheo.methods import get_method
 from rheo.models.base import DraftTree, TreeView
@@ -180,7 +180,7 @@ class TauRun:
 @torch.inference_mode()
 def run_tau(pair, prompts: Sequence[Sequence[int]], spec: SpecConfig, max_new: int, seed: int,
             device="cpu") -> TauRun:
-    """Generate from every prompt with one config (eval.generation.generate); totals over the prompts."""
+    """Generate from every prompt with one config (eval.measure.generation.generate); totals over the prompts."""
     eos = list(pair.eos_token_ids) or None
     new = calls = 0
     wall = 0.0

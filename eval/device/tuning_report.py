@@ -10,8 +10,8 @@ from pathlib import Path
 
 from baselines import AR
 from eval.device.tuning import METHODS, label
-from eval.markdown import markdown_table
-from eval.plots import palette_png
+from eval.report.markdown import markdown_table
+from eval.report.plots import palette_png
 
 
 def markdown(report: dict) -> str:
@@ -54,7 +54,7 @@ def figure(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from eval.analysis import display_name
+    from eval.report.analysis import display_name
 
     temps = report["temperatures"]
     fig, axes = plt.subplots(1, len(temps), figsize=(5.5 * len(temps), 4), squeeze=False)

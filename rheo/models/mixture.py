@@ -16,7 +16,7 @@ not scored yet (each attends to the committed past, its ancestors scored at earl
 itself), and the output layer on those rows. A node is known by its path of tokens from the
 root, so trees drafted at the same state (same-state evaluation drafts several) share every
 node they have in common; a commit drops them all and extends the cache by the old root and the
-accepted tokens in one forward. ``python -m eval.dial_cost`` measures what a tree costs.
+accepted tokens in one forward. ``python -m eval.measure.dial_cost`` measures what a tree costs.
 """
 
 from __future__ import annotations

@@ -1,0 +1,300 @@
+"""Typed run configuration of the benchmark harness (the single source of truth).
+
+The dataclasses below are registered with Hydra's ConfigStore as the schema of
+``configs/config.yaml``: every YAML file of the ``model``, ``dataset`` and
+``method`` groups is merged into a typed node, so an unknown key or a value of
+the wrong type fails at start-up, before anything is loaded.
+
+The ``method`` node is derived from :class:`rheo.config.SpecConfig`
+(:func:`method_conf_type`). Derived values (the SpecConfig of a run, the config
+hash that names its results directory, the per-(item, turn) generation seed) are
+computed in one place each: :func:`spec_config` here, the rest in the Hydra-free
+:mod:`eval.store.keys`.
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from dataclasses import dataclass, field, make_dataclass
+from typing import Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
+
+from baselines import AR
+from eval.store import keys
+from eval.store.keys import SUITE_FILES, config_hash
+from rheo.config import SpecConfig, method_parameters
+from rheo.methods import get_method, method_names
+from rheo.models.catalog import CHAT_FORMATS, MODELS as REGISTRY
+from rheo.paths import resolve_path
+from rheo.placement import DTYPE_NAMES
+
+#: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
+PAPER_MODELS = tuple(REGISTRY)
+TEST_MODELS = ("tiny_random",)
+MODELS = PAPER_MODELS + TEST_MODELS
+#: the model config of a pair of your own (configs/model/local.yaml): any other name, with both folders
+LOCAL_MODEL = "local"
+SUITES = tuple(SUITE_FILES)
+DTYPES = DTYPE_NAMES
+
+
+@dataclass
+class ModelConf:
+    name: str = MISSING
+    target_path: Optional[str] = None  # local weights of the target (None = model default)
+    head_path: Optional[str] = None  # local weights of the draft head (None = model default)
+    chat_format: Optional[str] = None  # "template" | "vicuna_v1.1" (None: the catalog's; "template" for your own)
+    eos_tokens: Optional[List[str]] = None  # token strings that end a turn (None: the catalog's; the tokenizer's eos)
+
+
+@dataclass
+class DatasetConf:
+    """The six suites of data_dir (``path`` and ``hub`` unset), or a user's prompt set read with
+    ``datasets`` (eval/prompts/sources.py; docs/datasets.md). None of it enters the config hash: rows
+    are keyed by suite name, item id and turn, and carry the hash of their item's turns."""
+
+    name: str = MISSING  # label of the prompt set in logs ("all" runs every suite)
+    suites: List[str] = MISSING  # built-in suite names; a user set's one suite, or the suite_field values to keep
+    path: Optional[str] = None  # a local .jsonl / .parquet / .arrow file, or a save_to_disk or hub-layout folder
+    hub: Optional[str] = None  # a hub dataset name (load_dataset); with path: where to download the copy from
+    hub_config: Optional[str] = None  # the dataset's config name (SPEED-Bench: qualitative)
+    split: Optional[str] = None  # the split to read (None: the only one)
+    turns_field: str = "turns"  # a list of user messages, or one string (one turn)
+    id_field: Optional[str] = "question_id"  # None, or ids not all integers: the record's position in its suite
+    category_field: Optional[str] = "category"  # stored in the rows' category column
+    suite_field: Optional[str] = None  # split the records into suites by this field's value
+    suite_prefix: str = ""  # prepended to suite_field values
+
+
+def method_conf_type(spec_type: type = SpecConfig) -> type:
+    """The typed node of the ``method`` group: ``name`` (a registered method) plus every method
+    parameter of ``spec_type`` (rheo.config.method_parameters) with its type and default."""
+    hints = typing.get_type_hints(spec_type)
+    fields = [("name", str, field(default=MISSING))]
+    fields += [(f.name, _node_type(hints[f.name]), field(default=f.default)) for f in method_parameters(spec_type)]
+    node = make_dataclass("MethodConf", fields)
+    node.__module__ = __name__
+    return node
+
+
+def _node_type(annotation):
+    """A SpecConfig annotation as omegaconf types it: a variable-length tuple is a List."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        return Optional[_node_type(inner[0])] if len(inner) == 1 else annotation
+    if typing.get_origin(annotation) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return List[args[0]]
+    return annotation
+
+
+MethodConf = method_conf_type()
+
+
+@dataclass
+class RunConf:
+    model: ModelConf = MISSING
+    dataset: DatasetConf = MISSING
+    method: MethodConf = MISSING
+    temperature: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 256
+    limit: Optional[int] = None  # first `limit` items of each suite (None = all)
+    item_ids: Optional[List[int]] = None  # explicit question_ids (applied before limit)
+    device: str = "cpu"
+    dtype: Optional[str] = None  # None = the model's default
+    paths: Dict[str, str] = field(default_factory=dict)  # the project's folders (configs/paths/)
+    output_dir: str = MISSING  # config.yaml: ${paths.runs}
+    data_dir: str = MISSING  # config.yaml: ${paths.data}
+    baseline: bool = True  # also run the AR baseline of the same target, T and seed
+    # false: one AR row per (target, T, seed, item, turn), shared by every method config (cheap; fine
+    # on a dedicated machine). true: an AR row per method config, timed item by item next to it, so
+    # the speedup of each config compares two timings taken under the same machine load.
+    paired_baseline: bool = False
+    # other methods run on each item next to the run's own, item by item, the order alternating from
+    # item to item (a speed comparison that a slow drift of the machine's speed falls on evenly); each
+    # reads the parameters of the method node that it shares (e.g. the tree of method=rheo for topk)
+    # and stores its rows under its own config hash, the same as when run alone
+    alongside: List[str] = field(default_factory=list)
+    warmup: bool = True  # one untimed generation before the first timed one
+    progress: bool = True
+    num_threads: Optional[int] = 1  # torch intra-op threads (None = torch's default); not in the config hash
+    max_consecutive_failures: int = 3  # abort (loudly) if the first N generations all fail
+    profile_phases: bool = True  # per-phase ms per cycle in every row (rheo.timing); false: no clock reads
+    # also the exact expected emitted tokens of every cycle (rheo.expected): it draws no random number and
+    # changes no token, so it is not in the config hash; a stored row without them is recomputed
+    record_expected: bool = False
+    experiment: Optional[str] = None  # name of the experiment preset (for logs; rows are shared across
+    # experiments, e.g. the Top-K rows of the main table and the m ablation, so it is not a row column)
+    # what a unit of work measures (eval.measure.loop): "realized" (the method's own decoding: tokens, tau,
+    # timings; eval.measure.realized) or "same_state" (``method`` is the driver; every ``compare`` entry builds,
+    # scores and evaluates its own tree at each of the driver's states; eval.measure.same_states)
+    measure: str = "realized"
+    compare: List[MethodConf] = field(default_factory=list)  # same_state: the compared method configs
+    calibration: bool = True  # same_state: the draft-calibration columns
+    ot_bound: bool = True  # same_state: the root's closed-form acceptance and optimal-transport bound (scipy)
+    restore_from: Optional[str] = None  # same_state: an archive (X.parquet) whose rows seed output_dir first
+    draft_mix: Optional[float] = None  # same_state: the draft-quality dial a in [0, 1]; None: the head
+
+
+MEASURES = ("realized", "same_state")
+
+
+def register_configs() -> None:
+    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra."""
+    ConfigStore.instance().store(name="base_config", node=RunConf)
+
+
+def validate(cfg: DictConfig) -> SpecConfig:
+    """Check everything that can be checked without a model; return the SpecConfig of ``method``
+    (the driver of a same-state run, whose ``compare`` entries are checked too).
+
+    Raises ValueError with the allowed choices.
+    """
+    spec = _validate_run(cfg)
+    _choice("measure", cfg.measure, MEASURES)
+    if cfg.measure == "realized":
+        if cfg.compare:
+            raise ValueError("compare lists the methods of a same-state run: add measure=same_state (or leave "
+                             "compare empty)")
+        for name in ("draft_mix", "restore_from"):
+            if cfg.get(name) is not None:
+                raise ValueError(f"{name} is read by measure=same_state only; leave it null for measure=realized")
+    else:
+        if cfg.alongside:
+            raise ValueError("alongside is read by measure=realized only: list the methods in compare")
+        if get_method(spec.method).is_reference:
+            raise ValueError(f"method (the driver) must be a registered method, got {cfg.method.name!r}")
+        compared_configs(cfg)
+    return spec
+
+
+def compared_configs(cfg: DictConfig) -> list[tuple[SpecConfig, dict]]:
+    """(SpecConfig, method key) of every ``compare`` entry of a same-state run, each validated like a
+    run's ``method``."""
+    if not cfg.compare:
+        raise ValueError("compare is empty: give the methods to evaluate at the driver's states, e.g. "
+                         "'compare=[{name:topk},{name:rheo,m:1}]'")
+    out = []
+    for i, entry in enumerate(cfg.compare):
+        one = cfg.copy()
+        with open_dict(one):
+            one.method = entry
+        if entry.name in method_names("reference"):
+            raise ValueError(f"compare[{i}].name must be a registered method (a tree), got {entry.name!r}")
+        try:
+            out.append((_validate_run(one), method_key(one)))
+        except ValueError as e:
+            raise ValueError(f"compare[{i}]: {e}") from None
+    return out
+
+
+def _validate_run(cfg: DictConfig) -> SpecConfig:
+    from eval.conf.validate import check_config
+
+    check_config(cfg)
+    _check_model(cfg)
+    _choice("method.name", cfg.method.name, methods())
+    _check_dataset(cfg)
+    mix = cfg.get("draft_mix")
+    if mix is not None and not (isinstance(mix, (int, float)) and not isinstance(mix, bool) and 0 <= mix <= 1):
+        raise ValueError(f"draft_mix must be null (the head) or a number in [0, 1], got {mix!r}")
+    if cfg.dtype is not None:
+        _choice("dtype", cfg.dtype, DTYPES)
+    if cfg.max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {cfg.max_new_tokens}")
+    if cfg.limit is not None and cfg.limit < 1:
+        raise ValueError(f"limit must be None or >= 1, got {cfg.limit}")
+    t = cfg.temperature
+    if not math.isfinite(t) or t < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+    _check_alongside(cfg)
+    return spec_config(cfg)
+
+
+def _check_model(cfg: DictConfig) -> None:
+    """A catalog name, or a pair of your own whose folders exist and whose head fits its target
+    (eval.conf.local_pair.check_local_pair: config files and weight headers, nothing loaded or created)."""
+    from eval.conf.local_pair import check_local_pair
+
+    model = cfg.model
+    if model.chat_format is not None:
+        _choice("model.chat_format", model.chat_format, CHAT_FORMATS)
+    if model.name in MODELS:
+        return
+    if not (model.target_path and model.head_path):
+        raise ValueError(f"unknown model.name {model.name!r}: choose from {list(MODELS)}, or run a pair of your own "
+                         f"with model={LOCAL_MODEL} model.name=NAME model.target_path=DIR model.head_path=DIR "
+                         f"(docs/harness.md)")
+    check_local_pair(model.name, model.target_path, model.head_path, model.chat_format,
+                     None if model.eos_tokens is None else tuple(model.eos_tokens))
+
+
+def _check_alongside(cfg: DictConfig) -> None:
+    names = list(cfg.alongside)
+    for name in names:
+        _choice("alongside method", name, methods())
+    if cfg.method.name in names:
+        raise ValueError(f"alongside={names} holds the run's own method {cfg.method.name!r}: list other methods")
+    if len(set(names)) < len(names):
+        raise ValueError(f"alongside={names} names a method twice")
+    if AR.name in names and cfg.baseline:
+        raise ValueError(f"alongside={names} holds {AR.name!r}, which baseline=true already runs next to every "
+                         f"item: drop it from alongside")
+    for name in names:
+        spec_config(cfg, name)  # its parameters are valid for it (SpecConfig checks them)
+
+
+def _check_dataset(cfg: DictConfig) -> None:
+    from eval.prompts.sources import check_dataset, is_builtin
+
+    if not is_builtin(cfg.dataset):
+        return check_dataset(cfg.dataset, lambda p: resolve_path(p, must_exist=True))
+    if not cfg.dataset.suites:
+        raise ValueError("dataset.suites is empty; choose from " + str(list(SUITES)))
+    for suite in cfg.dataset.suites:
+        _choice("dataset suite", suite, SUITES)
+
+
+def spec_config(cfg: DictConfig, method: Optional[str] = None) -> SpecConfig:
+    """The decoding configuration of the run's method, or of ``method`` run next to it (the AR
+    baseline, which reads none of the method node's parameters, or an ``alongside`` method, which
+    reads those it shares)."""
+    fields = {f: v for f, v in to_plain(cfg.method).items() if f != "name" and f in SpecConfig.__dataclass_fields__}
+    if method is not None and method != cfg.method.name:  # only the parameters it reads (AR: none)
+        reads = set(get_method(method).fields)
+        return SpecConfig(method=method, temperature=float(cfg.temperature),
+                          **{f: v for f, v in fields.items() if f in reads})
+    return SpecConfig(method=cfg.method.name, temperature=float(cfg.temperature), **fields)
+
+
+def method_key(cfg: DictConfig, method: Optional[str] = None) -> dict:
+    """The key of the run's method (or of ``method`` run next to it) hashed into config_hash
+    (eval.store.keys.method_key); the AR baseline of ``paired_baseline=true`` is keyed by the config it was
+    timed next to."""
+    spec = spec_config(cfg, method)
+    paired = None
+    if spec.method == AR.name and cfg.method.name != AR.name and cfg.paired_baseline:
+        paired = config_hash(method_key(cfg))
+    return keys.method_key(spec, model=cfg.model.name, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed,
+                           max_new_tokens=cfg.max_new_tokens, target_path=cfg.model.target_path,
+                           head_path=cfg.model.head_path, paired_with=paired, draft_mix=cfg.get("draft_mix"),
+                           chat_format=cfg.model.get("chat_format"), eos_tokens=cfg.model.get("eos_tokens"))
+
+
+def methods() -> list[str]:
+    """Values of method.name: the reference methods (``baselines``: AR, transformers generate) and the
+    registered tree methods."""
+    return method_names("reference") + method_names()
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown {name} {value!r}; choose from {list(allowed)}")
+
+
+def to_plain(cfg: DictConfig) -> dict:
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]

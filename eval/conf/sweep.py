@@ -1,0 +1,82 @@
+"""Hydra callback of ``python -m eval.run``: a sweep is checked whole before it starts, and
+exits non-zero at the end when any of its jobs stored a failed row.
+
+* ``on_multirun_start``: every combination of the sweep (command line and the
+  experiment's ``hydra.sweeper.params``, expanded as the basic sweeper does) is
+  composed and validated (``eval.conf.schema.validate``), so a bad value stops the
+  sweep before its first job instead of when that value's job starts.
+* Each job whose run stored failed rows writes :data:`FAILURE_MARKER` into its
+  Hydra job folder (``eval.run.main``); ``on_multirun_end`` collects them,
+  logs one line per job and exits with status 1. Markers are files because jobs
+  may run in other processes (joblib) or on other machines (SLURM).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, open_dict
+
+from rheo.cli import fail
+
+FAILURE_MARKER = "FAILED_ROWS.json"
+log = logging.getLogger("eval.run")
+
+
+def sweep_combinations(config: DictConfig) -> list[list[str]]:
+    """The override lists of every job of the sweep ``config`` (the basic sweeper's expansion)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+    arguments = params + list(config.hydra.overrides.task)
+    loader = GlobalHydra.instance().config_loader()
+    overrides = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
+    return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+
+
+def validate_sweep(config: DictConfig) -> int:
+    """Compose and validate every job of the sweep; raises ValueError naming the first bad one."""
+    from eval.conf.schema import validate
+
+    loader = GlobalHydra.instance().config_loader()
+    jobs = sweep_combinations(config)
+    for overrides in jobs:
+        job_cfg = loader.load_sweep_config(config, list(overrides))
+        with open_dict(job_cfg):
+            job_cfg.pop("hydra", None)  # the task function never sees it
+        try:
+            validate(job_cfg)
+        except ValueError as e:
+            raise ValueError(f"sweep job [{' '.join(overrides)}]: {e} (no job of the sweep was started)") from None
+    return len(jobs)
+
+
+class SweepChecks(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:  # (Hydra turns an exception raised by a callback into a warning and goes on)
+            n = validate_sweep(config)
+        except ValueError as e:
+            fail(e, "eval.run")
+        log.info("sweep: %d job configuration(s) validated", n)
+        for old in Path(config.hydra.sweep.dir).glob(f"**/{FAILURE_MARKER}"):
+            old.unlink()
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        markers = sorted(Path(config.hydra.sweep.dir).glob(f"**/{FAILURE_MARKER}"))
+        if not markers:
+            return
+        total = 0
+        for marker in markers:
+            report = json.loads(marker.read_text())
+            total += report["failed"]
+            log.error("sweep job %s: %s; first error: %s", report["overrides"], report["report"],
+                      report["first_error"])
+        log.error("%d row(s) FAILED in %d sweep job(s) (stored with status=failed; rerun to retry them)",
+                  total, len(markers))
+        raise SystemExit(1)

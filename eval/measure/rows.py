@@ -1,0 +1,79 @@
+"""The stored row of one generation: its key columns, run metadata and metrics (eval/store/storage.py)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from omegaconf import DictConfig
+
+from eval.store import storage
+from eval.prompts.suites import Item
+from eval.conf.schema import method_key
+from rheo.paths import git_sha
+from rheo.timing import device_name
+
+
+def metrics(out, wall: float) -> dict:
+    """The measured columns of a generation output ``out`` that took ``wall`` seconds."""
+    new_tokens = len(out.tokens)
+    calls = int(out.target_calls)
+    if calls < 1 or sum(out.accept_lengths) != new_tokens:
+        raise RuntimeError(f"inconsistent generation output: {new_tokens} tokens, accept_lengths "
+                           f"sum {sum(out.accept_lengths)}, {calls} target calls")
+    return {
+        "new_tokens": new_tokens, "target_calls": calls, "tau": new_tokens / calls,
+        "accept_lengths": [int(a) for a in out.accept_lengths],
+        "drafted_nodes_mean": mean_or_none(getattr(out, "drafted_nodes", [])),
+        "kept_nodes_mean": mean_or_none(getattr(out, "kept_nodes", [])),
+        "samples_kept": int(sum(getattr(out, "sample_kept", []) or [])),
+        "samples_accepted": int(sum(getattr(out, "sample_accepted", []) or [])),
+        "wall_s": wall, "tokens_per_s": new_tokens / wall if wall > 0 else None,
+        "output_tokens": [int(t) for t in out.tokens], "status": "ok", "error": None,
+        **expected_columns(getattr(out, "expected_accept_lengths", None) or [],
+                           getattr(out, "last_cycle_verified", None)),
+    }
+
+
+def expected_columns(expected: list[float], last_verified: Optional[int] = None) -> dict:
+    """``expected_accept_lengths`` (one per target call), their mean ``expected_tau`` and the last
+    cycle's uncut length ``last_cycle_verified``; None when the generation did not record them."""
+    if not expected:
+        return {"expected_accept_lengths": None, "expected_tau": None, "last_cycle_verified": None}
+    return {"expected_accept_lengths": [float(e) for e in expected], "expected_tau": sum(expected) / len(expected),
+            "last_cycle_verified": None if last_verified is None else int(last_verified)}
+
+
+def mean_or_none(xs) -> Optional[float]:
+    return float(sum(xs)) / len(xs) if xs else None
+
+
+def base_row(cfg: DictConfig, meta: dict, method: str, chash: str, item: Item, turn: int, gen_seed: int) -> dict:
+    """A row of ``method``'s config key (hash ``chash``) for one turn of ``item``, metrics still empty."""
+    row = storage.key_row(method_key(cfg, method))
+    row.update(meta, dataset=item.suite, item_id=item.item_id, turn=turn, category=item.category,
+               turns_sha=item.turns_sha, gen_seed=gen_seed, config_hash=chash, accept_lengths=[], output_tokens=[])
+    return row
+
+
+def run_metadata(cfg: DictConfig, pair) -> dict:
+    """The columns every row of one run shares (versions, device, threads)."""
+    import transformers
+
+    model_dtype = getattr(getattr(pair, "hf_model", None), "dtype", None)
+    return {
+        "device": str(cfg.device),
+        "dtype": str(model_dtype).replace("torch.", "") if model_dtype is not None else str(cfg.dtype),
+        "torch_version": torch.__version__, "transformers_version": transformers.__version__,
+        "rheo_version": _rheo_version(), "git_sha": git_sha(), "device_name": device_name(cfg.device),
+        "num_threads": torch.get_num_threads(),
+    }
+
+
+def _rheo_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rheo")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,260 @@
+"""Aggregations of the result rows: tau, speedup, confidence intervals, paired differences.
+
+Everything here is a function of the rows that eval/store/storage.py loads; nothing
+is stored twice. Terms:
+
+* **variant** - the label a row's method registers (rheo.methods): 'ar', "topk",
+  "rheo m=<m>" (Rheo rows of the lossy ablations, verify_order != stochastic_first
+  or proxy != rheo, are labelled as such), "static rsd (4,2,1)", "chain d=8".
+* **setting** - what must match for two variants to be compared: model,
+  device, dtype, tree shape, max_new_tokens (and temperature, where a table
+  does not vary it).
+* **speedup** - a method row's tokens/s over the tokens/s of the AR row of the
+  same (model, device, dtype, suite, item, turn, temperature, seed,
+  max_new_tokens). Per item (``speedup``), and as a ratio of sums per group:
+  (sum new tokens / sum wall) / (sum AR new tokens / sum AR wall).
+* **CI** - mean +- half-width of the 95% Student-t interval over the rows of a
+  group (items x turns x seeds).
+
+:func:`load` is the one entry point of tables, figures and the notebook: a tidy frame, one
+row per stored ok row, with ``variant``, ``speedup`` (and its AR partner's numbers) as
+columns, integer columns as pandas nullable integers (``Int64``). Every column, its unit
+and how it is computed: docs/results-columns.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Iterable, Optional, Sequence
+
+import pandas as pd
+import pyarrow as pa
+
+from baselines import AR
+from eval.store.storage import ROW_SCHEMA, load_results
+from rheo.config import SpecConfig
+from rheo.methods import get_method, method_of_variant
+from rheo.methods.topk import DYNAMIC_FIELDS
+
+log = logging.getLogger(__name__)
+
+PAIR_KEY = ["model", "target_path", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
+            "max_new_tokens"]
+TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.methods)
+SETTING = ["model", "target_path", "head_path", "device", "dtype", "max_new_tokens"] + TREE
+DEFAULT_WEIGHTS = "default"
+SUITE_ORDER = ["mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq"]
+#: the two-sided 95% quantile of the normal distribution
+Z95 = 1.96
+# two-sided 95% Student-t quantiles for df = 1..30 (df > 30: the normal's, Z95)
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042]
+
+
+#: columns stored as integers (None where unused: AR rows have no m, k, depth, ...): read as Int64
+INT_COLUMNS = tuple(f.name for f in ROW_SCHEMA if pa.types.is_integer(f.type))
+#: columns load() adds to the stored ones (docs/results-columns.md)
+DERIVED_COLUMNS = ("variant", "ar_partner", "ar_new_tokens", "ar_wall_s", "speedup")
+
+
+def load(root) -> pd.DataFrame:
+    """The tidy frame of the status-ok rows under ``root`` (a results directory or archive):
+    stored columns, integers as Int64, plus ``variant`` and the speedup columns of
+    :func:`add_speedup` (empty frame if no rows)."""
+    df = load_results(root)
+    corrupt = df.attrs.get("corrupt_shards", [])
+    df = add_speedup(add_variant(df))
+    df.attrs["corrupt_shards"] = corrupt
+    return df
+
+
+def add_variant(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    for col in INT_COLUMNS:
+        if col in df.columns:
+            df[col] = df[col].astype("Int64")
+    for col in ["target_path", "head_path"]:  # None = the model's default weights; a string keys cleanly
+        df[col] = df[col].fillna(DEFAULT_WEIGHTS).astype(str)
+    df["variant"] = [variant_label(r) for r in df.itertuples()] if len(df) else pd.Series(dtype=str)
+    return df
+
+
+def variant_label(row) -> str:
+    """The row's method's label (rheo.methods): 'ar', 'hf_generate' (the references), 'topk',
+    'rheo m=1', 'static rsd (4,2,1)', ..."""
+    return get_method(row.method).variant(row)
+
+
+def variant_of(method: str, **fields) -> str:
+    """The label of ``method`` with ``fields`` as its rows get it: ``variant_of("rheo", m=1)`` is
+    'rheo m=1' (tables and figures name variants through the registry, never by hand)."""
+    return get_method(method).variant(SpecConfig(method=method, **fields))
+
+
+def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
+    """Every row, plus its AR partner's numbers (``ar_new_tokens``, ``ar_wall_s``), ``ar_partner``
+    and ``speedup`` = tokens_per_s / (ar_new_tokens / ar_wall_s).
+
+    The partner of a non-AR row is the AR row timed next to its config (``paired_with`` == its
+    config_hash; ar_partner "paired") when there is one, else the shared AR row of the same key
+    ("shared"). Rows without a partner (tau experiments run with baseline=false) and AR rows
+    themselves keep NaN (tau is still usable).
+    """
+    df = df.drop(columns=[c for c in DERIVED_COLUMNS[1:] if c in df.columns])
+    cols = PAIR_KEY + ["new_tokens", "wall_s"]
+    ar = df[df["method"] == AR.name].rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s"})
+    ar_cols = [c if c not in ("new_tokens", "wall_s") else f"ar_{c}" for c in cols]
+    shared = ar[ar["paired_with"].isna()][ar_cols]
+    paired = ar[ar["paired_with"].notna()][ar_cols + ["paired_with"]].rename(columns={"paired_with": "config_hash"})
+    is_spec = (df["method"] != AR.name).to_numpy()
+    spec = df[is_spec]
+    # (left merges keep the order and number of spec's rows)
+    own = spec.merge(paired, on=PAIR_KEY + ["config_hash"], how="left", validate="many_to_one")
+    fallback = spec.merge(shared, on=PAIR_KEY, how="left", validate="many_to_one")
+    partner = pd.Series(None, index=own.index, dtype=object)
+    partner[fallback["ar_wall_s"].notna()] = "shared"
+    partner[own["ar_wall_s"].notna()] = "paired"
+    df["ar_partner"] = pd.Series(None, index=df.index, dtype=object)
+    df.loc[is_spec, "ar_partner"] = partner.to_numpy()
+    for col in ("ar_new_tokens", "ar_wall_s"):
+        df[col] = math.nan
+        df.loc[is_spec, col] = own[col].astype(float).fillna(fallback[col].astype(float)).to_numpy()
+    df["speedup"] = df["tokens_per_s"].astype(float) / (df["ar_new_tokens"] / df["ar_wall_s"])
+    _drop_unusable_speedups(df)
+    return df
+
+
+def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
+    """The non-AR rows of :func:`add_speedup` (of ``df`` as it is when it has a speedup column)."""
+    full = df if "speedup" in df.columns else add_speedup(df)
+    return full[full["method"] != AR.name].reset_index(drop=True)
+
+
+def _drop_unusable_speedups(out: pd.DataFrame) -> None:
+    """A row with an AR partner but no finite, positive speedup (a wall time of 0 or none, its own
+    or its AR row's) gets NaN, and is reported: it is left out of every speedup, not read as 0 or inf."""
+    sp = pd.to_numeric(out["speedup"], errors="coerce")
+    bad = out["ar_wall_s"].notna() & ~(sp.apply(math.isfinite) & (sp > 0) & (out["ar_wall_s"] > 0))
+    if bad.any():
+        out.loc[bad, "speedup"] = math.nan
+        first = out[bad].iloc[0]
+        log.warning("%d row(s) have no usable tokens/s (wall time 0 or missing, theirs or their AR row's) and are "
+                    "left out of the speedups (tau still counts), e.g. config %s %s item %s turn %s; rerun them "
+                    "after deleting their shards", int(bad.sum()), first["config_hash"], first["dataset"],
+                    first["item_id"], first["turn"])
+
+
+def mean_ci(values: Iterable[float]) -> tuple[float, float, int]:
+    """(mean, 95% half-width, n); half-width NaN for n < 2."""
+    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    n = len(xs)
+    if n == 0:
+        return math.nan, math.nan, 0
+    mean = sum(xs) / n
+    if n < 2:
+        return mean, math.nan, n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    t = _T95[n - 2] if n - 1 <= len(_T95) else Z95
+    return mean, t * sd / math.sqrt(n), n
+
+
+def normal_half_width(se: float) -> float:
+    """95% half-width ``Z95 * se`` of an estimate whose sampling distribution is close to normal with a
+    standard error ``se`` known from many draws: a Monte-Carlo mean over thousands of independent
+    verifications (se from their own variance) or a proportion over thousands of trials (binomial se,
+    sqrt(p(1-p)/n)). A mean over independent units (prompts, keys, seeds) whose sd is estimated from
+    those units is :func:`mean_ci` (Student-t) instead."""
+    return Z95 * se
+
+
+def speedup_ratio_of_sums(rows: pd.DataFrame) -> float:
+    rows = rows.dropna(subset=["ar_wall_s"])
+    if rows.empty:
+        return math.nan
+    return (rows["new_tokens"].sum() / rows["wall_s"].sum()) / (rows["ar_new_tokens"].sum() / rows["ar_wall_s"].sum())
+
+
+def paired(df: pd.DataFrame, a: str, b: str, value: str = "tau") -> pd.DataFrame:
+    """Rows of variants a and b matched on PAIR_KEY: columns value_a, value_b, diff (b - a)."""
+    left = df[df["variant"] == a][PAIR_KEY + [value]]
+    right = df[df["variant"] == b][PAIR_KEY + [value]]
+    both = left.merge(right, on=PAIR_KEY, suffixes=("_a", "_b"), validate="one_to_one")
+    both["diff"] = both[f"{value}_b"] - both[f"{value}_a"]
+    return both
+
+
+def settings(df: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple[dict, pd.DataFrame]]:
+    """Split non-AR rows by setting (+ extra columns); AR rows are matched by with_speedup."""
+    keys = SETTING + list(extra)
+    spec = with_speedup(df)
+    if spec.empty:
+        return []
+    groups = spec.groupby(keys, dropna=False, sort=True)
+    return [(dict(zip(keys, k)), g) for k, g in groups]
+
+
+def setting_title(setting: dict) -> str:
+    tree = f"K={setting['k']} depth={setting['depth']} R={setting['tree_size']} top-{setting['sparse_top']}"
+    parts = [str(setting["model"]), f"{setting['device']}/{setting['dtype']}", tree,
+             f"max_new_tokens={setting['max_new_tokens']}"]
+    for weights in ("target_path", "head_path"):  # only when not the model's default weights
+        if setting.get(weights, DEFAULT_WEIGHTS) != DEFAULT_WEIGHTS:
+            parts.append(f"{weights}={setting[weights]}")
+    if "temperature" in setting:
+        parts.append(f"T={setting['temperature']:g}")
+    return ", ".join(parts)
+
+
+def suites_in(df: pd.DataFrame) -> list[str]:
+    present = set(df["dataset"])
+    return [s for s in SUITE_ORDER if s in present] + sorted(present - set(SUITE_ORDER))
+
+
+def variant_summary(rows: pd.DataFrame) -> dict:
+    """tau mean/CI, per-item speedup mean/CI and ratio-of-sums speedup of one variant's rows."""
+    tau, tau_ci, n = mean_ci(rows["tau"])
+    sp, sp_ci, _ = mean_ci(rows["speedup"])
+    return {"n": n, "tau": tau, "tau_ci": tau_ci, "speedup_item": sp, "speedup_item_ci": sp_ci,
+            "speedup": speedup_ratio_of_sums(rows), "seeds": rows["seed"].nunique()}
+
+
+def restrict_to_common(df: pd.DataFrame, variants: Sequence[str]) -> pd.DataFrame:
+    """Rows of ``variants`` whose PAIR_KEY is present for every one of them (a fair comparison)."""
+    sub = df[df["variant"].isin(variants)]
+    counts = sub.groupby(PAIR_KEY, dropna=False)["variant"].nunique()
+    common = counts[counts == len(variants)].reset_index()[PAIR_KEY]
+    return sub.merge(common, on=PAIR_KEY)
+
+
+def display_name(variant: str) -> str:
+    """'topk' -> 'Top-K', 'rheo m=1' -> 'Rheo m=1' (tables and figures; the method's registered display)."""
+    method = method_of_variant(variant)
+    return method.display_variant(variant) if method is not None else variant
+
+
+def temperature_cells(rows: pd.DataFrame, wanted: Sequence[str]) -> Optional[tuple[list[str], list[float], list[list[dict]]]]:
+    """The temperature study of one setting: (variants present, temperatures, cells[t][v]).
+
+    At each temperature the summaries use only the (item, turn, seed) keys that every
+    variant run at that temperature has. None when fewer than 2 temperatures or variants.
+    """
+    variants = [v for v in wanted if (rows["variant"] == v).any()]
+    if rows["temperature"].nunique() < 2 or len(variants) < 2:
+        return None
+    temps = sorted(rows["temperature"].unique())
+    cells = []
+    for t in temps:
+        at_t = rows[rows["temperature"] == t]
+        part = restrict_to_common(at_t, [v for v in variants if (at_t["variant"] == v).any()])
+        cells.append([variant_summary(part[part["variant"] == v]) for v in variants])
+    return variants, temps, cells
+
+
+def fmt(mean: float, ci: Optional[float] = None, digits: int = 2) -> str:
+    if mean is None or math.isnan(mean):
+        return "-"
+    if ci is None or math.isnan(ci):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {ci:.{digits}f}"

@@ -1,0 +1,254 @@
+"""Markdown tables of the paper's artifacts, built from result rows only.
+
+Each builder returns the Markdown text, or None when the rows it needs are
+absent (the caller says so and skips it). Values are mean ± 95% CI over the
+rows (items x turns x seeds) unless a column says otherwise; speedups are
+ratios of sums (eval/report/analysis.py).
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import accumulate
+from typing import Optional
+
+import pandas as pd
+
+from eval.report.analysis import (display_name, fmt, mean_ci, paired, restrict_to_common, setting_title, settings,
+                           suites_in, temperature_cells, variant_of, variant_summary)
+from eval.report.markdown import markdown_table
+from eval.report.stats import permutation_test, sign_test
+
+MAIN_T = 1.0
+ABLATION_MS = (0, 1, 2, 3)
+TEMPERATURE_MS = (0, 1, 2, 3)
+#: the variants the paper's tables compare, labelled by the registry (rheo.methods)
+TOPK = variant_of("topk")
+
+
+def rheo_variant(m: int) -> str:
+    """The label of Rheo with m leads ('rheo m=1' is the paper's configuration)."""
+    return variant_of("rheo", m=m)
+
+
+PAPER_RHEO = rheo_variant(1)
+
+
+def temperature_variants(rows: pd.DataFrame) -> list[str]:
+    """The variants of the temperature table and figure: Top-K, Rheo m=0..3, then every other
+    dynamic-tree variant in the rows (a method added to the registry; static trees and chain have
+    the methods table)."""
+    from rheo.methods import get_method
+
+    paper = [TOPK] + [rheo_variant(m) for m in TEMPERATURE_MS]
+    others = sorted({v for v, m in zip(rows["variant"], rows["method"])
+                     if v not in paper and get_method(m).kind == "dynamic" and not get_method(m).is_reference})
+    return paper + others
+
+
+def _pct(new: float, old: float) -> str:
+    if any(map(lambda v: v is None or math.isnan(v), (new, old))) or old == 0:
+        return "-"
+    return f"{100 * (new - old) / old:+.1f}%"
+
+
+def _p(p: float) -> str:
+    return "-" if math.isnan(p) else (f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}")
+
+
+def _by_suite(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    return [(s, rows[rows["dataset"] == s]) for s in suites_in(rows)] + [("**pooled**", rows)]
+
+
+def main_table(df: pd.DataFrame) -> Optional[str]:
+    """Top-K vs Rheo m=1 at T=1 per model x suite: tau, paired difference, speedup."""
+    blocks = []
+    for setting, rows in settings(df[df["temperature"] == MAIN_T]):
+        rows = restrict_to_common(rows, [TOPK, PAPER_RHEO])
+        if rows.empty:
+            continue
+        with_expected = "expected_tau" in rows and bool(rows["expected_tau"].notna().all())
+        body = []
+        for suite, part in _by_suite(rows):
+            a = variant_summary(part[part["variant"] == TOPK])
+            b = variant_summary(part[part["variant"] == PAPER_RHEO])
+            diffs = paired(part, TOPK, PAPER_RHEO)["diff"]
+            d, d_ci, n = mean_ci(diffs)
+            body.append([suite, str(n), fmt(a["tau"], a["tau_ci"]), fmt(b["tau"], b["tau_ci"]),
+                         *(_expected_cells(part) if with_expected else []),
+                         fmt(d, d_ci, 3), _pct(b["tau"], a["tau"]), _p(sign_test(diffs)),
+                         _p(permutation_test(diffs)), fmt(a["speedup"]), fmt(b["speedup"]),
+                         _pct(b["speedup"], a["speedup"])])
+        header = ["suite", "n", "τ Top-K", "τ Rheo m=1", *(["E[τ] Top-K", "E[τ] Rheo m=1"] if with_expected else []),
+                  "Δτ (paired)", "Δτ %", "p sign", "p perm",
+                  "speedup Top-K", "speedup Rheo", "Δ speedup %"]
+        if all(r[-3] == "-" for r in body):  # a tau experiment (no AR rows): no speed columns
+            header, body = header[:-3], [r[:-3] for r in body]
+        blocks.append((-n, f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n"
+                           f"seeds: {rows['seed'].nunique()}\n\n" + markdown_table(header, body)))
+    if not blocks:
+        return None
+    blocks = [text for _, text in sorted(blocks, key=lambda b: b[0])]  # most paired keys first (stable)
+    return ("## Main table: Top-K vs Rheo (m=1), T=1\n\nτ = new tokens / target calls (bonus included), "
+            "mean ± 95% CI over items × turns × seeds; Δτ = paired Rheo − Top-K on the same "
+            "(item, turn, seed), with two-sided paired p-values (sign test; sign-flip permutation test of "
+            "the mean, eval/report/stats.py); speedup = tokens/s over AR of the same target, T and seed "
+            "(ratio of sums); E[τ] (where recorded) = the mean over the same rows of each cycle's exact expected "
+            "emitted tokens given its tree and target logits (rheo.expected; cycles cut by max_new_tokens or EOS "
+            "are counted uncut). Settings with the most paired keys first.\n\n" + "\n\n".join(blocks) + "\n")
+
+
+def _expected_cells(part: pd.DataFrame) -> list[str]:
+    out = []
+    for variant in (TOPK, PAPER_RHEO):
+        mean, ci, _ = mean_ci(part[part["variant"] == variant]["expected_tau"])
+        out.append(fmt(mean, ci))
+    return out
+
+
+def realized_minus_expected(row, budget_only: bool = False) -> Optional[float]:
+    """One row's mean realized minus mean expected emitted tokens per cycle; None without cycles.
+
+    Default: every cycle but the last (the last is cut by max_new_tokens or EOS; the expectation is
+    not). Dropping the last cycle selects on its outcome (a cycle that crosses the budget or holds
+    EOS tends to be a long one), a small negative bias. ``budget_only``: only rows that reach
+    max_new_tokens, and in them only the cycles that start at least depth + 1 tokens before it,
+    a set fixed before each cycle runs, so no truncated cycle is used."""
+    exp = row["expected_accept_lengths"]
+    if exp is None or len(exp) < 2:
+        return None
+    real, exp = list(row["accept_lengths"]), list(exp)
+    if budget_only:
+        budget = int(row["max_new_tokens"])
+        if int(row["new_tokens"]) < budget:
+            return None
+        starts = [0, *accumulate(real)][:-1]  # tokens emitted before each cycle
+        keep = [i for i, s in enumerate(starts) if s < budget - int(row["depth"]) - 1]
+        real, exp = [real[i] for i in keep], [exp[i] for i in keep]
+    else:
+        real, exp = real[:-1], exp[:-1]
+    if not real:
+        return None
+    return sum(real) / len(real) - sum(exp) / len(exp)
+
+
+def uncut_difference(row) -> Optional[tuple[float, int]]:
+    """(sum over every cycle of realized minus expected emitted tokens, cycles) of one row, the last
+    cycle counted uncut (``last_cycle_verified``); None for rows that lack it. Its mean over rows is
+    exactly 0: each cycle's expectation is taken given everything before it, and the number of
+    cycles is a bounded stopping time (optional stopping)."""
+    exp, last = row.get("expected_accept_lengths"), row.get("last_cycle_verified")
+    if exp is None or last is None or pd.isna(last) or len(exp) == 0:
+        return None
+    real = list(row["accept_lengths"])
+    real[-1] = int(last)
+    return sum(real) - float(sum(exp)), len(real)
+
+
+def _uncut_cells(cell: pd.DataFrame) -> list[str]:
+    got = [u for u in (uncut_difference(r) for _, r in cell.iterrows()) if u is not None]
+    if not got:
+        return ["0", "-", "-"]
+    d, d_ci, n = mean_ci([g[0] for g in got])
+    cycles = sum(g[1] for g in got) / len(got)  # per cycle: the row sums over the mean cycles per row
+    return [str(n), fmt(d / cycles, d_ci / cycles, 3), _covers(d, d_ci)]
+
+
+def _covers(d: float, half: float) -> str:
+    return "-" if math.isnan(half) else ("yes" if abs(d) <= half else "no")
+
+
+def expected_check_table(df: pd.DataFrame) -> Optional[str]:
+    """Realized vs expected emitted tokens per cycle, per variant and suite, paired over rows."""
+    if "expected_accept_lengths" not in df:
+        return None
+    rows = df[df["expected_accept_lengths"].notna()]
+    blocks = []
+    for setting, part in settings(rows, extra=["temperature"]):
+        body = []
+        for variant in sorted(set(part["variant"])):
+            mine = part[part["variant"] == variant]
+            for suite, cell in _by_suite(mine):
+                cells = [str(len(cell))]
+                for budget_only in (False, True):
+                    diffs = [d for d in (realized_minus_expected(r, budget_only) for _, r in cell.iterrows())
+                             if d is not None]
+                    d, d_ci, n = mean_ci(diffs)
+                    cells += [str(n), fmt(d, d_ci, 3), _covers(d, d_ci)]
+                cells += _uncut_cells(cell)
+                body.append([display_name(variant), suite] + cells)
+        header = ["method", "suite", "rows", "n", "all but the last cycle", "covers 0",
+                  "n", "cycles before the budget", "covers 0", "n", "every cycle, last uncut", "covers 0"]
+        blocks.append(f"### {setting_title(setting)}\n\n" + markdown_table(header, body))
+    if not blocks:
+        return None
+    return ("## Expected vs realized emitted tokens per cycle\n\nPer row (one generation): the mean realized "
+            "emitted tokens per cycle minus the mean of the exact expectations of the same cycles "
+            "(rheo.expected); mean ± 95% CI over rows. The expectation is exact for an uncut cycle, so the "
+            "difference has mean 0 over any set of cycles chosen before they run. *All but the last cycle* "
+            "drops the one cycle cut by max_new_tokens or EOS: a choice made after the cycle, which favours "
+            "dropping long cycles (a small negative bias, largest for rows that stop at EOS after few "
+            "cycles). *Cycles before the budget*: rows that reach max_new_tokens, cycles that start at least "
+            "depth + 1 tokens before it (fixed in advance; no cycle is cut), which leaves only the choice of "
+            "rows without an EOS. *Every cycle, last uncut*: each row's sum over all its cycles of realized minus "
+            "expected, the last cycle counted with the tokens its verification produced before the cut "
+            "(last_cycle_verified); the mean over rows of that sum is exactly 0 (optional stopping), shown per "
+            "cycle (divided by the mean cycles per row): the exact check.\n\n" + "\n\n".join(blocks) + "\n")
+
+
+def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
+    """tau of Top-K and Rheo m=0..3 at T=1 per suite (needs Top-K and >= 2 values of m)."""
+    blocks = []
+    for setting, rows in settings(df[df["temperature"] == MAIN_T]):
+        variants = [TOPK] + [rheo_variant(m) for m in ABLATION_MS if (rows["variant"] == rheo_variant(m)).any()]
+        if TOPK not in set(rows["variant"]) or len(variants) < 3:
+            continue
+        rows = restrict_to_common(rows, variants)
+        if rows.empty:
+            continue
+        body = []
+        for suite, part in _by_suite(rows):
+            cells = [variant_summary(part[part["variant"] == v]) for v in variants]
+            body.append([suite, str(cells[0]["n"])] + [fmt(c["tau"], c["tau_ci"]) for c in cells])
+        speed = [fmt(variant_summary(rows[rows["variant"] == v])["speedup"]) for v in variants]
+        if any(s != "-" for s in speed):  # a tau experiment has no AR rows
+            body.append(["**speedup (pooled)**", ""] + speed)
+        header = ["suite", "n"] + [display_name(v) for v in variants]
+        blocks.append(f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n" + markdown_table(header, body))
+    if not blocks:
+        return None
+    return ("## Ablation over m (T=1)\n\nτ mean ± 95% CI per suite; last row (when AR rows exist): speedup over AR "
+            "(ratio of sums).\n\n" + "\n\n".join(blocks) + "\n")
+
+
+def temperature_table(df: pd.DataFrame) -> Optional[str]:
+    """Pooled tau vs temperature for Top-K, Rheo m=0..3 and other dynamic trees (needs >= 2
+    temperatures); "-" where a variant was not run at that temperature."""
+    blocks = []
+    for setting, rows in settings(df):
+        study = temperature_cells(rows, temperature_variants(rows))
+        if study is None:
+            continue
+        variants, temps, cells = study
+        body = [[f"{t:g}", str(max(c["n"] for c in row))] + [fmt(c["tau"], c["tau_ci"]) for c in row]
+                for t, row in zip(temps, cells)]
+        header = ["T", "n"] + [display_name(v) for v in variants]
+        blocks.append(f"### {setting_title(setting)}\n\n" + markdown_table(header, body))
+    if not blocks:
+        return None
+    return ("## Temperature study\n\nτ pooled over suites, mean ± 95% CI, per temperature on the "
+            "(item, turn, seed) keys every variant run at that temperature has.\n\n" + "\n\n".join(blocks) + "\n")
+
+
+def runs_table(all_rows: pd.DataFrame) -> Optional[str]:
+    """Inventory of the stored rows (ok and failed) per configuration."""
+    if all_rows.empty:
+        return None
+    keys = ["model", "variant", "temperature", "k", "depth", "tree_size", "max_new_tokens", "device"]
+    inv = (all_rows.assign(ok=all_rows["status"] == "ok", failed=all_rows["status"] == "failed")
+           .groupby(keys, dropna=False)
+           .agg(ok=("ok", "sum"), failed=("failed", "sum"), seeds=("seed", "nunique"),
+                suites=("dataset", "nunique"), configs=("config_hash", "nunique"))
+           .reset_index())
+    body = [[str(v) for v in r] for r in inv.itertuples(index=False)]
+    return "## Stored rows per configuration\n\n" + markdown_table(list(inv.columns), body) + "\n"

@@ -1,0 +1,111 @@
+"""Names of the compared methods of same-state rows (eval.measure.same_states), for tables and figures.
+
+* **label** - the registry's display name of the row's variant (``eval.report.analysis.display_name``:
+  'Top-K', 'Rheo m=1', 'RSD (4,2,1,1,1,1,1,1)', 'SpecInfer (6,3,1,1)', 'Chain d=8'); when two
+  compared configs of the rows share a display name but differ in their method parameters
+  (Top-K at two tree budgets), the parameters that differ are appended ('Top-K k=4 depth=3').
+* **family** - 'dynamic' (a context-aware, pruned tree), 'static' (a fixed shape that branches)
+  or 'chain' (a fixed shape of one child per node): the registry's kind, a static method
+  without branching being a chain.
+* **order** - Top-K first, then the other dynamic methods (Rheo by m), static shapes, chains.
+* **head_sha** - None (test models without a head) becomes 'none', so that it keys a group.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from eval.report.analysis import display_name
+from eval.store.storage import METHOD_COLUMNS
+from rheo.methods import get_method, reads
+
+BASELINE_METHOD = "topk"
+FAMILIES = ("dynamic", "static", "chain")
+NO_HEAD = "none"
+NO_DTYPE = "unrecorded"  # rows from before the dtype column, read from an archive
+
+
+def _plain(value):
+    """A method-parameter cell as a hashable, comparable value (lists and arrays as tuples, NaN as None)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if hasattr(value, "__len__") and not isinstance(value, str):
+        return tuple(int(v) for v in value)
+    return value.item() if hasattr(value, "item") else value
+
+
+def _fmt(value) -> str:
+    if isinstance(value, tuple):
+        return "(" + ",".join(map(str, value)) + ")"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def family_of(method: str, branching) -> str:
+    kind = get_method(method).kind
+    if kind == "static":
+        return "static" if branching is not None and any(b > 1 for b in branching) else "chain"
+    return kind
+
+
+def with_labels(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` plus the columns label, family and order (module docstring); head_sha and dtype filled."""
+    rows = rows.copy()
+    rows["head_sha"] = rows["head_sha"].fillna(NO_HEAD).astype(str)
+    rows["dtype"] = (rows["dtype"] if "dtype" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
+                     ).fillna(NO_DTYPE).astype(str)
+    params = [c for c in METHOD_COLUMNS if c in rows.columns]
+    ident = [tuple(_plain(v) for v in values) for values in zip(*(rows[c] for c in ["method", "variant"] + params))]
+    table = pd.DataFrame({"ident": ident}).drop_duplicates()
+    names = {i: display_name(i[1]) for i in table["ident"]}
+    for name in set(names.values()):
+        same = [i for i in names if names[i] == name]
+        if len(same) > 1:  # append the parameters that tell them apart
+            differ = [j for j, c in enumerate(params) if len({i[2 + j] for i in same}) > 1]
+            for i in same:
+                names[i] = name + "".join(f" {params[j]}={_fmt(i[2 + j])}" for j in differ if i[2 + j] is not None)
+    rows["label"] = [names[i] for i in ident]
+    rows["family"] = [family_of(i[0], i[2 + params.index("branching")] if "branching" in params else None)
+                      for i in ident]
+    rows["order"] = [_order_key(i, params) for i in ident]
+    return rows
+
+
+def _order_key(ident: tuple, params: list[str]) -> tuple:
+    method = ident[0]
+    cell = dict(zip(params, ident[2:]))
+    rank = (0 if method == BASELINE_METHOD else 1) if get_method(method).kind == "dynamic" else 2
+    rank += family_of(method, cell.get("branching")) == "chain"
+    numbers = tuple(-1 if cell.get(c) is None else cell[c] for c in ("m", "k", "depth", "tree_size"))
+    return (rank, method, numbers, str(cell.get("branching")), str(cell.get("replacement")))
+
+
+def ordered_labels(rows: pd.DataFrame) -> list[str]:
+    """The labels of labelled ``rows`` in table order."""
+    first = rows.drop_duplicates("label")
+    return [lab for _, lab in sorted(zip(first["order"], first["label"]))]
+
+
+def baseline_label(rows: pd.DataFrame) -> str | None:
+    """The Top-K label of labelled ``rows`` (the driver's own config when several), or None."""
+    top = rows[rows["method"] == BASELINE_METHOD]
+    if top.empty:
+        return None
+    own = top[top["config_hash"] == top["driver_hash"]] if "driver_hash" in top.columns else top.iloc[:0]
+    return str((own if not own.empty else top).sort_values("order")["label"].iloc[0])
+
+
+def rheostat_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of methods that read the rheostat m (the registry's fields: rheo.methods.reads)."""
+    return rows[rows["method"].map(lambda name: reads(name, "m"))]
+
+
+def rheo_m1_label(rows: pd.DataFrame) -> str | None:
+    """The label of Rheo m=1 when the rows hold it and another Rheo m (an m ablation), else None."""
+    rheo = rheostat_rows(rows)
+    if rheo["m"].nunique() < 2 or not (rheo["m"] == 1).any():
+        return None
+    return str(rheo[rheo["m"] == 1].sort_values("order")["label"].iloc[0])

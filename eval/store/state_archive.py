@@ -1,0 +1,124 @@
+"""Same-state rows at rest: their schemas (ROW_SCHEMA, DRIVER_SCHEMA), reading them from a results
+directory or an archive (:func:`load_rows`), and archives: every row of a results directory in one
+parquet pair, for git (``X.parquet`` and ``X.driver.parquet``), optionally without the bulky
+mechanism columns. The run that writes the rows is :mod:`eval.measure.same_states`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from eval.store import storage
+from eval.store.state_shards import shard_tables
+
+FINGERPRINT = {"project": "rheo", "content": "rheo same-state rows", "layout": 1}
+
+_KEY_COLUMNS = [("model", pa.string()), ("dataset", pa.string()), ("item_id", pa.int64()), ("turn", pa.int64()),
+                ("category", pa.string()), ("turns_sha", pa.string()), ("seed", pa.int64()),
+                ("temperature", pa.float64()), ("head_sha", pa.string()), ("max_new_tokens", pa.int64()),
+                ("driver", pa.string()), ("driver_hash", pa.string()), ("device", pa.string()),
+                ("dtype", pa.string()), ("draft_mix", pa.float64())]
+ROW_SCHEMA = pa.schema(_KEY_COLUMNS + [
+    ("state", pa.int64()), ("method", pa.string()), ("variant", pa.string()), ("config_hash", pa.string()),
+    *storage.method_columns(),  # the method parameters (rheo.config.method_parameters)
+    ("expected_emitted", pa.float64()), ("kept_nodes", pa.int64()), ("depth_accept", pa.list_(pa.float64())),
+    ("sampled_share", pa.float64()), ("probe_drawn", pa.list_(pa.int64())), ("probe_kept", pa.list_(pa.int64())),
+    ("calib_n", pa.list_(pa.int64())), ("calib_q", pa.list_(pa.float64())), ("calib_p", pa.list_(pa.float64())),
+    ("root_acceptance", pa.float64()), ("root_ot_bound", pa.float64()),
+    ("driver_emitted", pa.int64()), ("driver_expected", pa.float64()),
+    ("git_sha", pa.string()), ("finished_at", pa.string()),
+])
+DRIVER_SCHEMA = pa.schema(_KEY_COLUMNS + [
+    ("output_tokens", pa.list_(pa.int64())), ("accept_lengths", pa.list_(pa.int64())),
+    ("expected_accept_lengths", pa.list_(pa.float64())), ("answer", pa.string()), ("git_sha", pa.string()),
+    ("finished_at", pa.string()),
+])
+
+
+def archive_paths(archive: Path | str) -> tuple:
+    """(rows, driver rows) files of a same-state archive ``X.parquet``: X.parquet, X.driver.parquet."""
+    archive = Path(archive)
+    return archive, archive.with_name(archive.stem + ".driver.parquet")
+
+
+#: mechanism columns an archive may leave out (``--archive-without``): the bulk of its bytes
+OPTIONAL_COLUMNS = {"calibration": ("calib_n", "calib_q", "calib_p"), "depth": ("depth_accept",)}
+
+
+def without_columns(rows, groups=()):
+    """``rows`` with the columns of each OPTIONAL_COLUMNS group in ``groups`` emptied (null)."""
+    if not groups:
+        return rows
+    rows = rows.copy()
+    for group in groups:
+        for col in OPTIONAL_COLUMNS[group]:
+            rows[col] = None
+    return rows
+
+
+def archive_bytes(root: Path | str, without=(), depths: Optional[int] = None) -> tuple[bytes, bytes, int]:
+    """(rows, driver rows) of the results directory ``root`` as the parquet bytes of an archive pair,
+    and the number of rows; ``without``: OPTIONAL_COLUMNS groups left out (null); ``depths``: only
+    the first ``depths`` entries of each row's per-depth acceptance kept (None: all)."""
+    rows, drivers = without_columns(load_rows(root), without), load_rows(root, driver=True)
+    if depths is not None:
+        rows["depth_accept"] = [None if x is None else list(x)[:depths] for x in rows["depth_accept"]]
+    if rows.empty:
+        raise ValueError(f"{root} holds no same-state rows: nothing to export")
+    out = []
+    for frame, schema in ((rows, ROW_SCHEMA), (drivers, DRIVER_SCHEMA)):
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), sink, compression="zstd")
+        out.append(sink.getvalue().to_pybytes())
+    return out[0], out[1], len(rows)
+
+
+def export_rows(root: Path | str, archive: Path | str) -> int:
+    """Every row (and driver row) of the results directory ``root`` into one archive pair, for git.
+    Returns the number of rows."""
+    from rheo.io import atomic_write_bytes
+
+    data, driver_data, n = archive_bytes(root)
+    for path, blob in zip(archive_paths(archive), (data, driver_data)):
+        atomic_write_bytes(path, blob)
+    return n
+
+
+def load_rows(root: Path | str, driver: bool = False):
+    """Every same-state row under ``root`` as a DataFrame (``driver``: the drivers' rows instead)."""
+    import pandas as pd
+
+    root = Path(root)
+    if root.suffix == ".parquet":  # an archive written by export_rows
+        path = archive_paths(root)[1 if driver else 0]
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist (export it with "
+                                    f"`python -m eval.states.tables DIR --archive {root}`)")
+        return pq.read_table(path, schema=DRIVER_SCHEMA if driver else ROW_SCHEMA).to_pandas()
+    if not (root / storage.MANIFEST).exists():
+        raise FileNotFoundError(f"{root} is not a same-state results directory (no {storage.MANIFEST})")
+    schema = DRIVER_SCHEMA if driver else ROW_SCHEMA
+    tables = shard_tables(root, schema, driver)
+    if not tables:
+        return pd.DataFrame(columns=schema.names)
+    return _fill_run_columns(root, pa.concat_tables(tables).to_pandas())
+
+
+#: the driver key's device and dtype as configured ("None": the model's default); shards written
+#: before these columns existed lack them, and their driver's config.json holds them
+RUN_COLUMNS = ("device", "dtype")
+
+
+def _fill_run_columns(root: Path, frame):
+    """``frame`` with RUN_COLUMNS filled, where a shard lacks them, from the config.json of the
+    row's driver folder under ``root`` (the key its rows were made with)."""
+    missing = frame[list(RUN_COLUMNS)].isna().any(axis=1)
+    for (model, dhash), idx in frame[missing].groupby(["model", "driver_hash"]).groups.items():
+        key = json.loads((root / model / dhash / "config.json").read_text())
+        for col in RUN_COLUMNS:
+            frame.loc[idx, col] = str(key[col])
+    return frame
