@@ -25,13 +25,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from eval.store.resume import interrupted_line
-from eval.measure.summary import rows_went, same_state_rows_went
-from eval.measure.realized import RunInterrupted, RunSummary, run
-from rheo.paths import resolve_path
 from eval.conf.schema import register_configs
 from eval.conf.sweep import FAILURE_MARKER
+from eval.measure.realized import run
+from eval.measure.summary import RunInterrupted, RunSummary, rows_went, same_state_rows_went
+from eval.store.resume import interrupted_line
 from rheo.cli import errors_as_one_line, run_main
+from rheo.paths import resolve_path
 
 register_configs()
 #: Hydra's errors (a bad override, a missing config) are user errors too

@@ -16,13 +16,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rheo.paths import folder
+from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
+from rheo.paths import folder
 from rheo.training.corpus import read_shard, shard_files
 from rheo.training.features import forward_features, length_batches
-from rheo.cli import ArgumentParser, positive_int, run_main
 
 
 def main() -> None:

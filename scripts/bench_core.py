@@ -16,10 +16,10 @@ import time
 
 import torch
 
+from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.config import PAPER_TREE, SpecConfig
 from rheo.methods import get_method
 from rheo.random import TorchRandom
-from rheo.cli import ArgumentParser, positive_int, run_main
 
 
 class BankDrafter:

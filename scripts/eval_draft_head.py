@@ -24,6 +24,7 @@ import torch
 
 from eval.report.analysis import mean_ci
 from eval.report.markdown import markdown_table
+from rheo.cli import ArgumentParser, non_negative_int, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.models.eagle3 import load_eagle3_drafter
@@ -32,7 +33,6 @@ from rheo.models.smollm2 import load_smollm2
 from rheo.paths import REPO_ROOT
 from rheo.training.corpus import DEFAULT_DIR, load_corpus
 from rheo.training.prompts import KINDS
-from rheo.cli import ArgumentParser, non_negative_int, positive_int, run_main
 
 
 def held_out_prompts(n: int, corpus: str) -> list[tuple[str, list[int]]]:

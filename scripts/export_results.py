@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from eval.store.storage import (OutputDirError, export_results, is_archive, iter_shards, load_results,
-                          require_results_dir)
+                                require_results_dir)
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
 
 ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]

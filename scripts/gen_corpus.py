@@ -31,13 +31,13 @@ import torch
 from tqdm import tqdm
 from transformers import LogitsProcessorList
 
-from rheo.paths import folder
+from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.io import atomic_write, atomic_write_text
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
+from rheo.paths import folder
 from rheo.training.corpus import read_shard
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
-from rheo.cli import ArgumentParser, positive_int, run_main
 
 SETTINGS = (0.0, 0.0, 0.7, 1.0)  # chosen by prompt hash in pass a
 

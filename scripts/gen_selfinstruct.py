@@ -38,19 +38,19 @@ from collections import Counter
 from pathlib import Path
 from typing import Dict, List
 
+import gen_corpus  # scripts/ is on sys.path when this file runs
 import numpy as np
 import torch
 from tqdm import tqdm
 
-import gen_corpus  # scripts/ is on sys.path when this file runs
-from rheo.paths import folder
 from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
+from rheo.paths import folder
 from rheo.training import self_instruct as SI
-from rheo.training.corpus import pack_samples, read_shard, save_corpus
 from rheo.training.contamination import benchmark_ngrams, shares_ngram
+from rheo.training.corpus import pack_samples, read_shard, save_corpus
 from rheo.training.prompts import is_held_out
 
 ANSWER_SETTINGS = (0.0, 0.0, 0.7, 1.0)

@@ -38,11 +38,11 @@ import torch
 from eval.device import devcheck as dc
 from eval.device.devreport import Report, greedy_section, md_table, tau_parity
 from eval.store import storage
-from rheo.config import SpecConfig
-from rheo.timing import device_name
-from rheo.placement import DTYPES as PLACEMENT_DTYPES
 from rheo.cli import ArgumentParser, positive_int, run_main
+from rheo.config import SpecConfig
 from rheo.paths import folder, git_sha
+from rheo.placement import DTYPES as PLACEMENT_DTYPES
+from rheo.timing import device_name
 
 DTYPES = {k: v for k, v in PLACEMENT_DTYPES.items() if k != "float16"}
 REFERENCE = ROOT / folder("results", "gpu", "cpu_reference.json")

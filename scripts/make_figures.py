@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.report import methods_study
-
-from eval.report import plots
+from eval.report import methods_study, plots
 from eval.report.analysis import load
 from eval.report.needs import FIGURE_NEEDS, skipped
-from eval.store.storage import require_results_dir, rows_or_archive
 from eval.store.committed import Outputs, outputs_main
-from rheo.io import child_path
+from eval.store.storage import require_results_dir, rows_or_archive
 from rheo.cli import run_main
+from rheo.io import child_path
 
 RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png")
 

@@ -21,15 +21,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.report import methods_study
-
-from eval.report import speed
-
-from eval.report import tables
+from eval.report import methods_study, speed, tables
 from eval.report.analysis import add_variant, load
 from eval.report.needs import TABLE_NEEDS, skipped
-from eval.store.storage import load_results, require_results_dir, rows_or_archive
 from eval.store.committed import Outputs, outputs_main
+from eval.store.storage import load_results, require_results_dir, rows_or_archive
 from rheo.cli import run_main
 
 #: every table drawn from the rows: name -> builder (rows -> Markdown, or None without the rows it needs)

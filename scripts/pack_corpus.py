@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 
+from rheo.cli import ArgumentParser, run_main
 from rheo.paths import folder
 from rheo.training.corpus import pack_samples, read_shard, save_corpus, shard_files
 from rheo.training.prompt_templates import FOLLOWUPS
-from rheo.cli import ArgumentParser, run_main
 
 
 def main() -> None:

@@ -20,8 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from eval.report.plots import palette_png  # noqa: E402
-from rheo.paths import folder
 from rheo.cli import ArgumentParser, run_main
+from rheo.paths import folder
 
 
 def main() -> None:

@@ -27,9 +27,8 @@ import argparse
 import os
 from pathlib import Path
 
+from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_float, positive_int, run_main
 from rheo.paths import folder
-from rheo.cli import (ArgumentParser, non_negative_float, non_negative_int, positive_float, positive_int,
-                      run_main)
 from rheo.training.corpus import DEFAULT_DIR
 from rheo.training.loop import train
 

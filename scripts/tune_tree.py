@@ -29,12 +29,12 @@ from baselines import AR
 from eval.device import tuning
 from eval.device.tuning import METHODS, label
 from eval.device.tuning_report import figure, markdown
+from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.methods import get_method
-from rheo.timing import device_name
-from rheo.placement import DTYPES as PLACEMENT_DTYPES
-from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.paths import REPO_ROOT, folder
+from rheo.placement import DTYPES as PLACEMENT_DTYPES
+from rheo.timing import device_name
 
 DTYPES = PLACEMENT_DTYPES
 DEFAULT_MODEL = "smollm2_135m"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eagle3_heads import H, VOCAB, official_config, official_state, write_head
+from eagle3_heads import VOCAB, H, official_config, official_state, write_head
 
 WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(3, VOCAB)]
 TEMPLATE = ("{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }} </s> {% endfor %}"

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from test_methods_registry import readme_method  # noqa: F401 (the fixture registers Top-P)
 
 import eval.measure.realized as runner
 from eval.conf.schema import register_configs
 from eval.store.storage import load_results
-from test_methods_registry import readme_method  # noqa: F401 (the fixture registers Top-P)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import make_figures  # noqa: E402

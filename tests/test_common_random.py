@@ -10,13 +10,13 @@ from collections import Counter
 
 import pytest
 import torch
+from toys import chi_square_pvalue, draft_fn, toy_pair
 
 from rheo.config import SpecConfig
 from rheo.exact import enumerate_outcomes
 from rheo.mechanism import DraftRecorder
 from rheo.methods import get_method
 from rheo.random import PathRandom
-from toys import chi_square_pvalue, draft_fn, toy_pair
 
 ALPHA = 1e-3  # chi-square false-alarm rate; the keys are fixed, so the outcome is deterministic
 TREES = 4000

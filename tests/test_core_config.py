@@ -5,12 +5,12 @@ import math
 import numpy as np
 import pytest
 import torch
+from toys import toy_pair
 
 from baselines.autoregressive import autoregressive_generate
 from rheo.decode import SpecConfig, speculative_generate
 from rheo.models.toy import PrefixLM
 from rheo.probs import NonFiniteLogitsError
-from toys import toy_pair
 
 
 def test_defaults_match_contract():

@@ -7,11 +7,10 @@ decoder matches the target to ~1e-12 and a lossy one misses by orders more.
 
 import pytest
 import torch
-
-from rheo.decode import SpecConfig
-from rheo.exact import decoder_distribution, enumerate_outcomes, target_distribution, total_variation
-from rheo.decode import generate_with_source
 from toys import toy_pair
+
+from rheo.decode import SpecConfig, generate_with_source
+from rheo.exact import decoder_distribution, enumerate_outcomes, target_distribution, total_variation
 
 EXACT = 1e-9
 

@@ -11,6 +11,7 @@ import math
 
 import pytest
 import torch
+from toys import draft_fn, toy_pair
 
 from rheo.decode import SpecConfig, speculative_generate
 from rheo.exact import verifier_path_probs
@@ -18,7 +19,6 @@ from rheo.methods import get_method, register, unregister
 from rheo.models.base import LazyLogits, TargetOutput, first_child_chain
 from rheo.random import TorchRandom
 from rheo.reference import reference_path_probs
-from toys import draft_fn, toy_pair
 
 EXACT = 1e-9
 

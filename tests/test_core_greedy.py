@@ -2,11 +2,11 @@
 
 import pytest
 import torch
+from toys import toy_pair
 
 from baselines.autoregressive import autoregressive_generate
 from rheo.decode import SpecConfig, speculative_generate
 from rheo.models.toy import PrefixLM
-from toys import toy_pair
 
 VOCAB = 7
 

@@ -10,6 +10,7 @@ import dataclasses
 
 import pytest
 import torch
+from toys import constant_pair, draft_fn, toy_pair
 
 from rheo.candidates import SAMPLE, Candidates, select_rheo
 from rheo.decode import SpecConfig
@@ -18,7 +19,6 @@ from rheo.methods import build_tree, get_method, register, unregister
 from rheo.probs import draft_distribution
 from rheo.random import TorchRandom
 from rheo.reference import reference_path_probs
-from toys import constant_pair, draft_fn, toy_pair
 
 EXACT = 1e-9
 

@@ -2,13 +2,14 @@
 
 import pytest
 import torch
+from toys import assert_verify_matches_reference
+from toys import draft_fn as _draft_fn
+from toys import toy_pair
 
 from rheo.decode import SpecConfig
+from rheo.methods import build_tree, select_candidates
 from rheo.random import TorchRandom
 from rheo.reference import reference_build_tree, reference_select, reference_verify
-from rheo.methods import build_tree, select_candidates
-from toys import assert_verify_matches_reference, toy_pair
-from toys import draft_fn as _draft_fn
 
 CONFIGS = [
     SpecConfig(method="topk", k=4, depth=4, tree_size=12, sparse_top=None),

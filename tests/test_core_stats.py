@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 import torch
+from toys import chi_square_pvalue, constant_pair, toy_pair
 
 from baselines.autoregressive import autoregressive_generate
 from rheo.decode import SpecConfig, speculative_generate
@@ -17,7 +18,6 @@ from rheo.exact import cycle_distribution, target_distribution
 from rheo.models.toy import PrefixLM
 from rheo.probs import tempered
 from rheo.theory import node_acceptance, ot_bound
-from toys import chi_square_pvalue, constant_pair, toy_pair
 
 ALPHA = 1e-4
 

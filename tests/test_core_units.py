@@ -4,16 +4,16 @@ import math
 
 import pytest
 import torch
+from toys import root_to_leaf_paths, toy_pair
 
 from rheo.candidates import FILL, LEAD, SAMPLE, select_rheo, select_topk
 from rheo.decode import SpecConfig, speculative_generate
 from rheo.exact import ScriptedRandom
+from rheo.methods import build_tree
 from rheo.models.toy import PrefixLM
 from rheo.probs import draft_distribution
 from rheo.random import TorchRandom
-from rheo.methods import build_tree
 from rheo.tree import ancestor_mask
-from toys import root_to_leaf_paths, toy_pair
 
 BIG = 50.0
 

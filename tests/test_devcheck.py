@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from baselines import AR, HF_GENERATE
-from eval.device import devcheck as dc
-from eval.store import keys
 from eval.conf import schema
-from eval.store import storage
 from eval.conf.compose import compose_config
+from eval.device import devcheck as dc
 from eval.measure.pairs import make_tiny_pair
+from eval.store import keys, storage
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = dict(k=4, depth=2, tree_size=6, sparse_top=128)

@@ -8,7 +8,6 @@ import contextlib
 import io
 
 import pytest
-
 from doc_examples import Example, context, examples, runnable
 
 EXAMPLES = examples()

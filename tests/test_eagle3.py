@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from eagle3_heads import ATOL, DRAFT_VOCAB, VOCAB, H, drafter, official_state, tiny, write_head  # noqa: F401 (fixtures)
+from toys import assert_greedy_match
 
-from eagle3_heads import ATOL, DRAFT_VOCAB, H, VOCAB, drafter, official_state, tiny, write_head  # noqa: F401 (fixtures)
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.models.base import TreeView
 from rheo.models.eagle3_head import attend
 from rheo.models.hf_target import HFTarget
-from toys import assert_greedy_match
 
 
 def reference_chain_logits(drafter, sess, chain_tokens):

@@ -7,9 +7,9 @@ import json
 
 import pytest
 import torch
+from eagle3_heads import (ATOL, DRAFT_VOCAB, FFN, HEADS, KV_HEADS, VOCAB, H,  # noqa: F401; drafter, tiny: fixtures
+                          drafter, official_config, official_state, tiny, write_head)
 
-from eagle3_heads import (ATOL, DRAFT_VOCAB, FFN, H, HEADS, KV_HEADS, VOCAB, drafter, official_config,  # noqa: F401
-                          official_state, tiny, write_head)  # drafter, tiny: fixtures
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.models.eagle3 import Eagle3LoadError, load_eagle3_drafter

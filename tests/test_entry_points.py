@@ -104,8 +104,9 @@ def test_make_smoke_writes_only_below_a_git_ignored_folder():
 
 
 def test_the_progress_line_names_the_job_and_counts_turns(monkeypatch, capsys):
-    from eval.measure import loop, realized as runner
     from eval.conf.compose import compose_config
+    from eval.measure import loop
+    from eval.measure import realized as runner
 
     monkeypatch.setenv(loop.JOB_ENV, "3/13")
     cfg = compose_config(["model=tiny_random", "method=rheo", "method.m=1", "temperature=0.5", "dataset=mt_bench"])

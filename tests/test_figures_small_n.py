@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.container import ErrorbarContainer
-
-from eval.report import analysis
-
-from eval.report import plots
 from synthetic_results import write_synthetic_results
+
+from eval.report import analysis, plots
 
 
 def _caps(fig) -> list:

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_results import write_synthetic_results
 
 from baselines import AR, HF_GENERATE
 from eval.report import analysis
 from eval.store import storage
-from synthetic_results import write_synthetic_results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))

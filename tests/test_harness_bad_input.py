@@ -18,9 +18,9 @@ import torch
 
 import eval.measure.realized as runner
 from baselines import AR
-from eval.store import storage
 from eval.conf.compose import compose_config
 from eval.prompts.suites import BenchmarkDataError, load_suite
+from eval.store import storage
 from eval.store.storage import OutputDirError, load_results
 
 ROOT = Path(__file__).resolve().parent.parent

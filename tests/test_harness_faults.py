@@ -13,11 +13,11 @@ import pytest
 
 import eval.measure.realized as runner
 from baselines import AR
-from eval.store import storage
-from eval.report.analysis import with_speedup
 from eval.conf.compose import compose_config
-from eval.store.keys import config_hash
 from eval.conf.schema import method_key
+from eval.report.analysis import with_speedup
+from eval.store import storage
+from eval.store.keys import config_hash
 from rheo.config import SpecConfig
 from rheo.methods.static import MAX_STATIC_NODES
 

@@ -12,14 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from local_pair import write_local_head, write_target
 
 import eval.measure.realized as runner
-from eval.store import keys, state_archive as same_state_archive
 from eval.conf import schema
-from eval.store import storage
 from eval.conf.compose import compose_config
+from eval.store import keys
+from eval.store import state_archive as same_state_archive
+from eval.store import storage
 from eval.store.keys import config_hash
-from local_pair import write_local_head, write_target
 from rheo.models.pair_check import ModelMismatchError
 
 ROOT = Path(__file__).resolve().parents[1]

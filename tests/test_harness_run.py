@@ -10,10 +10,10 @@ import pytest
 
 import eval.measure.realized as runner
 from baselines import AR
-from eval.store import storage
-from eval.report.analysis import PAIR_KEY, add_variant, with_speedup
 from eval.conf.compose import compose_config
 from eval.measure.pairs import load_pair
+from eval.report.analysis import PAIR_KEY, add_variant, with_speedup
+from eval.store import storage
 from eval.store.storage import load_results
 
 TINY = ["model=tiny_random", "max_new_tokens=5", "method.k=4", "method.depth=2", "method.tree_size=6",

@@ -6,9 +6,9 @@ import subprocess
 
 import pandas as pd
 import pytest
+from test_same_state_tables import KEY_SHIFT, _archive, synthetic
 
 from eval.states.head_quality import gain_table, main, read_top1
-from test_same_state_tables import KEY_SHIFT, _archive, synthetic
 
 
 def _two_heads() -> pd.DataFrame:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from toys import assert_greedy_match
 from transformers import DynamicCache
 
 from rheo.models.base import DraftTree
 from rheo.models.hf_target import HFTarget
 from rheo.models.tiny import make_tiny_llama
-from toys import assert_greedy_match
 
 ATOL = 1e-4
 VOCAB = 256

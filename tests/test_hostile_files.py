@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import eval.measure.realized as runner
-from eval.store import storage
 from eval.conf.compose import compose_config
+from eval.store import storage
 from rheo.files import NotRegularFileError, read_bounded
 from rheo.io import remove_stale_tmp
 

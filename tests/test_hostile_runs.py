@@ -14,13 +14,13 @@ import pytest
 import eval.measure.realized as runner
 import eval.measure.same_states as same_state
 import eval.store.state_archive as same_state_archive
-from eval.store import storage
 from eval.conf.compose import compose_config
-from eval.run import main as run_main
 from eval.prompts.sources import load_prompts
-from rheo.paths import resolve_path
+from eval.run import main as run_main
+from eval.store import storage
 from eval.store.state_restore import restore_rows
 from eval.store.suite_names import suite_folder, suite_of_folder
+from rheo.paths import resolve_path
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = "k:4,depth:3,tree_size:8,sparse_top:32"

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from toys import toy_pair
 
 from eval.prompts.suites import BenchmarkDataError, read_records
 from rheo.decode import SpecConfig, check_prompt, speculative_generate
@@ -18,7 +19,6 @@ from rheo.models.config_checks import HeadConfigError
 from rheo.models.eagle3_checkpoint import Eagle3LoadError, load_head
 from rheo.models.eagle3_head import Eagle3Config
 from rheo.same_state import same_state_generate
-from toys import toy_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = ROOT / "rheo" / "assets" / "eagle3_smollm2_135m_small"
@@ -151,8 +151,7 @@ def test_the_run_checks_a_context_length_of_zero_and_never_suggests_a_negative_l
     from types import SimpleNamespace
 
     from eval.conf.compose import compose_config
-    from eval.conf.schema import validate
-    from eval.conf.validate import check_against_pair
+    from eval.conf.validate import check_against_pair, validate
 
     cfg = compose_config(["model=tiny_random", "max_new_tokens=4"])
     spec = validate(cfg)

@@ -12,11 +12,8 @@ import pytest
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
-from eval.store import keys
-
 from eval.conf import schema
-
-from eval.store import storage
+from eval.store import keys, storage
 from rheo.config import SpecConfig
 from rheo.methods import get_method, register, unregister
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from toys import random_logits_fn, toy_pair
 
 from baselines.autoregressive import autoregressive_generate
 from rheo.config import SpecConfig
 from rheo.decode import eos_set, speculative_generate
 from rheo.models.toy import PrefixLM
-from toys import random_logits_fn, toy_pair
 
 CFG = SpecConfig(method="rheo", k=3, m=1, depth=3, tree_size=6, temperature=1.0)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from eagle3_heads import H
 from local_pair import write_local_head, write_target
+
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.models import loading

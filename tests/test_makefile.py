@@ -22,9 +22,10 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
-from eval.store.keys import config_hash
+from eval.conf.schema import method_key, register_configs, spec_config
+from eval.conf.validate import compared_configs
 from eval.measure.realized import _jobs
-from eval.conf.schema import compared_configs, method_key, register_configs, spec_config
+from eval.store.keys import config_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 MID_HEAD = ".cache/heads/eagle3_smollm2_135m_mid"  # not committed (configs/recipe/head_mid.yaml)

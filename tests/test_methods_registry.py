@@ -13,20 +13,21 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
+from toys import toy_pair
 
 import eval.measure.realized as runner
 from baselines import AR
-from eval.store import storage
-from eval.report.analysis import add_variant, display_name
 from eval.conf.compose import compose_config
+from eval.conf.schema import method_key
+from eval.conf.validate import validate
+from eval.report.analysis import add_variant, display_name
+from eval.store import storage
 from eval.store.keys import config_hash
-from eval.conf.schema import method_key, validate
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.exact import decoder_distribution, target_distribution, total_variation
 from rheo.methods import Method, get_method, method_names, unregister
 from rheo.methods.static import PRESETS, num_nodes
-from toys import toy_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))

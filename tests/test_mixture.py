@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from eagle3_heads import ATOL, VOCAB, drafter, tiny  # noqa: F401 (fixtures)
+from toys import assert_greedy_match
+
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.models.base import DraftTree, TreeView
 from rheo.models.hf_target import HFTarget
 from rheo.models.mixture import MixedDrafter, mix_label
 from rheo.tree import ancestor_mask
-from toys import assert_greedy_match
 
 PROMPT = [5, 17, 33, 2, 99, 140, 7]
 #          node: 0   1   2   3   4   5   6   7   8

@@ -17,8 +17,9 @@ import ast
 import re
 from pathlib import Path
 
-from rheo.paths import folders
 from test_import_graph import ROOT, tracked_sources
+
+from rheo.paths import folders
 
 TABLE_WRITER = Path("eval/report/markdown.py")
 CI_MODULE = Path("eval/report/analysis.py")

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import eval.measure.realized as runner
+from eval.conf.compose import compose_config
 from eval.store import storage
 from eval.store.committed import CommittedOutputsError
-from eval.conf.compose import compose_config
 from rheo.io import child_path, safe_file_name
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,12 +13,13 @@ import pandas as pd
 import pytest
 
 from eval.conf.compose import compose_config
-from eval.prompts.suites import BenchmarkDataError, Item, builtin_datasets, load_suite, read_records
+from eval.conf.schema import method_key
+from eval.conf.validate import validate
 from eval.prompts.sources import load_prompts
-from rheo.paths import resolve_path
+from eval.prompts.suites import BenchmarkDataError, Item, builtin_datasets, load_suite, read_records
 from eval.store.keys import SUITE_FILES, config_hash, generation_seed
-from eval.conf.schema import method_key, validate
 from eval.store.storage import load_results
+from rheo.paths import resolve_path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "benchmarks"

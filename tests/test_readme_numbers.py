@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from result_tables import (headed_table, numbers, option_studies, pm as _pm, pooled_diffs, pooled_keys, replications, row,
-                           setting, signed, table, tables)
+from result_tables import headed_table, numbers, option_studies
+from result_tables import pm as _pm
+from result_tables import pooled_diffs, pooled_keys, replications, row, setting, signed, table, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_TREE = "K=10 d=8 R=60 top-128"  # as the speed tables name it

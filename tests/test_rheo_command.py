@@ -62,6 +62,7 @@ def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_spe
     assert re.fullmatch(r"tau \d+\.\d\d \(6 tokens in \d+ target calls\), \d+\.\d tokens/s, plain decoding "
                         r"\d+\.\d tokens/s, speedup \d+\.\d\dx", report), report
     import torch
+
     from rheo.models import load_model_pair
 
     pair = load_model_pair("smollm2_135m")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from eval.measure import wall_clock as run_clock
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from toys import toy_pair
 
 from rheo.decode import SpecConfig, speculative_generate
 from rheo.same_state import same_state_generate, stream_key
-from toys import toy_pair
 
 COMPARED = [SpecConfig(method="topk", k=3, depth=3, tree_size=6, sparse_top=None),
             SpecConfig(method="rheo", k=3, m=1, depth=3, tree_size=6, sparse_top=None),

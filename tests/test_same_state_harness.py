@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 import eval.measure.realized as runner
+import eval.states.tables as same_state_tables
 import eval.store.state_archive as same_state_archive
 import eval.store.state_restore as same_state_restore
-from eval.store import storage
 from eval.conf.compose import compose_config
-import eval.states.tables as same_state_tables
+from eval.store import storage
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = "k:4,depth:3,tree_size:8,sparse_top:32"

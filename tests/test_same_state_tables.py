@@ -16,11 +16,11 @@ import pytest
 
 import eval.states.mech_plots as mech_plots
 import eval.states.plots as plots
-from eval.store.state_archive import ROW_SCHEMA
 from eval.states.labels import baseline_label, ordered_labels, with_labels
-from eval.states.stats import keys_for, m_ablation, mechanism_table, paired_differences, probe_share
 from eval.states.outputs import joined_rows
+from eval.states.stats import keys_for, m_ablation, mechanism_table, paired_differences, probe_share
 from eval.states.tables import main, report_markdown
+from eval.store.state_archive import ROW_SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
 T95 = {1: 12.706, 3: 3.182}  # two-sided 95% Student-t quantiles, df = 1, 3

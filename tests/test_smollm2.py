@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from toys import assert_greedy_match
 
 from rheo.models import smollm2
-from toys import assert_greedy_match
 
 HEAD_DIR = Path(__file__).resolve().parents[1] / "rheo" / "assets" / "eagle3_smollm2_135m"
 

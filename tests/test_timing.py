@@ -8,18 +8,18 @@ import time
 import pyarrow.parquet as pq
 import pytest
 import torch
+from toys import toy_pair
 
 import eval.measure.realized as runner
 from baselines import AR, HF_GENERATE
 from baselines.autoregressive import autoregressive_generate
 from baselines.hf_generate import hf_generate
-from eval.store import storage
 from eval.conf.compose import compose_config
 from eval.measure.pairs import make_tiny_pair
+from eval.store import storage
 from eval.store.storage import load_results
 from rheo.decode import SpecConfig, speculative_generate
 from rheo.timing import NULL_TIMER, PHASES, PhaseTimer, phase_columns
-from toys import toy_pair
 
 TINY = ["model=tiny_random", "max_new_tokens=6", "method.k=4", "method.depth=2", "method.tree_size=6",
         "num_threads=1", "progress=false", "warmup=false", "dataset=gsm8k", "limit=1"]

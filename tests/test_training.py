@@ -171,7 +171,6 @@ def test_ttt_loss_on_selected_pairs_equals_the_dense_computation():
 def test_warm_start_copies_the_output_rows_only_when_asked_and_only_for_the_same_vocabulary(tmp_path):
     from rheo.models.eagle3_head import save_head
     from rheo.models.tiny import make_tiny_llama
-
     from rheo.training import draft_head as td
 
     target = make_tiny_llama(seed=0, vocab_size=256, num_layers=3)
@@ -198,7 +197,6 @@ def test_warm_start_copies_the_output_rows_only_when_asked_and_only_for_the_same
 def test_a_saved_heads_draft_vocabulary_is_recovered_for_eval_only(tmp_path):
     from rheo.models.eagle3_head import save_head
     from rheo.models.tiny import make_tiny_llama
-
     from rheo.training import draft_head as td
 
     target = make_tiny_llama(seed=0, vocab_size=256, num_layers=3)

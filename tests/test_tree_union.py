@@ -77,9 +77,10 @@ def test_tiny_llama_union_rows_match_separate_calls():
 
 def test_same_state_columns_equal_one_call_per_tree_on_the_toy_pair():
     """The toy target's rows depend on the token path only: union scoring changes no value."""
+    from toys import toy_pair
+
     from rheo.config import SpecConfig
     from rheo.same_state import same_state_generate
-    from toys import toy_pair
 
     target, drafter, _ = toy_pair(8, salt=2)
     compared = [SpecConfig(method="topk", k=3, depth=3, tree_size=6, sparse_top=None, temperature=0.7),

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from toys import root_to_leaf_paths
 
 from baselines import AR
 from eval.device import tuning
 from eval.measure.pairs import make_tiny_pair
 from rheo.config import SpecConfig
-from toys import root_to_leaf_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -3,7 +3,7 @@ exits non-zero at the end when any of its jobs stored a failed row.
 
 * ``on_multirun_start``: every combination of the sweep (command line and the
   experiment's ``hydra.sweeper.params``, expanded as the basic sweeper does) is
-  composed and validated (``eval.conf.schema.validate``), so a bad value stops the
+  composed and validated (``eval.conf.validate.validate``), so a bad value stops the
   sweep before its first job instead of when that value's job starts.
 * Each job whose run stored failed rows writes :data:`FAILURE_MARKER` into its
   Hydra job folder (``eval.run.main``); ``on_multirun_end`` collects them,
@@ -42,7 +42,7 @@ def sweep_combinations(config: DictConfig) -> list[list[str]]:
 
 def validate_sweep(config: DictConfig) -> int:
     """Compose and validate every job of the sweep; raises ValueError naming the first bad one."""
-    from eval.conf.schema import validate
+    from eval.conf.validate import validate
 
     loader = GlobalHydra.instance().config_loader()
     jobs = sweep_combinations(config)

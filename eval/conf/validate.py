@@ -15,16 +15,130 @@ Every error names the config key and what is wanted.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from typing import Optional, Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from baselines import AR
+from eval.conf.schema import DTYPES, LOCAL_MODEL, MEASURES, MODELS, SUITES, method_key, methods, spec_config
 from rheo.config import SpecConfig
-from rheo.methods import get_method
+from rheo.methods import get_method, method_names
+from rheo.models.catalog import CHAT_FORMATS
+from rheo.paths import resolve_path
 from rheo.placement import as_device
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def validate(cfg: DictConfig) -> SpecConfig:
+    """Check everything that can be checked without a model; return the SpecConfig of ``method``
+    (the driver of a same-state run, whose ``compare`` entries are checked too).
+
+    Raises ValueError with the allowed choices.
+    """
+    spec = _validate_run(cfg)
+    _choice("measure", cfg.measure, MEASURES)
+    if cfg.measure == "realized":
+        if cfg.compare:
+            raise ValueError("compare lists the methods of a same-state run: add measure=same_state (or leave "
+                             "compare empty)")
+        for name in ("draft_mix", "restore_from"):
+            if cfg.get(name) is not None:
+                raise ValueError(f"{name} is read by measure=same_state only; leave it null for measure=realized")
+    else:
+        if cfg.alongside:
+            raise ValueError("alongside is read by measure=realized only: list the methods in compare")
+        if get_method(spec.method).is_reference:
+            raise ValueError(f"method (the driver) must be a registered method, got {cfg.method.name!r}")
+        compared_configs(cfg)
+    return spec
+
+
+def compared_configs(cfg: DictConfig) -> list[tuple[SpecConfig, dict]]:
+    """(SpecConfig, method key) of every ``compare`` entry of a same-state run, each validated like a
+    run's ``method``."""
+    if not cfg.compare:
+        raise ValueError("compare is empty: give the methods to evaluate at the driver's states, e.g. "
+                         "'compare=[{name:topk},{name:rheo,m:1}]'")
+    out = []
+    for i, entry in enumerate(cfg.compare):
+        one = cfg.copy()
+        with open_dict(one):
+            one.method = entry
+        if entry.name in method_names("reference"):
+            raise ValueError(f"compare[{i}].name must be a registered method (a tree), got {entry.name!r}")
+        try:
+            out.append((_validate_run(one), method_key(one)))
+        except ValueError as e:
+            raise ValueError(f"compare[{i}]: {e}") from None
+    return out
+
+
+def _validate_run(cfg: DictConfig) -> SpecConfig:
+    check_config(cfg)
+    _check_model(cfg)
+    _choice("method.name", cfg.method.name, methods())
+    _check_dataset(cfg)
+    mix = cfg.get("draft_mix")
+    if mix is not None and not (isinstance(mix, (int, float)) and not isinstance(mix, bool) and 0 <= mix <= 1):
+        raise ValueError(f"draft_mix must be null (the head) or a number in [0, 1], got {mix!r}")
+    if cfg.dtype is not None:
+        _choice("dtype", cfg.dtype, DTYPES)
+    if cfg.max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {cfg.max_new_tokens}")
+    if cfg.limit is not None and cfg.limit < 1:
+        raise ValueError(f"limit must be None or >= 1, got {cfg.limit}")
+    t = cfg.temperature
+    if not math.isfinite(t) or t < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+    _check_alongside(cfg)
+    return spec_config(cfg)
+
+
+def _check_model(cfg: DictConfig) -> None:
+    """A catalog name, or a pair of your own whose folders exist and whose head fits its target
+    (eval.conf.local_pair.check_local_pair: config files and weight headers, nothing loaded or created)."""
+    from eval.conf.local_pair import check_local_pair
+
+    model = cfg.model
+    if model.chat_format is not None:
+        _choice("model.chat_format", model.chat_format, CHAT_FORMATS)
+    if model.name in MODELS:
+        return
+    if not (model.target_path and model.head_path):
+        raise ValueError(f"unknown model.name {model.name!r}: choose from {list(MODELS)}, or run a pair of your own "
+                         f"with model={LOCAL_MODEL} model.name=NAME model.target_path=DIR model.head_path=DIR "
+                         f"(docs/harness.md)")
+    check_local_pair(model.name, model.target_path, model.head_path, model.chat_format,
+                     None if model.eos_tokens is None else tuple(model.eos_tokens))
+
+
+def _check_alongside(cfg: DictConfig) -> None:
+    names = list(cfg.alongside)
+    for name in names:
+        _choice("alongside method", name, methods())
+    if cfg.method.name in names:
+        raise ValueError(f"alongside={names} holds the run's own method {cfg.method.name!r}: list other methods")
+    if len(set(names)) < len(names):
+        raise ValueError(f"alongside={names} names a method twice")
+    if AR.name in names and cfg.baseline:
+        raise ValueError(f"alongside={names} holds {AR.name!r}, which baseline=true already runs next to every "
+                         f"item: drop it from alongside")
+    for name in names:
+        spec_config(cfg, name)  # its parameters are valid for it (SpecConfig checks them)
+
+
+def _check_dataset(cfg: DictConfig) -> None:
+    from eval.prompts.sources import check_dataset, is_builtin
+
+    if not is_builtin(cfg.dataset):
+        return check_dataset(cfg.dataset, lambda p: resolve_path(p, must_exist=True))
+    if not cfg.dataset.suites:
+        raise ValueError("dataset.suites is empty; choose from " + str(list(SUITES)))
+    for suite in cfg.dataset.suites:
+        _choice("dataset suite", suite, SUITES)
 
 
 def unknown_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
@@ -105,3 +219,8 @@ def context_length(pair) -> Optional[int]:
     """The target's context length (positions), or None when it does not say."""
     value = getattr(pair.target, "context_length", None)
     return int(value) if value is not None else None
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown {name} {value!r}; choose from {list(allowed)}")

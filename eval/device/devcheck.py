@@ -25,9 +25,9 @@ from typing import Optional, Sequence
 import torch
 
 from baselines import AR, HF_GENERATE
+from eval.measure.generation import generate, phase_timer
 from eval.report.speed import first_divergence
 from eval.store import storage
-from eval.measure.generation import generate, phase_timer
 from eval.store.keys import SUITE_FILES, config_hash, generation_seed, method_key
 from rheo import config as rheo_config
 from rheo.config import SpecConfig
@@ -150,9 +150,10 @@ def chi_square_on_device(device, n_runs: int) -> list[dict]:
     """
     from collections import Counter
 
+    from toys import chi_square_pvalue, random_logits_fn  # tests/toys.py
+
     from rheo.exact import target_distribution
     from rheo.models.toy import PrefixLM
-    from toys import chi_square_pvalue, random_logits_fn  # tests/toys.py
 
     t_fn, d_fn = random_logits_fn(6, 43), random_logits_fn(6, 44)
     target = PrefixLM(lambda pre: t_fn(pre).to(device), 6)

@@ -21,8 +21,8 @@ import torch
 
 from eval.report.analysis import normal_half_width
 from eval.report.markdown import BLANK, markdown_table
-from rheo.cli import ArgumentParser, path_arg, positive_int, run_main
 from rheo import config as rheo_config
+from rheo.cli import ArgumentParser, path_arg, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.decode import generate_with_source
 from rheo.methods import get_method, reads

@@ -37,12 +37,12 @@ import pandas as pd
 import torch
 
 from eval.report.analysis import mean_ci, normal_half_width
-from rheo.paths import folder
-from rheo.io import atomic_write
 from rheo.cli import ArgumentParser, non_negative_int, one_line, path_arg, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.decode import generate_with_source
+from rheo.io import atomic_write
 from rheo.methods import get_method
+from rheo.paths import folder
 from rheo.random import TorchRandom
 
 PROG = "python -m eval.measure.expected_replay"

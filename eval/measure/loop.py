@@ -32,13 +32,13 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from eval.store import storage
-from eval.prompts.suites import Item, chat_messages
-from eval.measure.pairs import load_pair, pair_args
-from eval.prompts.sources import load_prompts
-from eval.store.resume import disk_full_line
-from eval.measure.summary import RunInterrupted, RunSummary
 from eval.conf.validate import check_against_pair
+from eval.measure.pairs import load_pair, pair_args
+from eval.measure.summary import RunInterrupted, RunSummary
+from eval.prompts.sources import load_prompts
+from eval.prompts.suites import Item, chat_messages
+from eval.store import storage
+from eval.store.resume import disk_full_line
 from rheo.paths import resolve_path
 
 log = logging.getLogger("eval.run")

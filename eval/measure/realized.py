@@ -32,16 +32,17 @@ import torch
 from omegaconf import DictConfig
 
 from baselines import AR
+from eval.conf.schema import method_key, spec_config
+from eval.conf.validate import validate
 from eval.measure import rows
-from eval.store import storage
-from eval.prompts.suites import Item, chat_messages
 from eval.measure.generation import generate, phase_timer
-from eval.store.keys import config_hash, generation_seed
 from eval.measure.loop import run_loop
-from eval.store.resume import same_text
-from eval.measure.summary import RunInterrupted, RunSummary  # noqa: F401 (eval.run reads them here)
 from eval.measure.same_states import SameState
-from eval.conf.schema import method_key, spec_config, validate
+from eval.measure.summary import RunInterrupted, RunSummary  # noqa: F401 (eval.run reads them here)
+from eval.prompts.suites import Item, chat_messages
+from eval.store import storage
+from eval.store.keys import config_hash, generation_seed
+from eval.store.resume import same_text
 from rheo.config import SpecConfig
 from rheo.methods import get_method
 

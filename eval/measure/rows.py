@@ -7,9 +7,9 @@ from typing import Optional
 import torch
 from omegaconf import DictConfig
 
-from eval.store import storage
-from eval.prompts.suites import Item
 from eval.conf.schema import method_key
+from eval.prompts.suites import Item
+from eval.store import storage
 from rheo.paths import git_sha
 from rheo.timing import device_name
 

@@ -35,14 +35,15 @@ import pyarrow as pa
 import torch
 from omegaconf import DictConfig
 
-from eval.store import storage
-from eval.prompts.suites import Item, chat_messages
-from eval.store.keys import config_hash, generation_seed
+from eval.conf.schema import method_key
+from eval.conf.validate import compared_configs, validate
 from eval.measure.loop import unit_failed
 from eval.measure.summary import RunSummary
+from eval.prompts.suites import Item, chat_messages
+from eval.store import storage
+from eval.store.keys import config_hash, generation_seed
 from eval.store.state_archive import DRIVER_SCHEMA, FINGERPRINT, ROW_SCHEMA
 from eval.store.state_shards import DRIVER, stored
-from eval.conf.schema import compared_configs, method_key, validate
 from rheo.methods import get_method
 from rheo.paths import resolve_path, start_git_sha
 

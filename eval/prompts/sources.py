@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from eval.prompts.suites import (BUILTIN, BenchmarkDataError, Fields, Item, builtin_datasets, dataset_items, read_files,
-                       read_records, select)
+                                 read_records, select)
 from eval.store.keys import SUITE_FILES
 from eval.store.suite_names import check_user_suite
 

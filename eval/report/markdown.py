@@ -13,7 +13,6 @@ from typing import Sequence
 
 import pandas as pd
 
-
 #: a cell left blank, written ``| |`` (under a total row's unused columns); an empty string is ``|  |``
 BLANK = type("Blank", (), {"__repr__": lambda self: "BLANK"})()
 

@@ -22,8 +22,7 @@ from typing import Optional
 
 import pandas as pd
 
-from eval.report.analysis import (DEFAULT_WEIGHTS, display_name, fmt, restrict_to_common, variant_summary,
-                           with_speedup)
+from eval.report.analysis import DEFAULT_WEIGHTS, display_name, fmt, restrict_to_common, variant_summary, with_speedup
 from eval.report.markdown import frame_markdown
 from rheo.methods import get_method, method_names
 from rheo.methods.registry import KINDS, registration_rank

@@ -18,9 +18,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from eval.report.analysis import (DEFAULT_WEIGHTS, display_name, restrict_to_common, setting_title,  # noqa: E402
-                           settings, suites_in, temperature_cells, variant_summary)
-from rheo.methods import get_method  # noqa: E402
+                                  settings, suites_in, temperature_cells, variant_summary)
 from eval.report.tables import ABLATION_MS, MAIN_T, PAPER_RHEO, TOPK, rheo_variant, temperature_variants  # noqa: E402
+from rheo.methods import get_method  # noqa: E402
 
 
 def palette_png(fig, dpi: int) -> bytes:

@@ -15,7 +15,7 @@ from typing import Optional
 import pandas as pd
 
 from eval.report.analysis import (display_name, fmt, mean_ci, paired, restrict_to_common, setting_title, settings,
-                           suites_in, temperature_cells, variant_of, variant_summary)
+                                  suites_in, temperature_cells, variant_of, variant_summary)
 from eval.report.markdown import markdown_table
 from eval.report.stats import permutation_test, sign_test
 

@@ -31,11 +31,11 @@ import torch
 
 from eval.report.analysis import normal_half_width
 from eval.report.markdown import frame_markdown
-from rheo.paths import folder
 from rheo.config import SpecConfig
 from rheo.io import atomic_write
-from rheo.theory import node_acceptance
 from rheo.methods import get_method, reads
+from rheo.paths import folder
+from rheo.theory import node_acceptance
 
 LEMMA_Q = (0.5, 0.3, 0.2)
 LEMMA_P = (0.2, 0.2, 0.6)  # a target for the decoder run; any p that is not q shows the bias

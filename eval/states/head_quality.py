@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from eval.store.committed import CommittedOutputsError
 from eval.report.markdown import markdown_table
 from eval.states.labels import BASELINE_METHOD, rheostat_rows
 from eval.states.outputs import OutputPlan, joined_rows
 from eval.states.stats import POOLED, paired_differences
+from eval.store.committed import CommittedOutputsError
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
 
 PROG = "python -m eval.states.head_quality"

@@ -26,10 +26,10 @@ from typing import Optional
 import pandas as pd
 
 from eval.report.analysis import mean_ci
-from eval.states.labels import ordered_labels
-from eval.states.stats import PROMPT, keys_for, labelled
 from eval.report.markdown import frame_markdown
+from eval.states.labels import ordered_labels
 from eval.states.option_figures import dial_figure, serving_figure
+from eval.states.stats import PROMPT, keys_for, labelled
 from rheo.cli import ArgumentParser, path_arg, positive_int, run_main
 
 PROG = "python -m eval.states.options"

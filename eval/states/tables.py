@@ -38,8 +38,8 @@ import pandas as pd
 
 from eval.report.analysis import display_name
 from eval.report.markdown import markdown_table
-from eval.states.stats import GROUP, POOLED, RESOLUTION, labelled, m_ablation, mechanism_table, \
-    paired_differences, probe_share
+from eval.states.stats import (GROUP, POOLED, RESOLUTION, labelled, m_ablation, mechanism_table, paired_differences,
+                               probe_share)
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
 
 PROG = "python -m eval.states.tables"
@@ -170,8 +170,8 @@ def main(argv=None) -> int:
     ap.add_argument("--update-committed", action="store_true", help="allow changing or removing files committed "
                     "to git")
     args = ap.parse_args(argv)
-    from eval.store.committed import CommittedOutputsError
     from eval.states.outputs import plan_outputs
+    from eval.store.committed import CommittedOutputsError
     from eval.store.storage import report_source
 
     args.results, archive = report_source(args.results, args.archive)

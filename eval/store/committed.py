@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from eval.store.storage import OutputDirError
-from rheo.paths import folder
 from rheo.cli import ArgumentParser, one_line, path_arg
 from rheo.io import atomic_write_bytes, remove_stale_outputs
+from rheo.paths import folder
 
 
 class CommittedOutputsError(RuntimeError):

@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 
 # the row schema, also read as storage.<name> by the runner and the same-state harness
 from eval.store.row_schema import (COLUMNS, METHOD_COLUMNS, OPTIONAL_COLUMNS, ROW_SCHEMA, RUN_KEY_COLUMNS,  # noqa: F401
-                             key_row, method_columns)
-from eval.store.shard_checks import (CorruptShardError, OutputDirError, ShardWriteError, expected_from_path,  # noqa: F401
-                                folder_method, plain_name, read_table_shard)
+                                   key_row, method_columns)
+from eval.store.shard_checks import (CorruptShardError, OutputDirError, ShardWriteError,  # noqa: F401
+                                     expected_from_path, folder_method, plain_name, read_table_shard)
 from eval.store.suite_names import suite_folder
 from rheo.files import files_at_depth, is_regular
 from rheo.io import TMP_PREFIX, atomic_write, atomic_write_bytes, owner, remove_stale_tmp  # noqa: F401
