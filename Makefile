@@ -7,7 +7,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 RUN := $(PY) -m eval.run -m
 RECIPE := $(PY) scripts/recipe.py
-SS_TABLES := $(PY) -m eval.states.tables
+REPORT := $(PY) scripts/report.py
 UPDATE := --update-committed
 VENV_STAMP := .venv/.rheo-setup
 # every target names a command, not a file
@@ -50,12 +50,8 @@ reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m ablation, T s
 	$(RUN) experiment=m_ablation limit=null max_new_tokens=1024 $(ARGS)
 	$(RUN) experiment=temperature limit=null max_new_tokens=1024 $(ARGS)
 	$(RUN) experiment=speed output_dir=results/speed seed=0 limit=10 max_new_tokens=1024 $(ARGS)
-report: ## make reproduce's tables, figures and same-state archive, from its folders (else the committed archives)
-	$(PY) scripts/make_tables.py --results results/runs --out results/tables $(ARGS)
-	$(PY) scripts/make_figures.py --results results/runs --out results/figures $(ARGS)
-	$(PY) scripts/make_tables.py --results results/speed --out results/tables/speed --no-theory $(ARGS)
-	$(SS_TABLES) results/same_state --archive results/same_state.parquet --out results/tables/same_state.md \
-	  --figures results/figures/same_state_ --figure results/figures/same_state_smollm2_135m_n32_cpu.png $(ARGS)
+report: ## make reproduce's tables, figures and same-state archive (the report lists of configs/experiment/{reproduce_tau,speed}.yaml)
+	$(REPORT) reproduce_tau speed $(ARGS)
 tables: ## Markdown tables from RESULTS (a folder, else RESULTS.parquet) -> TABLES (committed files change only with ARGS=--update-committed)
 	$(PY) scripts/make_tables.py --results "$(RESULTS)" --out "$(TABLES)" $(ARGS)
 figures: ## PNG figures from RESULTS (as tables) -> FIGURES
@@ -72,38 +68,32 @@ tune: ## measure this machine (fp32, bf16): cost by nodes, tau per shape -> resu
 	$(PY) scripts/tune_tree.py --threads 1 $(ARGS)
 
 # ------------------------------------------------------------------ studies (one experiment file each)
+study-reports: ## every study's tables and figures, from its folder, else its archive (the report lists of configs/experiment/)
+	$(REPORT) --all $(ARGS)
 same-state-studies: $(VENV_STAMP) ## full-size same-state temperature study and m ablation (bf16, 24 items per suite; hours), then tables
 	$(RUN) experiment=same_state_studies $(ARGS)
-	$(SS_TABLES) results/same_state_studies --archive results/same_state_studies.parquet --also results/same_state.parquet --out "$(TABLES)/same_state_studies.md" --figures "$(FIGURES)/same_state_studies_" $(UPDATE)
+	$(REPORT) same_state_studies $(UPDATE)
 same-state-fp32: $(VENV_STAMP) ## the same-state studies in float32 (m ablation 14, temperatures 12 items per suite; hours), then tables
 	$(RUN) experiment=same_state_fp32 $(ARGS)
-	$(SS_TABLES) results/same_state_fp32 --archive results/same_state_fp32.parquet --archive-without calibration --archive-without depth \
-	  --out "$(TABLES)/same_state_fp32.md" --figures "$(FIGURES)/same_state_fp32_" $(UPDATE)
+	$(REPORT) same_state_fp32 $(UPDATE)
 same-state-dilemma: $(VENV_STAMP) ## Top-K, Rheo, RSD, SpecInfer, chain on shared states at T=1, 0, 0.5, then tables
 	$(RUN) experiment=same_state_dilemma $(ARGS)
-	$(SS_TABLES) results/same_state_dilemma --archive results/same_state_dilemma.parquet --archive-without calibration \
-	  --out "$(TABLES)/same_state_dilemma.md" --figures "$(FIGURES)/same_state_dilemma_" $(UPDATE)
+	$(REPORT) same_state_dilemma $(UPDATE)
 same-state-heads: $(VENV_STAMP) ## Top-K vs Rheo m=1 on shared states with the weaker heads, then tables and the gain against top-1
 	$(RUN) experiment=same_state_heads $(ARGS)
-	$(SS_TABLES) results/same_state_heads --archive results/same_state_heads.parquet \
-	  --out "$(TABLES)/same_state_heads.md" --figures "$(FIGURES)/same_state_heads_" $(UPDATE)
-	$(PY) -m eval.states.head_quality results/same_state_heads.parquet results/same_state.parquet --top1 results/draft_head/heads_top1.jsonl \
-	  --out "$(TABLES)/gain_vs_head.md" --figure "$(FIGURES)/gain_vs_head.png" $(UPDATE)
+	$(REPORT) same_state_heads $(UPDATE)
 reproduce-studies: ## every full-size same-state study: the above four (hours on two cores; resumable)
 	$(MAKE) same-state-studies same-state-dilemma same-state-heads ARGS="limit=24 $(ARGS)"
 sampled-studies: $(VENV_STAMP) ## the m ablation and temperature study on separate trajectories (realized tau), then tables
 	$(RUN) experiment=sampled_m_ablation $(ARGS)
 	$(RUN) experiment=sampled_temperature $(ARGS)
-	$(PY) scripts/export_results.py --results results/sampled_studies --out results/sampled_studies.parquet --replace
-	$(PY) scripts/make_tables.py --results results/sampled_studies.parquet --out "$(TABLES)/sampled" --no-theory $(UPDATE)
-methods: $(VENV_STAMP) ## every method at the paper's node budget (T=0 and 1, 8 items per suite), then tables and figures
+	$(REPORT) sampled_temperature $(UPDATE)
+methods: $(VENV_STAMP) ## every method at the paper's node budget (T=0 and 1, 8 items per suite), into the main table's folder; its reports
 	$(RUN) experiment=methods seed=0 limit=8 max_new_tokens=128 $(ARGS)
-	$(PY) scripts/make_tables.py --results results/runs --out "$(TABLES)" $(UPDATE)
-	$(PY) scripts/make_figures.py --results results/runs --out "$(FIGURES)" $(UPDATE)
+	$(REPORT) reproduce_tau $(UPDATE)
 speed-cost: $(VENV_STAMP) ## Top-K vs Rheo m=1 cost per cycle, tau and tokens/s on the same prompts (float32, alone)
 	$(RUN) experiment=speed_cost $(ARGS)
-	$(PY) scripts/export_results.py --results results/speed_cost --out results/speed_cost.parquet --replace
-	$(PY) scripts/make_tables.py --results results/speed_cost.parquet --out "$(TABLES)/speed_cost" --no-theory $(UPDATE)
+	$(REPORT) speed_cost $(UPDATE)
 expected-replay: $(VENV_STAMP) ## the main table's Rheo rows on new seeds: realized - expected per row (ARGS="--rows 24 --mc 50 ...")
 	OMP_NUM_THREADS=1 $(PY) -m eval.measure.expected_replay results/runs.parquet --rows 0 --order first --mc 0 --seed-offset 1 \
 	  --jsonl .cache/expected_replay/rows.jsonl --out "$(TABLES)/expected_replay.md" $(ARGS)
@@ -112,15 +102,11 @@ serving-study: $(VENV_STAMP) ## the ranking options on shared states at seven te
 dial-study: $(VENV_STAMP) ## the draft-quality dial on shared states (configs/experiment/draft_dial.yaml; hours)
 	$(RUN) experiment=draft_dial $(ARGS)
 option-tables: ## tables, figures and archives of the two option studies (their folders, else their archives)
-	$(PY) -m eval.states.options serving results/same_state_serving --archive results/same_state_serving.parquet --archive-depths 3 \
-	  --out "$(TABLES)/serving_temps.md" --figure "$(FIGURES)/serving_temps.png" $(UPDATE)
-	$(PY) -m eval.states.options dial results/same_state_dial --archive results/same_state_dial.parquet \
-	  --out "$(TABLES)/draft_dial.md" --figure "$(FIGURES)/draft_dial.png" $(UPDATE)
+	$(REPORT) serving_temps draft_dial $(UPDATE)
 speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T=0.7 and 1 on the tuned trees (alone)
 	$(RUN) experiment=tuned_topk temperature=0.7,1.0 output_dir=results/speed_options limit=2 max_new_tokens=64 $(ARGS)
 	$(RUN) experiment=speed_options $(ARGS)
-	$(PY) scripts/export_results.py --results results/speed_options --out results/speed_options.parquet --replace
-	$(PY) scripts/make_tables.py --results results/speed_options --out "$(TABLES)/speed_options" $(UPDATE)
+	$(REPORT) speed_options $(UPDATE)
 
 # ------------------------------------------------------------------ draft head (recipes: configs/recipe/)
 corpus corpus-selfinstruct train-head eval-head head-mid heads-top1 head-broad broad-top1: ## a draft-head recipe (configs/recipe/<name>.yaml; ARGS="--resume", "--head DIR", ...)

@@ -9,6 +9,8 @@ directory. `make reproduce` writes both archives at its end (with --replace).
 Nothing is lost by mistake: --results must be a results directory (not an archive), --out
 must not lie inside it, an export of no rows writes nothing, and an existing archive whose rows
 are not all in the new one is kept unless --replace. The archive is written atomically.
+With --if-present a missing or empty --results folder is no error: the archive stays as it is
+(a study's reports, which read the archive when the folder is gone, export this way).
 """
 
 from __future__ import annotations
@@ -64,7 +66,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=path_arg, required=True, help="the archive to write (.parquet)")
     ap.add_argument("--replace", action="store_true", help="replace an archive even if some of its rows are not "
                                                            "under --results (they are lost)")
+    ap.add_argument("--if-present", action="store_true", help="a missing or empty --results folder is no error: "
+                                                              "nothing is written")
     args = ap.parse_args(argv)
+    if args.if_present and not (args.results.is_dir() and any(iter_shards(args.results))):
+        print(f"{args.results}: no rows to export; {args.out} left as it is")
+        return 0
     try:
         check_export(args.results, args.out, args.replace)
         n = export_results(args.results, args.out)

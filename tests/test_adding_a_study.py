@@ -23,6 +23,7 @@ from eval.store.storage import load_results
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import make_figures  # noqa: E402
 import make_tables  # noqa: E402
+import report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "adding-a-study.md").read_text()
@@ -41,7 +42,7 @@ def test_the_target_calls_the_study_file(tmp_path):
     plan = subprocess.run(["make", "-s", "-n", "-f", str(makefile), "-C", str(ROOT), "topp-vs-topk"],
                           capture_output=True, text=True, check=True).stdout.splitlines()
     assert plan[0].rstrip().endswith("-m eval.run -m experiment=topp_vs_topk")
-    assert any("make_tables.py --results results/topp_vs_topk" in line for line in plan[1:])
+    assert any("scripts/report.py topp_vs_topk" in line for line in plan[1:])
 
 
 def test_the_study_reaches_rows_tables_and_figures(tmp_path, readme_method):  # noqa: F811
@@ -60,11 +61,15 @@ def test_the_study_reaches_rows_tables_and_figures(tmp_path, readme_method):  # 
             job = [f"{k}={v}" for k, v in zip(params, combo)]
             cfg = compose("config", overrides=["experiment=topp_vs_topk", *job, *TINY, f"output_dir={out}"])
             assert runner.run(cfg).failed == 0
+        folders = [f"output_dir={out}", f"paths.tables={tmp_path / 'tables'}", f"paths.figures={tmp_path / 'figures'}"]
+        drawn = report.report_words(compose("config", overrides=["experiment=topp_vs_topk", *folders]))
     rows = load_results(out)
     assert set(zip(rows["method"], rows["temperature"])) == {(m, t) for m in ("topk", "topp") for t in (0.0, 1.0)}
     # (in this process: Top-P is registered here, as it would be by rheo/methods/topp.py)
-    make_tables.make_tables(out, tmp_path / "tables", theory=False)
-    make_figures.make_figures(out, tmp_path / "figures", theory=False)
-    tables = "\n".join(p.read_text() for p in (tmp_path / "tables").glob("*.md"))
+    scripts = {"scripts/make_tables.py": make_tables.main, "scripts/make_figures.py": make_figures.main}
+    assert [cmd[0] for cmd in drawn] == list(scripts)
+    for cmd in drawn:
+        assert scripts[cmd[0]](cmd[1:]) in (0, None)
+    tables = "\n".join(p.read_text() for p in (tmp_path / "tables" / "topp_vs_topk").glob("*.md"))
     assert "Top-P" in tables and "Top-K" in tables
-    assert list((tmp_path / "figures").glob("*.png"))
+    assert list((tmp_path / "figures" / "topp_vs_topk").glob("*.png"))

@@ -136,6 +136,9 @@ class RunConf:
     ot_bound: bool = True  # same_state: the root's closed-form acceptance and optimal-transport bound (scipy)
     restore_from: Optional[str] = None  # same_state: an archive (X.parquet) whose rows seed output_dir first
     draft_mix: Optional[float] = None  # same_state: the draft-quality dial a in [0, 1]; None: the head
+    # the commands that draw this study's tables and figures from its rows (scripts/report.py); a run
+    # reads none of it
+    report: List[str] = field(default_factory=list)
 
 
 MEASURES = ("realized", "same_state")
