@@ -15,6 +15,7 @@ import eval.measure.realized as runner
 import eval.measure.same_states as same_state
 import eval.store.state_archive as same_state_archive
 from eval.conf.compose import compose_config
+from eval.measure.summary import RunInterrupted
 from eval.prompts.sources import load_prompts
 from eval.run import main as run_main
 from eval.store import storage
@@ -133,7 +134,7 @@ def test_ctrl_c_in_a_same_state_run_prints_the_stored_rows(tmp_path, monkeypatch
         return real(*args, **kwargs)
 
     monkeypatch.setattr(same_state, "_one_turn", stop)
-    with pytest.raises(runner.RunInterrupted) as info:
+    with pytest.raises(RunInterrupted) as info:
         runner.run(_cfg(tmp_path, data))
     assert info.value.summary.computed == 1
     with pytest.raises(SystemExit) as done:

@@ -15,6 +15,7 @@ Every error names the config key and what is wanted.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import math
 import os
 from typing import Optional, Sequence
@@ -32,12 +33,26 @@ from rheo.placement import as_device
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
+@dataclass(frozen=True)
+class CheckedRun:
+    """What the start-up checks hand a run: the SpecConfig of ``method`` (the driver of a same-state
+    run) and, for a same-state run, (SpecConfig, method key) of every ``compare`` entry."""
+
+    spec: SpecConfig
+    compared: tuple = ()
+
+
 def validate(cfg: DictConfig) -> SpecConfig:
     """Check everything that can be checked without a model; return the SpecConfig of ``method``
     (the driver of a same-state run, whose ``compare`` entries are checked too).
 
     Raises ValueError with the allowed choices.
     """
+    return check_run(cfg).spec
+
+
+def check_run(cfg: DictConfig) -> CheckedRun:
+    """:func:`validate`, keeping what the checks derived (the compared configs of a same-state run)."""
     spec = _validate_run(cfg)
     _choice("measure", cfg.measure, MEASURES)
     if cfg.measure == "realized":
@@ -47,13 +62,12 @@ def validate(cfg: DictConfig) -> SpecConfig:
         for name in ("draft_mix", "restore_from"):
             if cfg.get(name) is not None:
                 raise ValueError(f"{name} is read by measure=same_state only; leave it null for measure=realized")
-    else:
-        if cfg.alongside:
-            raise ValueError("alongside is read by measure=realized only: list the methods in compare")
-        if get_method(spec.method).is_reference:
-            raise ValueError(f"method (the driver) must be a registered method, got {cfg.method.name!r}")
-        compared_configs(cfg)
-    return spec
+        return CheckedRun(spec)
+    if cfg.alongside:
+        raise ValueError("alongside is read by measure=realized only: list the methods in compare")
+    if get_method(spec.method).is_reference:
+        raise ValueError(f"method (the driver) must be a registered method, got {cfg.method.name!r}")
+    return CheckedRun(spec, tuple(compared_configs(cfg)))
 
 
 def compared_configs(cfg: DictConfig) -> list[tuple[SpecConfig, dict]]:

@@ -14,7 +14,6 @@ target scores it, and the tree's exact expectation (rheo.expected) is set beside
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import torch

@@ -33,12 +33,12 @@ from omegaconf import DictConfig
 
 from baselines import AR
 from eval.conf.schema import method_key, spec_config
-from eval.conf.validate import validate
+from eval.conf.validate import CheckedRun, check_run
 from eval.measure import rows
 from eval.measure.generation import generate, phase_timer
 from eval.measure.loop import run_loop
 from eval.measure.same_states import SameState
-from eval.measure.summary import RunInterrupted, RunSummary  # noqa: F401 (eval.run reads them here)
+from eval.measure.summary import RunSummary
 from eval.prompts.suites import Item, chat_messages
 from eval.store import storage
 from eval.store.keys import config_hash, generation_seed
@@ -66,9 +66,8 @@ class _Job:
 def run(cfg: DictConfig) -> RunSummary:
     """Run (or resume) one configuration with the measurement it names (``measure``); returns what
     was computed, failed and skipped."""
-    if cfg.measure == "same_state":
-        return run_loop(cfg, SameState(cfg))
-    return run_loop(cfg, Realized(cfg))
+    checked = check_run(cfg)
+    return run_loop(cfg, SameState(cfg, checked) if cfg.measure == "same_state" else Realized(cfg, checked))
 
 
 class Realized:
@@ -78,9 +77,9 @@ class Realized:
     fingerprint = storage.FINGERPRINT
     unit = "row(s)"
 
-    def __init__(self, cfg: DictConfig) -> None:
+    def __init__(self, cfg: DictConfig, checked: Optional[CheckedRun] = None) -> None:
         self.cfg = cfg
-        self.spec = validate(cfg)
+        self.spec = (checked or check_run(cfg)).spec
         self.jobs: list[_Job] = []
         self.summary = RunSummary()
         self.label = " + ".join([get_method(cfg.method.name).variant(self.spec), *cfg.alongside])

@@ -36,7 +36,7 @@ import torch
 from omegaconf import DictConfig
 
 from eval.conf.schema import method_key
-from eval.conf.validate import compared_configs, validate
+from eval.conf.validate import CheckedRun, check_run
 from eval.measure.loop import unit_failed
 from eval.measure.summary import RunSummary
 from eval.prompts.suites import Item, chat_messages
@@ -64,11 +64,12 @@ class SameState:
     fingerprint = FINGERPRINT
     unit = "(item, turn)(s)"
 
-    def __init__(self, cfg: DictConfig) -> None:
+    def __init__(self, cfg: DictConfig, checked: Optional[CheckedRun] = None) -> None:
         start_git_sha()  # the rows name the code this process started with
         self.cfg = cfg
-        self.driver = validate(cfg)
-        self.compared = [Compared(spec, key, config_hash(key)) for spec, key in compared_configs(cfg)]
+        checked = checked or check_run(cfg)
+        self.driver = checked.spec
+        self.compared = [Compared(spec, key, config_hash(key)) for spec, key in checked.compared]
         self.specs = [self.driver] + [c.spec for c in self.compared]
         self.dkey = method_key(cfg)
         self.summary = RunSummary(config_hashes={"driver": config_hash(self.dkey)})
