@@ -7,9 +7,10 @@ Examples (see configs/ and the README)::
     python -m eval.run -m experiment=main_table model=llama31_8b_instruct device=cuda dtype=bfloat16
     python -m eval.run measure=same_state dataset=all method=topk 'compare=[{name:topk},{name:rheo,m:1}]'
 
-The work is done by :func:`eval.measure.realized.run`, a plain function of the composed
-config that hands the measurement (``measure``) to the one run loop (:mod:`eval.measure.loop`);
-this module only wires it to Hydra.
+The work is done by :func:`run`, a plain function of the composed config (tests and notebooks
+call it) that checks it once and hands the measurement it names (``measure``: realized decoding,
+:mod:`eval.measure.realized`; same-state scoring, :mod:`eval.measure.same_states`) to the one run
+loop (:mod:`eval.measure.loop`); the rest of this module wires it to Hydra.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from eval.conf.schema import register_configs
 from eval.conf.sweep import FAILURE_MARKER
-from eval.measure.realized import run
+from eval.conf.validate import check_run
+from eval.measure.loop import run_loop
+from eval.measure.realized import Realized
+from eval.measure.same_states import SameState
 from eval.measure.summary import RunInterrupted, RunSummary, rows_went, same_state_rows_went
 from eval.store.resume import interrupted_line
 from rheo.cli import errors_as_one_line, run_main
@@ -37,6 +41,13 @@ register_configs()
 #: Hydra's errors (a bad override, a missing config) are user errors too
 HYDRA_ERRORS = (HydraException, OmegaConfBaseException)
 log = logging.getLogger("eval.run")
+
+
+def run(cfg: DictConfig) -> RunSummary:
+    """Run (or resume) one composed configuration with the measurement it names (``measure``);
+    returns what was computed, failed and skipped."""
+    checked = check_run(cfg)
+    return run_loop(cfg, SameState(cfg, checked) if cfg.measure == "same_state" else Realized(cfg, checked))
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="config")

@@ -16,7 +16,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from test_methods_registry import readme_method  # noqa: F401 (the fixture registers Top-P)
 
-import eval.measure.realized as runner
+import eval.run as entry
 from eval.conf.schema import register_configs
 from eval.store.storage import load_results
 
@@ -60,7 +60,7 @@ def test_the_study_reaches_rows_tables_and_figures(tmp_path, readme_method):  # 
         for combo in itertools.product(*params.values()):
             job = [f"{k}={v}" for k, v in zip(params, combo)]
             cfg = compose("config", overrides=["experiment=topp_vs_topk", *job, *TINY, f"output_dir={out}"])
-            assert runner.run(cfg).failed == 0
+            assert entry.run(cfg).failed == 0
         folders = [f"output_dir={out}", f"paths.tables={tmp_path / 'tables'}", f"paths.figures={tmp_path / 'figures'}"]
         drawn = report.report_words(compose("config", overrides=["experiment=topp_vs_topk", *folders]))
     rows = load_results(out)

@@ -8,7 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
-import eval.measure.realized as runner
+import eval.run as entry
 from eval.conf.compose import compose_config
 from eval.store.storage import load_results
 
@@ -60,7 +60,7 @@ def test_the_first_example_leaves_the_reproduce_folders_untouched(tmp_path, monk
               for f in REPRODUCE_FOLDERS}
     monkeypatch.chdir(tmp_path)  # relative folders resolve here, as from a checkout's root
     cfg = compose_config(_single(overrides) + TINY, config)
-    summary = runner.run(cfg)
+    summary = entry.run(cfg)
     rows = load_results(tmp_path / cfg.output_dir)
     assert summary.computed == len(rows) == 2 and not (tmp_path / "results" / "runs").exists()
     after = {f: sorted(p.name for p in (ROOT / f).iterdir()) if (ROOT / f).is_dir() else None

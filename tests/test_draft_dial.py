@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-import eval.measure.realized as runner
+import eval.run as entry
 import eval.store.state_archive as same_state_archive
 from eval.conf.compose import compose_config
 
@@ -18,7 +18,7 @@ TINY = ["model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=10", "n
 
 
 def _run(tmp_path, *extra):
-    return runner.run(compose_config(["measure=same_state"] + TINY + [f"output_dir={tmp_path / 'ss'}", *extra]))
+    return entry.run(compose_config(["measure=same_state"] + TINY + [f"output_dir={tmp_path / 'ss'}", *extra]))
 
 
 def test_dial_rows_are_keyed_and_labelled_by_draft_mix(tmp_path):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-import eval.measure.realized as runner
+import eval.run as entry
 from eval.conf.compose import compose_config
 from eval.measure.expected_replay import main
 from eval.store.storage import load_results
@@ -17,7 +17,7 @@ TINY = ["model=tiny_random", "max_new_tokens=12", "method.k=4", "method.depth=2"
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     out = tmp_path_factory.mktemp("replay") / "out"
-    runner.run(compose_config(TINY + [f"output_dir={out}", "dataset=mt_bench", "limit=2"]))
+    entry.run(compose_config(TINY + [f"output_dir={out}", "dataset=mt_bench", "limit=2"]))
     return out
 
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import eval.measure.realized as runner
+import eval.run as entry
 from baselines import AR
 from eval.conf.compose import compose_config
 from eval.prompts.suites import BenchmarkDataError, load_suite
@@ -43,7 +44,7 @@ def no_model(monkeypatch):
                                            ("+model.revision=main", "model.revision")])
 def test_keys_added_with_plus_are_rejected_before_anything_loads(tmp_path, no_model, override, key):
     with pytest.raises(ValueError, match=rf"unknown config key\(s\) \['{key}'\]"):
-        runner.run(_cfg(tmp_path, override))
+        entry.run(_cfg(tmp_path, override))
     assert not (tmp_path / "out").exists()
 
 
@@ -57,28 +58,28 @@ def test_keys_added_with_plus_are_rejected_before_anything_loads(tmp_path, no_mo
 ])
 def test_unusable_values_are_rejected_up_front_naming_the_key(tmp_path, no_model, override, needle):
     with pytest.raises(ValueError, match=needle):
-        runner.run(_cfg(tmp_path, override))
+        entry.run(_cfg(tmp_path, override))
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a CPU-only build")
 def test_cuda_on_a_cpu_build_is_rejected_up_front(tmp_path, no_model):
     with pytest.raises(ValueError, match="device='cuda' but CUDA is not usable here"):
-        runner.run(_cfg(tmp_path, "device=cuda"))
+        entry.run(_cfg(tmp_path, "device=cuda"))
 
 
 @pytest.mark.parametrize("max_new, needle", [(1024, "max_new_tokens=1024 >= the context length"),
                                              (1000, "max_new_tokens=1000 plus the longest prompt")])
 def test_max_new_tokens_beyond_the_context_is_rejected_before_the_first_generation(tmp_path, max_new, needle):
     with pytest.raises(ValueError, match=needle):  # the tiny target has 1024 positions
-        runner.run(_cfg(tmp_path, f"max_new_tokens={max_new}"))
+        entry.run(_cfg(tmp_path, f"max_new_tokens={max_new}"))
     assert not list(storage.iter_shards(tmp_path / "out"))
 
 
 # ------------------------------------------------------------------ 4. failures: checked, counted, exit status
 def test_k_beyond_the_draft_vocabulary_is_rejected_before_the_first_generation(tmp_path):
     with pytest.raises(ValueError, match=r"method.k=300 exceeds the draft vocabulary .* \(256 tokens\)"):
-        runner.run(_cfg(tmp_path, "method.k=300", "method.sparse_top=null"))
+        entry.run(_cfg(tmp_path, "method.k=300", "method.sparse_top=null"))
     assert not list(storage.iter_shards(tmp_path / "out"))  # no row stored, AR rows included
 
 
@@ -95,7 +96,7 @@ def _fail_rheo(monkeypatch):
 
 def test_failures_are_counted_per_method(tmp_path, monkeypatch):
     _fail_rheo(monkeypatch)
-    summary = runner.run(_cfg(tmp_path, "limit=2"))
+    summary = entry.run(_cfg(tmp_path, "limit=2"))
     assert summary.failed_by_method == {"rheo": 2, AR.name: 0} and summary.computed == 2
     assert summary.failure_report() == "rheo: 2 of 2 rows failed"
     assert "simulated failure" in summary.first_error
@@ -176,7 +177,7 @@ def test_changed_item_text_is_recomputed_not_reused(tmp_path):
     data = tmp_path / "data"
     shutil.copytree(DATA, data)
     cfg = _cfg(tmp_path, f"data_dir={data}", "baseline=false", "limit=2")
-    assert runner.run(cfg).computed == 2
+    assert entry.run(cfg).computed == 2
     before = load_results(tmp_path / "out").set_index("item_id")
     first = load_suite(data, "gsm8k")[0]
     assert (before["turns_sha"] == [i.turns_sha for i in load_suite(data, "gsm8k", limit=2)]).all()
@@ -184,7 +185,7 @@ def test_changed_item_text_is_recomputed_not_reused(tmp_path):
     record = json.loads(lines[0])
     record["turns"] = [record["turns"][0] + " Answer in one word."]
     (data / "gsm8k.jsonl").write_text("\n".join([json.dumps(record)] + lines[1:]) + "\n")
-    again = runner.run(cfg)
+    again = entry.run(cfg)
     assert (again.computed, again.skipped) == (1, 1)
     after = load_results(tmp_path / "out").set_index("item_id")
     assert after.loc[first.item_id, "turns_sha"] != before.loc[first.item_id, "turns_sha"]
@@ -194,11 +195,11 @@ def test_changed_item_text_is_recomputed_not_reused(tmp_path):
 # ------------------------------------------------------------------ 8. smaller ones
 def test_truncated_config_json_is_reported_as_unreadable(tmp_path):
     cfg = _cfg(tmp_path, "baseline=false")
-    runner.run(cfg)
+    entry.run(cfg)
     cfile = next((tmp_path / "out").glob("tiny_random/*/config.json"))
     cfile.write_text(cfile.read_text()[:20])
     with pytest.raises(OutputDirError, match=f"{cfile} is unreadable .*delete {cfile} and rerun"):
-        runner.run(cfg)
+        entry.run(cfg)
 
 
 def test_ctrl_c_says_how_many_rows_are_stored_without_a_traceback(tmp_path):

@@ -10,6 +10,7 @@ from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 import eval.measure.realized as runner
+import eval.run as entry
 from baselines import AR
 from eval.conf.compose import compose_config
 from eval.store.storage import FINGERPRINT, MANIFEST, OutputDirError
@@ -43,7 +44,7 @@ def test_unknown_group_choice_lists_the_choices(group, choices):
 def test_unknown_name_inside_a_group_is_rejected_with_choices(override, field, tmp_path, no_model):
     cfg = compose_config(TINY + [override, f"output_dir={tmp_path / 'out'}"])
     with pytest.raises(ValueError, match=field) as err:
-        runner.run(cfg)
+        entry.run(cfg)
     assert "choose from" in str(err.value)
     assert not (tmp_path / "out").exists()
 
@@ -67,7 +68,7 @@ def test_unknown_key_or_wrong_type_fails_at_composition(override):
 def test_invalid_method_parameters_rejected_before_model_load(overrides, message, tmp_path, no_model):
     cfg = compose_config(TINY + overrides + [f"output_dir={tmp_path / 'out'}"])
     with pytest.raises(ValueError, match=message):
-        runner.run(cfg)
+        entry.run(cfg)
     assert not (tmp_path / "out").exists()  # nothing was created either
 
 
@@ -78,7 +79,7 @@ def test_missing_weights_offline_names_the_path_to_set(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cfg = compose_config(TINY + ["model=llama31_8b_instruct", f"output_dir={tmp_path / 'out'}"])
     with pytest.raises(FileNotFoundError) as err:
-        runner.run(cfg)
+        entry.run(cfg)
     assert "RHEO_LLAMA31_8B_INSTRUCT_TARGET" in str(err.value)
     assert not list((tmp_path / "out").rglob("*.parquet"))
 
@@ -88,7 +89,7 @@ def test_unwritable_output_dir_is_a_clear_error(tmp_path, no_model):
     blocker.write_text("not a directory")
     cfg = compose_config(TINY + [f"output_dir={blocker / 'results'}"])
     with pytest.raises(OutputDirError, match="cannot create output_dir"):
-        runner.run(cfg)
+        entry.run(cfg)
 
 
 def test_read_only_output_dir_is_a_clear_error(tmp_path, no_model, monkeypatch):
@@ -104,7 +105,7 @@ def test_read_only_output_dir_is_a_clear_error(tmp_path, no_model, monkeypatch):
     monkeypatch.setattr(type(out), "write_text", refuse)
     cfg = compose_config(TINY + [f"output_dir={out}"])
     with pytest.raises(OutputDirError, match="not writable"):
-        runner.run(cfg)
+        entry.run(cfg)
 
 
 def test_foreign_output_dirs_are_refused(tmp_path, no_model):
@@ -112,12 +113,12 @@ def test_foreign_output_dirs_are_refused(tmp_path, no_model):
     other.mkdir()
     (other / MANIFEST).write_text(json.dumps({"project": "someone-else", "layout": 7}))
     with pytest.raises(OutputDirError, match="belongs to something else"):
-        runner.run(compose_config(TINY + [f"output_dir={other}"]))
+        entry.run(compose_config(TINY + [f"output_dir={other}"]))
     stuff = tmp_path / "home_like"
     stuff.mkdir()
     (stuff / "thesis.tex").write_text("precious")
     with pytest.raises(OutputDirError, match="not empty and has no"):
-        runner.run(compose_config(TINY + [f"output_dir={stuff}"]))
+        entry.run(compose_config(TINY + [f"output_dir={stuff}"]))
     assert (stuff / "thesis.tex").read_text() == "precious" and not (stuff / MANIFEST).exists()
 
 
@@ -130,7 +131,7 @@ def test_config_dir_of_another_config_is_refused(tmp_path, no_model):
     (out / MANIFEST).write_text(json.dumps(FINGERPRINT))
     (cdir / "config.json").write_text(json.dumps({**key, "temperature": 0.123}))
     with pytest.raises(OutputDirError, match="must not mix"):
-        runner.run(cfg)
+        entry.run(cfg)
 
 
 def test_method_key_drops_unused_parameters():
@@ -155,7 +156,7 @@ def test_output_dir_being_initialised_by_a_parallel_job_is_accepted(tmp_path):
 def test_unknown_item_ids_are_rejected(tmp_path, no_model):
     cfg = compose_config(TINY + ["item_ids=[0,12345]", f"output_dir={tmp_path / 'out'}"])
     with pytest.raises(ValueError, match=r"item_ids \[12345\]"):
-        runner.run(cfg)
+        entry.run(cfg)
 
 
 def test_experiment_overrides_defaults_and_command_line_overrides_experiment():

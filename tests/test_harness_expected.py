@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import eval.measure.realized as runner
+import eval.run as entry
 from baselines import AR
 from eval.conf.compose import compose_config
 from eval.store.storage import load_results
@@ -15,7 +15,7 @@ TINY = ["model=tiny_random", "max_new_tokens=6", "method.k=4", "method.depth=2",
 
 
 def _run(out, *extra):
-    return runner.run(compose_config(TINY + [f"output_dir={out}", *extra]))
+    return entry.run(compose_config(TINY + [f"output_dir={out}", *extra]))
 
 
 def _by_key(df):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import eval.measure.realized as runner
+import eval.run as entry
 from baselines import AR
 from eval.conf.compose import compose_config
 from eval.conf.schema import method_key
@@ -36,21 +36,21 @@ def no_model(monkeypatch):
 
 def test_a_huge_static_tree_is_refused_before_anything_loads(tmp_path, no_model):
     with pytest.raises(ValueError, match=r"branching=\[200, 200\] makes a 40200-node tree, more than the 4096"):
-        runner.run(_cfg(tmp_path, "method=static", "method.branching=[200,200]", "method.sparse_top=null"))
+        entry.run(_cfg(tmp_path, "method=static", "method.branching=[200,200]", "method.sparse_top=null"))
     with pytest.raises(ValueError, match="a chain of more than 4096 nodes"):
-        runner.run(_cfg(tmp_path, "method=chain", f"method.depth={MAX_STATIC_NODES + 1}"))
+        entry.run(_cfg(tmp_path, "method=chain", f"method.depth={MAX_STATIC_NODES + 1}"))
     assert not (tmp_path / "out").exists()
 
 
 def test_more_threads_than_cores_are_refused_before_anything_loads(tmp_path, no_model):
     with pytest.raises(ValueError, match=rf"num_threads=1000 exceeds the {os.cpu_count()} cores"):
-        runner.run(_cfg(tmp_path, "num_threads=1000"))
+        entry.run(_cfg(tmp_path, "num_threads=1000"))
     assert not (tmp_path / "out").exists()
 
 
 def test_a_shape_wider_than_the_draft_vocabulary_is_refused_before_the_first_generation(tmp_path):
     with pytest.raises(ValueError, match=r"max\(method.branching\)=300 exceeds the draft vocabulary .*256 tokens"):
-        runner.run(_cfg(tmp_path, "method=static", "method.branching=[300]", "method.sparse_top=null"))
+        entry.run(_cfg(tmp_path, "method=static", "method.branching=[300]", "method.sparse_top=null"))
     assert not list(storage.iter_shards(tmp_path / "out"))
 
 
@@ -70,7 +70,7 @@ def test_one_thread_by_default_and_the_thread_count_stays_out_of_committed_hashe
 def test_rows_record_their_threads_and_the_speed_tables_say_so(tmp_path):
     from eval.report.speed import phase_table, speed_table
 
-    runner.run(_cfg(tmp_path, "method.k=4", "method.depth=2", "method.tree_size=6", "paired_baseline=true",
+    entry.run(_cfg(tmp_path, "method.k=4", "method.depth=2", "method.tree_size=6", "paired_baseline=true",
                     "temperature=0"))
     df = storage.load_results(tmp_path / "out")
     assert (df["num_threads"] == 1).all()

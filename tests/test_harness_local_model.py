@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from local_pair import write_local_head, write_target
 
-import eval.measure.realized as runner
+import eval.run as entry
 from eval.conf import schema
 from eval.conf.compose import compose_config
 from eval.store import keys
@@ -98,7 +98,7 @@ def test_a_pair_that_cannot_load_leaves_nothing_behind(pair_dirs, tmp_path, monk
     measure = "realized" if harness == "run" else "same_state"
     cfg = compose_config([f"measure={measure}"] + overrides + RUN + [f"output_dir={out}"])
     with pytest.raises(error) as err:
-        runner.run(cfg)
+        entry.run(cfg)
     assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
     assert not out.exists()
 
@@ -108,12 +108,12 @@ def test_a_load_that_fails_late_removes_the_output_folder_it_made(pair_dirs, tmp
     out = tmp_path / "out"
     cfg = compose_config(_model(target, head, "my-llama", "model.eos_tokens=['<nope>']") + RUN + [f"output_dir={out}"])
     with pytest.raises(ValueError, match="eos token '<nope>' is not in the vocabulary"):
-        runner.run(cfg)
+        entry.run(cfg)
     assert not out.exists()
     kept = tmp_path / "kept"
     storage.prepare_output_dir(kept)  # an existing results folder keeps its manifest, and gets no config folder
     with pytest.raises(ValueError, match="eos token"):
-        runner.run(compose_config(_model(target, head, "my-llama", "model.eos_tokens=['<nope>']") + RUN
+        entry.run(compose_config(_model(target, head, "my-llama", "model.eos_tokens=['<nope>']") + RUN
                                   + [f"output_dir={kept}"]))
     assert [p.name for p in kept.iterdir()] == [storage.MANIFEST]
 

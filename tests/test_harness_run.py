@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import eval.measure.realized as runner
+import eval.run as entry
 from baselines import AR
 from eval.conf.compose import compose_config
 from eval.measure.pairs import load_pair
@@ -33,7 +34,7 @@ def _forbid_model_load(monkeypatch):
 
 def test_rows_baseline_and_resume(tmp_path, monkeypatch):
     cfg = _cfg(tmp_path, "dataset=mt_bench", "limit=1", "warmup=true")
-    summary = runner.run(cfg)
+    summary = entry.run(cfg)
     assert summary.computed == 4 and summary.failed == 0  # (rheo, ar) x 2 turns
     df = load_results(tmp_path / "out")
     assert len(df) == 4 and not df.duplicated(ROW_KEY).any()
@@ -55,7 +56,7 @@ def test_rows_baseline_and_resume(tmp_path, monkeypatch):
     assert len(speed) == 2 and speed["speedup"].notna().all()
 
     _forbid_model_load(monkeypatch)
-    again = runner.run(cfg)
+    again = entry.run(cfg)
     assert again.computed == 0 and again.skipped == 4
     assert len(load_results(tmp_path / "out")) == 4
 
@@ -69,7 +70,7 @@ def test_mt_bench_second_turn_sees_its_own_first_answer(tmp_path, monkeypatch):
         return real(item, turn, answers)
 
     monkeypatch.setattr(runner, "chat_messages", spy)
-    runner.run(_cfg(tmp_path, "dataset=mt_bench", "limit=1", "baseline=false"))
+    entry.run(_cfg(tmp_path, "dataset=mt_bench", "limit=1", "baseline=false"))
     df = load_results(tmp_path / "out")
     first = df[df["turn"] == 0].iloc[0]
     answer = load_pair("tiny_random").tokenizer.decode(first["output_tokens"])
@@ -90,7 +91,7 @@ def test_failed_item_is_recorded_as_failure_and_retried(tmp_path, monkeypatch):
     flaky.calls = 0
     monkeypatch.setattr(runner, "_generate", flaky)
     cfg = _cfg(tmp_path, "dataset=gsm8k", "limit=3", "baseline=false")
-    summary = runner.run(cfg)
+    summary = entry.run(cfg)
     assert (summary.computed, summary.failed) == (2, 1)
     everything = load_results(tmp_path / "out", include_failed=True)
     failed = everything[everything["status"] == "failed"]
@@ -98,7 +99,7 @@ def test_failed_item_is_recorded_as_failure_and_retried(tmp_path, monkeypatch):
     assert failed["tau"].isna().all() and failed["new_tokens"].isna().all()  # not data
     assert len(load_results(tmp_path / "out")) == 2  # failures are not read as data
     monkeypatch.setattr(runner, "_generate", real)
-    retry = runner.run(cfg)
+    retry = entry.run(cfg)
     assert (retry.computed, retry.failed, retry.skipped) == (1, 0, 2)
     assert len(load_results(tmp_path / "out")) == 3
 
@@ -109,14 +110,14 @@ def test_systematic_failure_aborts_loudly(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner, "_generate", broken)
     with pytest.raises(RuntimeError, match="all failed"):
-        runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=5", "baseline=false"))
+        entry.run(_cfg(tmp_path, "dataset=gsm8k", "limit=5", "baseline=false"))
     rows = load_results(tmp_path / "out", include_failed=True)
     assert len(rows) == 3 and (rows["status"] == "failed").all()
 
 
 def test_corrupt_and_truncated_shards_are_detected_and_recomputed(tmp_path, caplog):
     cfg = _cfg(tmp_path, "dataset=gsm8k", "limit=3", "baseline=false")
-    runner.run(cfg)
+    entry.run(cfg)
     shards = list(storage.iter_shards(tmp_path / "out"))
     assert len(shards) == 3
     data = shards[0].read_bytes()
@@ -130,7 +131,7 @@ def test_corrupt_and_truncated_shards_are_detected_and_recomputed(tmp_path, capl
     assert loaded.empty and len(loaded.attrs["corrupt_shards"]) == 3
     assert all(str(p) in " ".join(loaded.attrs["corrupt_shards"]) for p in shards)
     caplog.clear()
-    summary = runner.run(cfg)
+    summary = entry.run(cfg)
     assert summary.computed == 3
     assert sum("corrupt shard" in r.message for r in caplog.records) == 3
     df = load_results(tmp_path / "out")
@@ -139,7 +140,7 @@ def test_corrupt_and_truncated_shards_are_detected_and_recomputed(tmp_path, capl
 
 def test_stale_temporary_files_are_ignored_and_cleaned(tmp_path):
     cfg = _cfg(tmp_path, "dataset=gsm8k", "limit=1", "baseline=false")
-    runner.run(cfg)
+    entry.run(cfg)
     shard = next(storage.iter_shards(tmp_path / "out"))
     host = socket.gethostname()
     stale = shard.parent / f"{storage.TMP_PREFIX}{shard.stem}@{host}@999999999.parquet"
@@ -147,14 +148,14 @@ def test_stale_temporary_files_are_ignored_and_cleaned(tmp_path):
     remote = shard.parent / f"{storage.TMP_PREFIX}{shard.stem}@another-host@999999999.parquet"
     remote.write_bytes(b"another machine's row in flight")
     assert len(load_results(tmp_path / "out")) == 1  # never read as data
-    runner.run(cfg)
+    entry.run(cfg)
     assert not stale.exists() and remote.exists()
 
 
 def test_results_of_different_configs_never_mix(tmp_path):
     for m in (0, 1):
-        runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", f"method.m={m}"))
-    runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", "method=topk"))
+        entry.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", f"method.m={m}"))
+    entry.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", "method=topk"))
     df = load_results(tmp_path / "out")
     # rheo m=0, rheo m=1, topk, and one shared AR config
     assert df["config_hash"].nunique() == 4 and len(df) == 4
@@ -164,8 +165,8 @@ def test_results_of_different_configs_never_mix(tmp_path):
 
 def test_paired_baseline_times_an_ar_row_next_to_each_config(tmp_path):
     for m in (0, 1):
-        runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", f"method.m={m}", "paired_baseline=true"))
-    runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", "method.m=2"))  # shared AR
+        entry.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", f"method.m={m}", "paired_baseline=true"))
+    entry.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", "method.m=2"))  # shared AR
     df = add_variant(load_results(tmp_path / "out"))
     rheo = df[df["method"] == "rheo"].set_index("m")
     ar = df[df["method"] == AR.name]
@@ -186,7 +187,7 @@ def test_alongside_runs_other_methods_item_by_item_in_turning_order(tmp_path, mo
         return one_turn(cfg, pair, meta, job, item, turn, answers)
 
     monkeypatch.setattr(runner, "_one_turn", spy)
-    runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=3", "baseline=false", "alongside=[topk]"))
+    entry.run(_cfg(tmp_path, "dataset=gsm8k", "limit=3", "baseline=false", "alongside=[topk]"))
     ids = sorted({i for i, _ in order})
     assert order == [(ids[0], "rheo"), (ids[0], "topk"), (ids[1], "topk"), (ids[1], "rheo"),
                      (ids[2], "rheo"), (ids[2], "topk")]
@@ -194,7 +195,7 @@ def test_alongside_runs_other_methods_item_by_item_in_turning_order(tmp_path, mo
     topk = both[both["method"] == "topk"].sort_values("item_id")
     assert topk["m"].isna().all() and (topk["tree_size"] == 6).all() and (topk["k"] == 4).all()
     # the same config hash and tokens as Top-K run on its own with the same tree
-    runner.run(compose_config(TINY + [f"output_dir={tmp_path / 'alone'}", "dataset=gsm8k", "limit=3",
+    entry.run(compose_config(TINY + [f"output_dir={tmp_path / 'alone'}", "dataset=gsm8k", "limit=3",
                                       "baseline=false", "method=topk"]))
     alone = load_results(tmp_path / "alone").sort_values("item_id")
     assert list(alone["config_hash"]) == list(topk["config_hash"])
@@ -209,4 +210,4 @@ def test_alongside_runs_other_methods_item_by_item_in_turning_order(tmp_path, mo
 ])
 def test_alongside_rejects_what_it_cannot_run(tmp_path, extra, needle):
     with pytest.raises(ValueError, match=needle):
-        runner.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", *extra))
+        entry.run(_cfg(tmp_path, "dataset=gsm8k", "limit=1", *extra))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import eval.measure.realized as runner
+import eval.run as entry
 from eval.conf.compose import compose_config
 from eval.store.storage import load_results
 
@@ -45,6 +45,6 @@ def test_a_submitit_local_sweep_stores_the_basic_launchers_rows_and_resumes(tmp_
     assert local["accept_lengths"].map(list).tolist() == basic["accept_lengths"].map(list).tolist()
     stamps = sorted(local["finished_at"])
     for m in (0, 1):  # the rerun (either launcher runs these jobs) finds every row and computes none
-        summary = runner.run(compose_config(JOB + [f"method.m={m}", f"output_dir={out}"]))
+        summary = entry.run(compose_config(JOB + [f"method.m={m}", f"output_dir={out}"]))
         assert summary.computed == 0 and summary.skipped == 2
     assert sorted(load_results(out)["finished_at"]) == stamps

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-import eval.measure.realized as runner
+import eval.run as entry
 from eval.conf.compose import compose_config
 from eval.store import storage
 from rheo.files import NotRegularFileError, read_bounded
@@ -68,7 +68,7 @@ def test_a_fifo_head_weights_file_is_refused_without_blocking(tmp_path):
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "out"
-    runner.run(compose_config(TINY + [f"output_dir={out}"]))
+    entry.run(compose_config(TINY + [f"output_dir={out}"]))
     return out
 
 
@@ -117,7 +117,7 @@ def test_a_folder_named_like_a_shard_is_named_not_a_traceback(results, tmp_path)
     shard.unlink()
     shard.mkdir()
     with pytest.raises(storage.OutputDirError, match=r"is not a shard file .*move it out"):
-        runner.run(compose_config(TINY + [f"output_dir={root}"]))
+        entry.run(compose_config(TINY + [f"output_dir={root}"]))
 
 
 def test_a_full_disk_names_the_shard_and_the_rows_stored(tmp_path, monkeypatch):
@@ -133,7 +133,7 @@ def test_a_full_disk_names_the_shard_and_the_rows_stored(tmp_path, monkeypatch):
     monkeypatch.setattr(storage, "atomic_write", full)
     with pytest.raises(storage.ShardWriteError, match=r"cannot write the shard .*\.parquet \(No space left on device.*"
                                                       r"1 row\(s\) stored by this run .*rerun the same command"):
-        runner.run(compose_config(TINY + [f"output_dir={tmp_path / 'o'}", "baseline=false"]))
+        entry.run(compose_config(TINY + [f"output_dir={tmp_path / 'o'}", "baseline=false"]))
 
 
 def test_env_sh_is_quoted(tmp_path):

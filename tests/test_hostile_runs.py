@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import eval.measure.realized as runner
 import eval.measure.same_states as same_state
+import eval.run as entry
 import eval.store.state_archive as same_state_archive
 from eval.conf.compose import compose_config
 from eval.measure.summary import RunInterrupted
@@ -69,19 +69,19 @@ def _cfg(tmp_path, data, *extra):
 
 def test_same_state_recomputes_an_item_whose_text_changed(tmp_path):
     data = _data(tmp_path)
-    assert runner.run(_cfg(tmp_path, data)).computed == 2
+    assert entry.run(_cfg(tmp_path, data)).computed == 2
     path = data / "mt_bench.jsonl"
     lines = path.read_text().splitlines()
     first = json.loads(lines[0])
     first["turns"][0] += " (edited)"
     path.write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
-    again = runner.run(_cfg(tmp_path, data))
+    again = entry.run(_cfg(tmp_path, data))
     assert again.computed == 2 and again.skipped == 0
 
 
 def test_a_shard_copied_into_another_methods_folder_is_flagged_and_recomputed(tmp_path):
     data = _data(tmp_path)
-    runner.run(_cfg(tmp_path, data))
+    entry.run(_cfg(tmp_path, data))
     rows = same_state_archive.load_rows(tmp_path / "ss")
     counts = rows.groupby("variant").size().to_dict()
     topk, rheo = (rows[rows["variant"] == v]["config_hash"].iloc[0] for v in ("topk", "rheo m=1"))
@@ -94,23 +94,23 @@ def test_a_shard_copied_into_another_methods_folder_is_flagged_and_recomputed(tm
     (dst.parent / "0_t9.parquet").write_bytes(pq.read_table(src).slice(0, 0).to_pandas().to_parquet())
     pq.write_table(pa.table({"x": [1]}), dst.parent / "1_t0.parquet")  # a foreign parquet file
     assert len(same_state_archive.load_rows(tmp_path / "ss")) == len(flagged)
-    again = runner.run(_cfg(tmp_path, data))
+    again = entry.run(_cfg(tmp_path, data))
     assert again.computed == 1 and again.skipped == 1  # turn 0 again, for the method that lost it
     assert same_state_archive.load_rows(tmp_path / "ss").groupby("variant").size().to_dict() == counts
 
 
 def test_a_corrupt_same_state_shard_is_recomputed(tmp_path):
     data = _data(tmp_path)
-    runner.run(_cfg(tmp_path, data))
+    entry.run(_cfg(tmp_path, data))
     shard = next((tmp_path / "ss").rglob("driver/*/*_t1.parquet"))
     shard.write_bytes(b"garbage")
-    again = runner.run(_cfg(tmp_path, data))
+    again = entry.run(_cfg(tmp_path, data))
     assert again.computed == 1 and again.skipped == 1
 
 
 def test_restoring_an_archive_never_writes_outside_the_folder(tmp_path):
     data = _data(tmp_path)
-    runner.run(_cfg(tmp_path, data))
+    entry.run(_cfg(tmp_path, data))
     archive = tmp_path / "a.parquet"
     same_state_archive.export_rows(tmp_path / "ss", archive)
     table = pq.read_table(archive)
@@ -135,7 +135,7 @@ def test_ctrl_c_in_a_same_state_run_prints_the_stored_rows(tmp_path, monkeypatch
 
     monkeypatch.setattr(same_state, "_one_turn", stop)
     with pytest.raises(RunInterrupted) as info:
-        runner.run(_cfg(tmp_path, data))
+        entry.run(_cfg(tmp_path, data))
     assert info.value.summary.computed == 1
     with pytest.raises(SystemExit) as done:
         run_main.__wrapped__(_cfg(tmp_path, data))
@@ -153,10 +153,10 @@ def test_a_same_state_turn_that_raises_is_a_failure_and_the_run_goes_on(tmp_path
         return real(*args, **kwargs)
 
     monkeypatch.setattr(same_state, "_one_turn", flaky)
-    summary = runner.run(_cfg(tmp_path, data, "limit=2", "dataset=gsm8k"))
+    summary = entry.run(_cfg(tmp_path, data, "limit=2", "dataset=gsm8k"))
     assert summary.failed == 2 and summary.computed == 0
     assert summary.first_error == "RuntimeError: the disk hiccuped"
     assert not list((tmp_path / "ss").rglob("*.parquet"))
     monkeypatch.setattr(same_state, "_one_turn", real)
-    again = runner.run(_cfg(tmp_path, data, "limit=2", "dataset=gsm8k"))
+    again = entry.run(_cfg(tmp_path, data, "limit=2", "dataset=gsm8k"))
     assert again.computed == 2 and again.failed == 0 and again.skipped == 0

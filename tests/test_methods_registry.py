@@ -15,7 +15,7 @@ import pytest
 import torch
 from toys import toy_pair
 
-import eval.measure.realized as runner
+import eval.run as entry
 from baselines import AR
 from eval.conf.compose import compose_config
 from eval.conf.schema import method_key
@@ -177,7 +177,7 @@ def test_static_and_chain_rows_and_the_methods_table(tmp_path):
             ["method=static", "method.branching=[3,1]", "method.replacement=true"], ["method=chain"]]
     for t in ("0.0", "1.0"):
         for extra in runs:
-            runner.run(compose_config(TINY + extra + [f"temperature={t}", f"output_dir={out}"]))
+            entry.run(compose_config(TINY + extra + [f"temperature={t}", f"output_dir={out}"]))
     df = add_variant(storage.load_results(out))
     assert set(df["variant"]) == {AR.name, "topk", "static rsd (3,1)", "static specinfer (3,1)", "chain d=2"}
     static = df[df["method"] == "static"]
@@ -202,7 +202,7 @@ def test_tables_without_static_rows_have_no_methods_table(tmp_path, capsys):
 
 def test_shards_written_before_the_static_columns_still_load(tmp_path, monkeypatch):
     cfg = compose_config(TINY + ["method=topk", "method.k=3", "method.tree_size=5", f"output_dir={tmp_path / 'out'}"])
-    runner.run(cfg)
+    entry.run(cfg)
     shards = list(storage.iter_shards(tmp_path / "out"))
     for shard in shards:  # rewrite each shard as an older version of the code wrote it
         table = pq.read_table(shard)
@@ -213,7 +213,7 @@ def test_shards_written_before_the_static_columns_still_load(tmp_path, monkeypat
     def forbidden(*args, **kwargs):
         raise AssertionError("an old shard was recomputed")
     monkeypatch.setattr("eval.measure.loop.load_pair", forbidden)
-    assert runner.run(cfg).skipped == 2
+    assert entry.run(cfg).skipped == 2
 
 
 def test_methods_experiment_is_the_paper_budget():

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import eval.measure.realized as runner
+import eval.run as entry
 from eval.conf.compose import compose_config
 from eval.store import storage
 from eval.store.committed import CommittedOutputsError
@@ -101,7 +101,7 @@ def test_figures_are_checked_the_same_way_and_identical_bytes_pass(tmp_path):
 
 def _results(tmp_path: Path, name: str, limit: int) -> Path:
     out = tmp_path / name
-    runner.run(compose_config(["model=tiny_random", "max_new_tokens=3", "method.k=4", "method.depth=2",
+    entry.run(compose_config(["model=tiny_random", "max_new_tokens=3", "method.k=4", "method.depth=2",
                                "method.tree_size=6", "progress=false", "warmup=false", "dataset=gsm8k",
                                f"limit={limit}", f"output_dir={out}"]))
     return out

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import eval.measure.realized as runner
+import eval.run as entry
 import eval.states.tables as same_state_tables
 import eval.store.state_archive as same_state_archive
 import eval.store.state_restore as same_state_restore
@@ -29,7 +29,7 @@ def _cfg(tmp_path, *extra):
 
 
 def test_rows_driver_tokens_and_resume(tmp_path, monkeypatch):
-    summary = runner.run(_cfg(tmp_path, COMPARE))
+    summary = entry.run(_cfg(tmp_path, COMPARE))
     assert summary.computed == 2 and summary.skipped == 0  # one MT-bench item, two turns
     rows, drivers = same_state_archive.load_rows(tmp_path / "ss"), same_state_archive.load_rows(tmp_path / "ss", driver=True)
     assert len(drivers) == 2 and set(rows["variant"]) == {"topk", "rheo m=1", "static rsd (3,1)"}
@@ -42,21 +42,21 @@ def test_rows_driver_tokens_and_resume(tmp_path, monkeypatch):
     assert rows["driver"].unique().tolist() == ["rheo m=1"] and rows["head_sha"].isna().all()  # tiny: no head
     # the driver's tokens are those of its eval.run row (same generation seed)
     run_cfg = compose_config(TINY + [f"output_dir={tmp_path / 'runs'}", "baseline=false", "warmup=false"])
-    runner.run(run_cfg)
+    entry.run(run_cfg)
     plain = storage.load_results(tmp_path / "runs").sort_values("turn")
     assert [list(t) for t in plain["output_tokens"]] == [list(t) for t in drivers.sort_values("turn")["output_tokens"]]
     # resume: nothing left; a new compared method computes only its own rows
     before = {p: p.read_bytes() for p in (tmp_path / "ss").rglob("*.parquet")}
-    assert runner.run(_cfg(tmp_path, COMPARE)).computed == 0
+    assert entry.run(_cfg(tmp_path, COMPARE)).computed == 0
     more = COMPARE[:-1] + ",{name:rheo,m:0," + TREE + "}]"
-    assert runner.run(_cfg(tmp_path, more)).rows == len(rows) // 3
+    assert entry.run(_cfg(tmp_path, more)).rows == len(rows) // 3
     after = same_state_archive.load_rows(tmp_path / "ss")
     assert set(after["variant"]) == {"topk", "rheo m=0", "rheo m=1", "static rsd (3,1)"}
     assert all(p.read_bytes() == b for p, b in before.items() if "driver" not in p.parts)
 
 
 def test_archive_holds_every_row_and_reads_like_the_directory(tmp_path):
-    runner.run(_cfg(tmp_path, COMPARE))
+    entry.run(_cfg(tmp_path, COMPARE))
     archive = tmp_path / "same_state.parquet"
     assert same_state_tables.main([str(tmp_path / "ss"), "--archive", str(archive), "--out", str(tmp_path / "a.md")]) == 0
     for driver in (False, True):
@@ -70,7 +70,7 @@ def test_archive_holds_every_row_and_reads_like_the_directory(tmp_path):
 
 
 def test_an_archive_without_the_bulky_mechanism_columns_gives_its_own_tables_again(tmp_path):
-    runner.run(_cfg(tmp_path, COMPARE))
+    entry.run(_cfg(tmp_path, COMPARE))
     lean, out = tmp_path / "lean.parquet", tmp_path / "lean.md"
     args = [str(tmp_path / "ss"), "--archive", str(lean), "--out", str(out)]
     assert same_state_tables.main(args + ["--archive-without", "calibration", "--archive-without", "depth"]) == 0
@@ -88,12 +88,12 @@ def test_an_archive_without_the_bulky_mechanism_columns_gives_its_own_tables_aga
 def test_a_folder_restored_from_its_archive_resumes_where_it_stopped(tmp_path):
     """restore_from: the archive's shards come back into an empty folder with the same rows, and
     a run over them computes nothing; a larger run computes only the new items."""
-    runner.run(_cfg(tmp_path, COMPARE))
+    entry.run(_cfg(tmp_path, COMPARE))
     archive = tmp_path / "same_state.parquet"
     same_state_archive.export_rows(tmp_path / "ss", archive)
     fresh = tmp_path / "fresh"
     cfg = compose_config(["measure=same_state"] + TINY + [f"output_dir={fresh}", f"restore_from={archive}", COMPARE])
-    assert runner.run(cfg).computed == 0
+    assert entry.run(cfg).computed == 0
     for driver in (False, True):
         key = ["turn", "variant", "state"] if not driver else ["turn"]
         a, b = (same_state_archive.load_rows(d, driver=driver).sort_values(key).reset_index(drop=True)
@@ -102,12 +102,12 @@ def test_a_folder_restored_from_its_archive_resumes_where_it_stopped(tmp_path):
     assert same_state_restore.restore_rows(archive, fresh) == 0  # shards already there are kept
     wider = compose_config(["measure=same_state"] + [a for a in TINY if a != "limit=1"]
                            + ["limit=2", f"output_dir={fresh}", COMPARE])
-    summary = runner.run(wider)
+    summary = entry.run(wider)
     assert summary.skipped == 2 and summary.computed == 2  # item 1's two turns only
 
 
 def test_rows_name_their_precision_and_older_shards_take_it_from_their_config(tmp_path):
-    runner.run(_cfg(tmp_path, COMPARE))
+    entry.run(_cfg(tmp_path, COMPARE))
     rows = same_state_archive.load_rows(tmp_path / "ss")
     assert set(rows["dtype"]) == {"None"} and set(rows["device"]) == {"cpu"}  # the configured dtype: default
     assert set(same_state_archive.load_rows(tmp_path / "ss", driver=True)["dtype"]) == {"None"}
@@ -127,7 +127,7 @@ def test_rows_name_their_precision_and_older_shards_take_it_from_their_config(tm
 def test_bad_compare_entries_are_named(tmp_path, monkeypatch, extra, needle):
     monkeypatch.setattr("eval.measure.loop.load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(ValueError, match=needle):
-        runner.run(_cfg(tmp_path, extra))
+        entry.run(_cfg(tmp_path, extra))
 
 
 def test_cli_bad_input_is_one_line(tmp_path):

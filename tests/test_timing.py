@@ -10,7 +10,7 @@ import pytest
 import torch
 from toys import toy_pair
 
-import eval.measure.realized as runner
+import eval.run as entry
 from baselines import AR, HF_GENERATE
 from baselines.autoregressive import autoregressive_generate
 from baselines.hf_generate import hf_generate
@@ -69,7 +69,7 @@ def test_hf_generate_greedy_equals_our_ar():
 
 
 def test_rows_carry_phases_unless_switched_off(tmp_path):
-    runner.run(compose_config(TINY + [f"output_dir={tmp_path / 'on'}"]))
+    entry.run(compose_config(TINY + [f"output_dir={tmp_path / 'on'}"]))
     df = load_results(tmp_path / "on")
     assert len(df) == 2 and df["device_name"].notna().all()
     for c in phase_columns():
@@ -79,13 +79,13 @@ def test_rows_carry_phases_unless_switched_off(tmp_path):
     per_cycle = sum(spec[f"phase_{p}_ms"] for p in PHASES) * spec["target_calls"] + spec["phase_prefill_ms"]
     assert per_cycle == pytest.approx(spec["wall_s"] * 1e3, rel=1e-6)
 
-    runner.run(compose_config(TINY + [f"output_dir={tmp_path / 'off'}", "profile_phases=false"]))
+    entry.run(compose_config(TINY + [f"output_dir={tmp_path / 'off'}", "profile_phases=false"]))
     off = load_results(tmp_path / "off")
     assert len(off) == 2 and off[phase_columns()].isna().all().all()
 
 
 def test_hf_generate_rows_are_timed_next_to_their_own_ar(tmp_path):
-    runner.run(compose_config(TINY + [f"output_dir={tmp_path / 'o'}", "method=hf_generate", "temperature=0",
+    entry.run(compose_config(TINY + [f"output_dir={tmp_path / 'o'}", "method=hf_generate", "temperature=0",
                                       "paired_baseline=true"]))
     df = load_results(tmp_path / "o")
     assert sorted(df["method"]) == [AR.name, HF_GENERATE.name]
@@ -94,7 +94,7 @@ def test_hf_generate_rows_are_timed_next_to_their_own_ar(tmp_path):
 
 
 def test_shards_without_the_new_columns_still_read(tmp_path):
-    runner.run(compose_config(TINY + [f"output_dir={tmp_path / 'o'}"]))
+    entry.run(compose_config(TINY + [f"output_dir={tmp_path / 'o'}"]))
     path = next(storage.iter_shards(tmp_path / "o"))
     table = pq.read_table(path)
     old = table.drop([c for c in storage.OPTIONAL_COLUMNS])

@@ -36,8 +36,6 @@ from eval.conf.schema import method_key, spec_config
 from eval.conf.validate import CheckedRun, check_run
 from eval.measure import rows
 from eval.measure.generation import generate, phase_timer
-from eval.measure.loop import run_loop
-from eval.measure.same_states import SameState
 from eval.measure.summary import RunSummary
 from eval.prompts.suites import Item, chat_messages
 from eval.store import storage
@@ -61,13 +59,6 @@ class _Job:
     @property
     def method(self) -> str:
         return self.spec.method
-
-
-def run(cfg: DictConfig) -> RunSummary:
-    """Run (or resume) one configuration with the measurement it names (``measure``); returns what
-    was computed, failed and skipped."""
-    checked = check_run(cfg)
-    return run_loop(cfg, SameState(cfg, checked) if cfg.measure == "same_state" else Realized(cfg, checked))
 
 
 class Realized:
