@@ -18,8 +18,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from eval.report.analysis import (DEFAULT_WEIGHTS, display_name, restrict_to_common, setting_title,  # noqa: E402
-                                  settings, suites_in, temperature_cells, variant_summary)
-from eval.report.tables import ABLATION_MS, MAIN_T, PAPER_RHEO, TOPK, rheo_variant, temperature_variants  # noqa: E402
+                                  settings, suites_in, variant_summary)
+from eval.report.tables import ABLATION_MS, MAIN_T, PAPER_RHEO, TOPK, rheo_variant, temperature_studies  # noqa: E402
 from rheo.methods import get_method  # noqa: E402
 
 
@@ -92,11 +92,7 @@ def temperature_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
     """tau (pooled, 95% CI) vs T of Top-K, every Rheo m and other dynamic trees, each at every temperature it was run at
     (a variant run at one temperature only is a lone marker); side by side so the CI bars stay apart."""
     out = []
-    for setting, rows in settings(df):
-        study = temperature_cells(rows, temperature_variants(rows))
-        if study is None:
-            continue
-        variants, temps, cells = study
+    for setting, variants, temps, cells in temperature_studies(df):
         fig, ax = plt.subplots(figsize=(6.0, 3.4))
         dodge = 0.012 * (max(temps) - min(temps) or 1.0)
         for i, v in enumerate(variants):

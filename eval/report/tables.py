@@ -221,15 +221,20 @@ def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
             "(ratio of sums).\n\n" + "\n\n".join(blocks) + "\n")
 
 
+def temperature_studies(df: pd.DataFrame):
+    """(setting, variants, temperatures, cells of temperature_cells) of every setting of ``df`` that
+    ran a variant at two temperatures or more."""
+    for setting, rows in settings(df):
+        study = temperature_cells(rows, temperature_variants(rows))
+        if study is not None:
+            yield (setting, *study)
+
+
 def temperature_table(df: pd.DataFrame) -> Optional[str]:
     """Pooled tau vs temperature for Top-K, Rheo m=0..3 and other dynamic trees (needs >= 2
     temperatures); "-" where a variant was not run at that temperature."""
     blocks = []
-    for setting, rows in settings(df):
-        study = temperature_cells(rows, temperature_variants(rows))
-        if study is None:
-            continue
-        variants, temps, cells = study
+    for setting, variants, temps, cells in temperature_studies(df):
         body = [[f"{t:g}", str(max(c["n"] for c in row))] + [fmt(c["tau"], c["tau_ci"]) for c in row]
                 for t, row in zip(temps, cells)]
         header = ["T", "n"] + [display_name(v) for v in variants]
