@@ -1,6 +1,8 @@
 """Checks of a run configuration beyond its types, in two stages.
 
-* :func:`check_config`, before anything is loaded or created: keys that are not
+* :func:`check_run` (:func:`validate`), before anything is loaded or created: every field, the
+  method's parameters (SpecConfig), a same-state run's ``compare`` entries (each as a method), a
+  pair of your own and a prompt set of your own; with :func:`check_config`: keys that are not
   fields of the typed schema (Hydra's ``+key=value`` adds them to a structured
   config without a word), and values that type-check but cannot be used or
   stored (a seed beyond int64, ``num_threads`` < 1 or above the cores, a device this torch build
@@ -84,7 +86,7 @@ def compared_configs(cfg: DictConfig) -> list[tuple[SpecConfig, dict]]:
         if entry.name in method_names("reference"):
             raise ValueError(f"compare[{i}].name must be a registered method (a tree), got {entry.name!r}")
         try:
-            out.append((_validate_run(one), method_key(one)))
+            out.append((_check_compared(one), method_key(one)))
         except ValueError as e:
             raise ValueError(f"compare[{i}]: {e}") from None
     return out
@@ -108,6 +110,14 @@ def _validate_run(cfg: DictConfig) -> SpecConfig:
     if not math.isfinite(t) or t < 0:
         raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
     _check_alongside(cfg)
+    return spec_config(cfg)
+
+
+def _check_compared(cfg: DictConfig) -> SpecConfig:
+    """A ``compare`` entry, set as ``cfg.method`` in a copy of a config whose other fields
+    :func:`_validate_run` has checked: its keys, its name and its parameters (SpecConfig)."""
+    _refuse_unknown(unknown_keys(cfg.method, "method."))
+    _choice("method.name", cfg.method.name, methods())
     return spec_config(cfg)
 
 
@@ -173,11 +183,7 @@ def unknown_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
 
 def check_config(cfg: DictConfig) -> None:
     """Raise ValueError for a key that is not in the schema or a value that cannot be used."""
-    extra = unknown_keys(cfg)
-    if extra:
-        raise ValueError(f"unknown config key(s) {extra}: not fields of the run schema (eval/conf/schema.py). "
-                         f"A '+key=value' override adds a key that nothing reads; check the spelling "
-                         f"(e.g. max_new_tokens, method.k)")
+    _refuse_unknown(unknown_keys(cfg))
     seed = cfg.seed
     if not INT64_MIN <= seed <= INT64_MAX:
         raise ValueError(f"seed must fit in a signed 64-bit integer [{INT64_MIN}, {INT64_MAX}] (it is stored "
@@ -191,6 +197,13 @@ def check_config(cfg: DictConfig) -> None:
     if cfg.max_consecutive_failures < 1:
         raise ValueError(f"max_consecutive_failures must be >= 1, got {cfg.max_consecutive_failures}")
     as_device(cfg.device, "device")
+
+
+def _refuse_unknown(extra: list[str]) -> None:
+    if extra:
+        raise ValueError(f"unknown config key(s) {extra}: not fields of the run schema (eval/conf/schema.py). "
+                         f"A '+key=value' override adds a key that nothing reads; check the spelling "
+                         f"(e.g. max_new_tokens, method.k)")
 
 
 def check_against_pair(cfg: DictConfig, spec, pair, prompts: Sequence[Sequence[int]]) -> None:

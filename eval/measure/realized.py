@@ -1,9 +1,7 @@
-"""The benchmark run: ``run(cfg)``, a plain function of a composed config (tests call it directly).
+"""The realized measurement of the one run loop (:mod:`eval.measure.loop`; :func:`eval.run.run`
+chooses it for ``measure=realized``).
 
-It hands the measurement that ``measure`` names to the one run loop (:mod:`eval.measure.loop`):
-``realized`` (here) or ``same_state`` (:mod:`eval.measure.same_states`).
-
-``measure=realized``: for every (suite, item, turn) the configured method and, unless
+For every (suite, item, turn) the configured method and, unless
 ``baseline=false``, the autoregressive baseline of the same target at the same temperature and
 seed; one row per (method config, suite, item, turn), each its own shard (eval/store/storage.py). Rows
 already stored with status "ok" are skipped; failed rows are stored with status "failed" and

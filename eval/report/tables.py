@@ -18,6 +18,7 @@ from eval.report.analysis import (display_name, fmt, mean_ci, paired, restrict_t
                                   suites_in, temperature_cells, variant_of, variant_summary)
 from eval.report.markdown import markdown_table
 from eval.report.stats import permutation_test, sign_test
+from rheo.methods import get_method
 
 MAIN_T = 1.0
 ABLATION_MS = (0, 1, 2, 3)
@@ -38,8 +39,6 @@ def temperature_variants(rows: pd.DataFrame) -> list[str]:
     """The variants of the temperature table and figure: Top-K, Rheo m=0..3, then every other
     dynamic-tree variant in the rows (a method added to the registry; static trees and chain have
     the methods table)."""
-    from rheo.methods import get_method
-
     paper = [TOPK] + [rheo_variant(m) for m in TEMPERATURE_MS]
     others = sorted({v for v, m in zip(rows["variant"], rows["method"])
                      if v not in paper and get_method(m).kind == "dynamic" and not get_method(m).is_reference})
