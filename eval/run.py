@@ -29,10 +29,10 @@ from omegaconf.errors import OmegaConfBaseException
 from eval.conf.schema import register_configs
 from eval.conf.sweep import FAILURE_MARKER
 from eval.conf.validate import check_run
-from eval.measure.loop import run_loop
+from eval.measure.loop import RunInterrupted, run_loop
 from eval.measure.realized import Realized
 from eval.measure.same_states import SameState
-from eval.measure.summary import RunInterrupted, RunSummary, rows_went, same_state_rows_went
+from eval.measure.summary import RunSummary, rows_went, same_state_rows_went
 from eval.store.resume import interrupted_line
 from rheo.cli import errors_as_one_line, run_main
 from rheo.paths import resolve_path

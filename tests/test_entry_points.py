@@ -106,12 +106,13 @@ def test_make_smoke_writes_only_below_a_git_ignored_folder():
 
 def test_the_progress_line_names_the_job_and_counts_turns(monkeypatch, capsys):
     from eval.conf.compose import compose_config
+    from eval.conf.validate import check_run
     from eval.measure import loop
     from eval.measure import realized as runner
 
     monkeypatch.setenv(loop.JOB_ENV, "3/13")
     cfg = compose_config(["model=tiny_random", "method=rheo", "method.m=1", "temperature=0.5", "dataset=mt_bench"])
-    bar = loop.progress_bar(cfg, runner.Realized(cfg), 14)
+    bar = loop.progress_bar(cfg, runner.Realized(cfg, check_run(cfg)), 14)
     bar.update(4)
     bar.refresh()
     bar.close()

@@ -9,10 +9,11 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-import eval.measure.realized as runner
 import eval.run as entry
 from baselines import AR
 from eval.conf.compose import compose_config
+from eval.conf.schema import method_key
+from eval.store.keys import config_hash
 from eval.store.storage import FINGERPRINT, MANIFEST, OutputDirError
 
 TINY = ["model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=4", "method.k=4", "method.depth=2",
@@ -125,8 +126,8 @@ def test_foreign_output_dirs_are_refused(tmp_path, no_model):
 def test_config_dir_of_another_config_is_refused(tmp_path, no_model):
     out = tmp_path / "out"
     cfg = compose_config(TINY + [f"output_dir={out}", "baseline=false"])
-    key = runner.method_key(cfg)
-    cdir = out / "tiny_random" / runner.config_hash(key)
+    key = method_key(cfg)
+    cdir = out / "tiny_random" / config_hash(key)
     cdir.mkdir(parents=True)
     (out / MANIFEST).write_text(json.dumps(FINGERPRINT))
     (cdir / "config.json").write_text(json.dumps({**key, "temperature": 0.123}))
@@ -135,11 +136,11 @@ def test_config_dir_of_another_config_is_refused(tmp_path, no_model):
 
 
 def test_method_key_drops_unused_parameters():
-    topk = [runner.method_key(compose_config(["method=topk", f"method.m={m}"])) for m in (0, 1, 2)]
-    assert len({runner.config_hash(k) for k in topk}) == 1 and topk[0]["m"] is None
-    rheo = [runner.config_hash(runner.method_key(compose_config(["method=rheo", f"method.m={m}"]))) for m in (0, 1)]
+    topk = [method_key(compose_config(["method=topk", f"method.m={m}"])) for m in (0, 1, 2)]
+    assert len({config_hash(k) for k in topk}) == 1 and topk[0]["m"] is None
+    rheo = [config_hash(method_key(compose_config(["method=rheo", f"method.m={m}"]))) for m in (0, 1)]
     assert rheo[0] != rheo[1]
-    ar = runner.method_key(compose_config(["method=rheo", "model.head_path=/elsewhere/head"]), AR.name)
+    ar = method_key(compose_config(["method=rheo", "model.head_path=/elsewhere/head"]), AR.name)
     assert ar["k"] is None and ar["tree_size"] is None and ar["method"] == AR.name and ar["head_path"] is None
 
 
@@ -179,14 +180,14 @@ def test_method_key_holds_the_head_weights_fingerprint(tmp_path, monkeypatch):
     head = tmp_path / "head"
     shutil.copytree(src, head)
     cfg = compose_config(["model=smollm2_135m", "method=rheo", f"model.head_path={head}"])
-    before = runner.method_key(cfg)
+    before = method_key(cfg)
     assert before["head_sha"] == head_fingerprint("smollm2_135m", str(head)) and len(before["head_sha"]) == 12
-    assert runner.method_key(compose_config(["model=smollm2_135m", "method=rheo", f"model.head_path={head}"])) == before
+    assert method_key(compose_config(["model=smollm2_135m", "method=rheo", f"model.head_path={head}"])) == before
     with open(head / "model.safetensors", "r+b") as fh:  # same size, one byte changed
         fh.seek(-1, 2)
         last = fh.read(1)
         fh.seek(-1, 2)
         fh.write(bytes([last[0] ^ 1]))
-    after = runner.method_key(cfg)
-    assert after["head_sha"] != before["head_sha"] and runner.config_hash(after) != runner.config_hash(before)
-    assert "head_sha" not in runner.method_key(cfg, AR.name)  # AR never uses the head
+    after = method_key(cfg)
+    assert after["head_sha"] != before["head_sha"] and config_hash(after) != config_hash(before)
+    assert "head_sha" not in method_key(cfg, AR.name)  # AR never uses the head

@@ -95,8 +95,8 @@ def test_a_pair_that_cannot_load_leaves_nothing_behind(pair_dirs, tmp_path, monk
     overrides, error, needle = _refusals(pair_dirs, tmp_path)[case]
     monkeypatch.setattr("eval.measure.loop.load_pair", lambda *a, **k: pytest.fail("loaded a pair that cannot load"))
     out = tmp_path / "out"
-    measure = "realized" if harness == "run" else "same_state"
-    cfg = compose_config([f"measure={measure}"] + overrides + RUN + [f"output_dir={out}"])
+    measure = ["measure=realized"] if harness == "run" else ["measure=same_state", "compare=[{name:topk}]"]
+    cfg = compose_config(measure + overrides + RUN + [f"output_dir={out}"])
     with pytest.raises(error) as err:
         entry.run(cfg)
     assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)

@@ -15,7 +15,7 @@ import eval.measure.same_states as same_state
 import eval.run as entry
 import eval.store.state_archive as same_state_archive
 from eval.conf.compose import compose_config
-from eval.measure.summary import RunInterrupted
+from eval.measure.loop import RunInterrupted
 from eval.prompts.sources import load_prompts
 from eval.run import main as run_main
 from eval.store import storage

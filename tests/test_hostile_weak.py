@@ -151,7 +151,8 @@ def test_the_run_checks_a_context_length_of_zero_and_never_suggests_a_negative_l
     from types import SimpleNamespace
 
     from eval.conf.compose import compose_config
-    from eval.conf.validate import check_against_pair, validate
+    from eval.conf.validate import validate
+    from eval.measure.loop import check_against_pair
 
     cfg = compose_config(["model=tiny_random", "max_new_tokens=4"])
     spec = validate(cfg)

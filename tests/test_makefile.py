@@ -22,8 +22,7 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
-from eval.conf.schema import method_key, register_configs, spec_config
-from eval.conf.validate import compared_configs
+from eval.conf.schema import register_configs, run_plan
 from eval.measure.realized import _jobs
 from eval.store.keys import config_hash
 
@@ -103,10 +102,10 @@ def _hashes(experiment: str, extra: list[str], tmp_path: Path) -> set[str]:
         with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
             cfg = compose("config", overrides=overrides)
         if cfg.measure == "same_state":
-            out.add(config_hash(method_key(cfg)))
-            out |= {config_hash(key) for _, key in compared_configs(cfg)}
+            plan = run_plan(cfg)
+            out |= {config_hash(key) for _, key in ((plan.spec, plan.key), *plan.compared)}
         else:
-            out |= {job.chash for job in _jobs(cfg, spec_config(cfg), tmp_path)}
+            out |= {job.chash for job in _jobs(cfg, run_plan(cfg), tmp_path)}
     return out
 
 

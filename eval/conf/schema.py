@@ -9,7 +9,9 @@ The ``method`` node is derived from :class:`rheo.config.SpecConfig`
 (:func:`method_conf_type`). Derived values (the SpecConfig of a run, the config
 hash that names its results directory, the per-(item, turn) generation seed) are
 computed in one place each: :func:`spec_config` here, the rest in the Hydra-free
-:mod:`eval.store.keys`.
+:mod:`eval.store.keys`. :func:`run_plan` derives, once, every method configuration a run
+will use with its key (a :class:`CheckedRun`), after eval.conf.validate.check_run has checked
+the fields.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
 from baselines import AR
 from eval.store import keys
@@ -165,7 +167,10 @@ def method_key(cfg: DictConfig, method: Optional[str] = None) -> dict:
     """The key of the run's method (or of ``method`` run next to it) hashed into config_hash
     (eval.store.keys.method_key); the AR baseline of ``paired_baseline=true`` is keyed by the config it was
     timed next to."""
-    spec = spec_config(cfg, method)
+    return _key(cfg, spec_config(cfg, method))
+
+
+def _key(cfg: DictConfig, spec: SpecConfig) -> dict:
     paired = None
     if spec.method == AR.name and cfg.method.name != AR.name and cfg.paired_baseline:
         paired = config_hash(method_key(cfg))
@@ -173,6 +178,51 @@ def method_key(cfg: DictConfig, method: Optional[str] = None) -> dict:
                            max_new_tokens=cfg.max_new_tokens, target_path=cfg.model.target_path,
                            head_path=cfg.model.head_path, paired_with=paired, draft_mix=cfg.get("draft_mix"),
                            chat_format=cfg.model.get("chat_format"), eos_tokens=cfg.model.get("eos_tokens"))
+
+
+@dataclass(frozen=True)
+class CheckedRun:
+    """Every method configuration of a checked run, as (SpecConfig, method key) pairs: ``method`` (a
+    same-state run's driver); for a realized run the methods run next to it (``alongside``, then the
+    AR baseline unless ``baseline=false``); for a same-state run every ``compare`` entry."""
+
+    spec: SpecConfig
+    key: dict
+    alongside: tuple = ()
+    compared: tuple = ()
+
+
+def run_plan(cfg: DictConfig) -> CheckedRun:
+    """The :class:`CheckedRun` of a config whose fields are checked (a SpecConfig that cannot be
+    built raises ValueError naming the entry)."""
+    same_state = cfg.measure == "same_state"
+    if same_state:
+        entries = [(cfg, None, "")] + [(one, None, f"compare[{i}]: ") for i, one in enumerate(compare_configs(cfg))]
+    else:
+        names = list(cfg.alongside) + ([AR.name] if cfg.baseline and cfg.method.name != AR.name else [])
+        entries = [(cfg, None, "")] + [(cfg, name, "") for name in names]
+    keyed = []
+    for one, method, where in entries:
+        try:
+            spec = spec_config(one, method)
+            keyed.append((spec, _key(one, spec)))
+        except ValueError as e:
+            if not where:
+                raise
+            raise ValueError(f"{where}{e}") from None
+    (spec, key), others = keyed[0], tuple(keyed[1:])
+    return CheckedRun(spec, key, compared=others) if same_state else CheckedRun(spec, key, alongside=others)
+
+
+def compare_configs(cfg: DictConfig) -> list[DictConfig]:
+    """A copy of the run config per ``compare`` entry of a same-state run, with the entry as ``method``."""
+    out = []
+    for entry in cfg.compare:
+        one = cfg.copy()
+        with open_dict(one):
+            one.method = entry
+        out.append(one)
+    return out
 
 
 def methods() -> list[str]:

@@ -10,7 +10,7 @@ rest, the same way for all of them:
    (:mod:`eval.store.resume`: a corrupt or misplaced shard is reported, deleted and recomputed; a shard
    made from other text of its item is recomputed);
 4. the model pair, loaded only if work is left (a failed load leaves a folder this run created as
-   it was), checked against the first prompts;
+   it was), checked against the first prompts (:func:`check_against_pair`);
 5. the work, unit by unit, under one progress bar; a unit that raises is counted as failed and
    the run goes on (its shards are not written, so a rerun retries it), unless the first
    ``max_consecutive_failures`` all fail; Ctrl-C ends with one line saying what is stored, a
@@ -32,18 +32,27 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from eval.conf.validate import check_against_pair
 from eval.measure.pairs import load_pair, pair_args
-from eval.measure.summary import RunInterrupted, RunSummary
+from eval.measure.summary import RunSummary
 from eval.prompts.sources import load_prompts
 from eval.prompts.suites import Item, chat_messages
 from eval.store import storage
 from eval.store.resume import disk_full_line
+from rheo.config import SpecConfig
+from rheo.methods import get_method
 from rheo.paths import resolve_path
 
 log = logging.getLogger("eval.run")
 #: "i/N": this run is job i of N of a longer command; shown in the progress line
 JOB_ENV = "RHEO_JOB"
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; ``summary`` says what was stored before it (every finished row is)."""
+
+    def __init__(self, summary: RunSummary) -> None:
+        super().__init__()
+        self.summary = summary
 
 
 class Measurement(Protocol):
@@ -86,6 +95,8 @@ def run_loop(cfg: DictConfig, measurement: Measurement) -> RunSummary:
     if not pending:
         log.info("nothing to do: all %d %s already stored", summary.skipped, measurement.unit)
         return summary
+    first = list({id(item): item for _, item in pending}.values())
+    messages = [chat_messages(item, 0, []) for item in first]
     if cfg.num_threads is not None:
         torch.set_num_threads(int(cfg.num_threads))
     try:
@@ -93,8 +104,7 @@ def run_loop(cfg: DictConfig, measurement: Measurement) -> RunSummary:
     except BaseException:
         _remove_if_untouched(root, *fresh)
         raise
-    first = list({id(item): item for _, item in pending}.values())
-    prompts = [pair.format_chat(chat_messages(item, 0, [])) for item in first]
+    prompts = [pair.format_chat(m) for m in messages]
     for spec in measurement.specs:
         check_against_pair(cfg, spec, pair, prompts)
     measurement.start(pair, pending)
@@ -146,3 +156,45 @@ def _remove_if_untouched(root: Path, made_folder: bool, made_manifest: bool) -> 
         (root / storage.MANIFEST).unlink(missing_ok=True)
         if made_folder:
             root.rmdir()
+
+
+def check_against_pair(cfg: DictConfig, spec, pair, prompts: Sequence[Sequence[int]]) -> None:
+    """After the load, before the first generation: children per node vs the draft vocabulary, prompt + new tokens
+    vs the target's context length (``prompts``: the first-turn prompts of the pending rows)."""
+    if not get_method(spec.method).is_reference:
+        vocab = int(pair.drafter.vocab_size)
+        if spec.max_children > vocab:
+            raise ValueError(f"{_children_key(spec)}={spec.max_children} exceeds the draft vocabulary of model "
+                             f"{cfg.model.name!r} ({vocab} tokens): choose {_children_key(spec)} <= {vocab}")
+    context = context_length(pair)
+    if context is None:
+        return
+    if context < 1:
+        raise ValueError(f"model {cfg.model.name!r} has a context length of {context}: its config.json "
+                         f"max_position_embeddings must be >= 1 (fix the model's config.json)")
+    max_new = int(cfg.max_new_tokens)
+    if max_new >= context:
+        raise ValueError(f"max_new_tokens={max_new} >= the context length of model {cfg.model.name!r} "
+                         f"({context} positions): choose max_new_tokens < {context}")
+    longest = max((len(p) for p in prompts), default=0)
+    if longest + max_new > context:
+        fix = (f"choose max_new_tokens <= {context - longest}" if longest < context else
+               f"shorten or leave out that prompt (no max_new_tokens fits: the prompt alone fills the context)")
+        raise ValueError(f"max_new_tokens={max_new} plus the longest prompt ({longest} tokens) exceeds the "
+                         f"context length of model {cfg.model.name!r} ({context} positions): {fix}")
+
+
+def _children_key(spec: SpecConfig) -> str:
+    """The method parameter that sets ``spec.max_children`` (the most children one node gets), as
+    the config names it."""
+    if spec.max_children == spec.k and "k" in get_method(spec.method).fields:
+        return "method.k"
+    if spec.branching is not None and spec.max_children == max(spec.branching):
+        return "max(method.branching)"
+    return f"method {spec.method}'s children per node"
+
+
+def context_length(pair) -> Optional[int]:
+    """The target's context length (positions), or None when it does not say."""
+    value = getattr(pair.target, "context_length", None)
+    return int(value) if value is not None else None

@@ -29,9 +29,7 @@ from typing import Optional
 import torch
 from omegaconf import DictConfig
 
-from baselines import AR
-from eval.conf.schema import method_key, spec_config
-from eval.conf.validate import CheckedRun, check_run
+from eval.conf.schema import CheckedRun
 from eval.measure import rows
 from eval.measure.generation import generate, phase_timer
 from eval.measure.summary import RunSummary
@@ -66,9 +64,11 @@ class Realized:
     fingerprint = storage.FINGERPRINT
     unit = "row(s)"
 
-    def __init__(self, cfg: DictConfig, checked: Optional[CheckedRun] = None) -> None:
+    def __init__(self, cfg: DictConfig, checked: CheckedRun) -> None:
+        """``checked``: eval.conf.validate.check_run(cfg)."""
         self.cfg = cfg
-        self.spec = (checked or check_run(cfg)).spec
+        self.checked = checked
+        self.spec = checked.spec
         self.jobs: list[_Job] = []
         self.summary = RunSummary()
         self.label = " + ".join([get_method(cfg.method.name).variant(self.spec), *cfg.alongside])
@@ -80,7 +80,7 @@ class Realized:
 
     def open(self, root: Path) -> None:
         self.root = root
-        self.jobs = _jobs(self.cfg, self.spec, root)
+        self.jobs = _jobs(self.cfg, self.checked, root)
         self.summary.config_hashes = {j.method: j.chash for j in self.jobs}
 
     def pending(self, items) -> list:
@@ -115,13 +115,9 @@ class Realized:
         return error
 
 
-def _jobs(cfg: DictConfig, spec: SpecConfig, root: Path) -> list[_Job]:
-    specs = [spec] + [spec_config(cfg, name) for name in cfg.alongside]
-    if cfg.baseline and spec.method != AR.name:
-        specs.append(spec_config(cfg, AR.name))
+def _jobs(cfg: DictConfig, checked: CheckedRun, root: Path) -> list[_Job]:
     jobs = []
-    for one in specs:
-        key = method_key(cfg, one.method)
+    for one, key in ((checked.spec, checked.key), *checked.alongside):
         chash = config_hash(key)
         cdir = root / cfg.model.name / chash
         if (cdir / "config.json").exists():  # refused now if it is another config's (created after the load)
@@ -175,7 +171,7 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
     if _reusable(existing, item, path, job.record_expected):
         return {**existing, "_reused": True}
     gen_seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
-    row = rows.base_row(cfg, meta, job.spec.method, job.chash, item, turn, gen_seed)
+    row = rows.base_row(job.key, meta, job.chash, item, turn, gen_seed)
     if turn > 0 and len(answers) < turn:
         row.update(status="failed", error="an earlier turn of this item failed")
     else:

@@ -7,7 +7,6 @@ from typing import Optional
 import torch
 from omegaconf import DictConfig
 
-from eval.conf.schema import method_key
 from eval.prompts.suites import Item
 from eval.store import storage
 from rheo.paths import git_sha
@@ -48,9 +47,9 @@ def mean_or_none(xs) -> Optional[float]:
     return float(sum(xs)) / len(xs) if xs else None
 
 
-def base_row(cfg: DictConfig, meta: dict, method: str, chash: str, item: Item, turn: int, gen_seed: int) -> dict:
-    """A row of ``method``'s config key (hash ``chash``) for one turn of ``item``, metrics still empty."""
-    row = storage.key_row(method_key(cfg, method))
+def base_row(key: dict, meta: dict, chash: str, item: Item, turn: int, gen_seed: int) -> dict:
+    """A row of the method config ``key`` (hash ``chash``) for one turn of ``item``, metrics still empty."""
+    row = storage.key_row(key)
     row.update(meta, dataset=item.suite, item_id=item.item_id, turn=turn, category=item.category,
                turns_sha=item.turns_sha, gen_seed=gen_seed, config_hash=chash, accept_lengths=[], output_tokens=[])
     return row

@@ -35,8 +35,7 @@ import pyarrow as pa
 import torch
 from omegaconf import DictConfig
 
-from eval.conf.schema import method_key
-from eval.conf.validate import CheckedRun, check_run
+from eval.conf.schema import CheckedRun
 from eval.measure.loop import unit_failed
 from eval.measure.summary import RunSummary
 from eval.prompts.suites import Item, chat_messages
@@ -64,14 +63,14 @@ class SameState:
     fingerprint = FINGERPRINT
     unit = "(item, turn)(s)"
 
-    def __init__(self, cfg: DictConfig, checked: Optional[CheckedRun] = None) -> None:
+    def __init__(self, cfg: DictConfig, checked: CheckedRun) -> None:
+        """``checked``: eval.conf.validate.check_run(cfg)."""
         start_git_sha()  # the rows name the code this process started with
         self.cfg = cfg
-        checked = checked or check_run(cfg)
         self.driver = checked.spec
         self.compared = [Compared(spec, key, config_hash(key)) for spec, key in checked.compared]
         self.specs = [self.driver] + [c.spec for c in self.compared]
-        self.dkey = method_key(cfg)
+        self.dkey = checked.key
         self.summary = RunSummary(config_hashes={"driver": config_hash(self.dkey)})
         self.label = (f"same-state {get_method(self.driver.method).variant(self.driver)}, "
                       f"{len(self.compared)} compared")

@@ -35,14 +35,6 @@ class RunSummary:
                          for m, n in self.failed_by_method.items() if n)
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a run; ``summary`` says what was stored before it (every finished row is)."""
-
-    def __init__(self, summary: RunSummary) -> None:
-        super().__init__()
-        self.summary = summary
-
-
 def shown(path: Path | str) -> str:
     """``path`` as a shell word: relative to the working directory when it lies inside it."""
     path = Path(path).absolute()

@@ -43,8 +43,16 @@ def is_builtin(conf) -> bool:
 
 
 def check_dataset(conf, resolve: Callable[[str], Path] = Path) -> None:
-    """What can be checked before anything is read (ValueError naming the key and the fix)."""
+    """What can be checked before anything is read (ValueError naming the key and the fix): the
+    suite names of the six suites, or a user's prompt set's fields and file."""
     suites = list(conf.suites or [])
+    if is_builtin(conf):
+        if not suites:
+            raise ValueError("dataset.suites is empty; choose from " + str(list(SUITE_FILES)))
+        for suite in suites:
+            if suite not in SUITE_FILES:
+                raise ValueError(f"unknown dataset suite {suite!r}; choose from {list(SUITE_FILES)}")
+        return
     if conf.suite_field is None and len(suites) != 1:
         raise ValueError(f"dataset.suites must name the one suite of dataset {conf.name!r} (e.g. "
                          f"dataset.suites=[{conf.name}]), or set dataset.suite_field to split it; got {suites}")
