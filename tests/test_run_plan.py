@@ -11,6 +11,7 @@ from eval.conf.compose import compose_config
 from eval.conf.validate import check_run
 from eval.run import run
 from eval.store.keys import config_hash
+from eval.store.state_shards import DRIVER
 
 TREE = "k:4,depth:2,tree_size:6,sparse_top:32"
 TINY = ["model=tiny_random", "dataset=mt_bench", "limit=1", "max_new_tokens=4", "num_threads=1", "progress=false",
@@ -68,5 +69,12 @@ def test_the_plan_names_every_folder_the_run_writes(measure, tmp_path):
         written = {p.name for p in model.iterdir()}
     else:  # a folder per driver hash, in it one per compared configuration
         (driver,) = [p for p in model.iterdir() if p.is_dir()]
-        written = {driver.name} | {p.name for p in driver.iterdir() if p.is_dir() and p.name != "driver"}
+        written = {driver.name} | {p.name for p in driver.iterdir() if p.is_dir() and p.name != DRIVER}
     assert written == hashes
+
+
+def test_a_method_whose_parameters_do_not_fit_is_named():
+    with pytest.raises(ValueError, match=r"^alongside static: branching is required"):
+        check_run(compose_config(TINY + ["alongside=[static]"]))
+    with pytest.raises(ValueError, match=r"^compare\[1\]: m must be in"):
+        check_run(compose_config(TINY + ["measure=same_state", "compare=[{name:topk},{name:rheo,m:20}]"]))

@@ -200,7 +200,7 @@ def run_plan(cfg: DictConfig) -> CheckedRun:
         entries = [(cfg, None, "")] + [(one, None, f"compare[{i}]: ") for i, one in enumerate(compare_configs(cfg))]
     else:
         names = list(cfg.alongside) + ([AR.name] if cfg.baseline and cfg.method.name != AR.name else [])
-        entries = [(cfg, None, "")] + [(cfg, name, "") for name in names]
+        entries = [(cfg, None, "")] + [(cfg, name, f"alongside {name}: ") for name in names]
     keyed = []
     for one, method, where in entries:
         try:

@@ -22,7 +22,7 @@ import datetime as _dt
 import logging
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -49,7 +49,7 @@ class _Job:
     spec: SpecConfig  # the run's method, or the AR baseline next to it
     chash: str
     cdir: Path
-    key: dict = field(default_factory=dict)  # the method key hashed into chash (the folder's config.json)
+    key: dict  # the method key hashed into chash (the folder's config.json)
     record_expected: bool = False  # a tree method of a record_expected run
 
     @property
@@ -68,10 +68,9 @@ class Realized:
         """``checked``: eval.conf.validate.check_run(cfg)."""
         self.cfg = cfg
         self.checked = checked
-        self.spec = checked.spec
         self.jobs: list[_Job] = []
         self.summary = RunSummary()
-        self.label = " + ".join([get_method(cfg.method.name).variant(self.spec), *cfg.alongside])
+        self.label = " + ".join([get_method(cfg.method.name).variant(checked.spec), *cfg.alongside])
         self.taus: list[float] = []
 
     @property
