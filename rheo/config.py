@@ -24,6 +24,7 @@ PAPER_TREE = MappingProxyType({"k": 10, "depth": 8, "tree_size": 60, "sparse_top
 PROXIES = ("rheo", "tempered", "fixed")
 RANKS = ("q", "q_T")
 VERIFY_ORDERS = ("stochastic_first", "deterministic_first")
+ADAPTS = ("none", "root")  # rheo.adaptive.ADAPT_RULES
 #: field metadata: held (None where unused) by the harness key of every method, whatever it reads, so
 #: the config hashes of rows stay what they were; other fields enter only the keys of methods that read
 #: them. Marking another field so changes every config hash.
@@ -59,6 +60,9 @@ class SpecConfig:
                   T = 0 its limit, the logit gaps to the node's best draft logit)
     probe_min:    Rheo: a node draws its sample only where the draft's non-lead mass at temperature
                   T (z_T) is at least this; elsewhere it is a Top-K node. 0 = always (the paper)
+    adapt:        Rheo: "none" (these settings at every cycle) or "root": per request, each cycle uses
+                  Rheo m=0 while the roots of the earlier cycles say the sampled child is accepted
+                  more often than the draft's top token, else these settings (rheo.adaptive)
     proxy_value:  the constant of proxy="fixed"
     verify_order: "stochastic_first" (lossless) or "deterministic_first" (lossy ablation)
     proxy_eps:    the eps of the m=0 proxy
@@ -82,6 +86,7 @@ class SpecConfig:
     replacement: bool = False
     rank: str = field(default="q", metadata=KEY_WHEN_SET)
     probe_min: float = field(default=0.0, metadata=KEY_WHEN_SET)
+    adapt: str = field(default="none", metadata=KEY_WHEN_SET)
 
     def __post_init__(self) -> None:
         for name in ("k", "m", "depth", "tree_size", "sparse_top"):  # np.int64(3) -> 3
@@ -92,6 +97,7 @@ class SpecConfig:
         _choice("proxy", self.proxy, PROXIES)
         _choice("verify_order", self.verify_order, VERIFY_ORDERS)
         _choice("rank", self.rank, RANKS)
+        _choice("adapt", self.adapt, ADAPTS)
         if not (type(self.probe_min) is float and 0.0 <= self.probe_min <= 1.0):
             raise ValueError(f"probe_min must be a number in [0, 1], got {_show(self.probe_min)}")
         _int_at_least("k", self.k, 1)

@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 
 import torch
 
+from rheo.adaptive import RootRow, cycle_policy
 from rheo.candidates import SAMPLE
 from rheo.config import SpecConfig
 from rheo.methods import get_method
@@ -205,17 +206,22 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     root = ids[-1]
     d2t = drafter.draft_to_target
     draft_fn = tm.wrap("draft", d_sess.draft)
+    policy = cycle_policy(config)  # adapt="root": the cycle's setting from earlier roots (rheo.adaptive)
     while True:
         if on_state is not None:
             on_state(CycleState(len(out.accept_lengths), root, t_sess, draft_fn, d2t, _device_of(drafter)))
+        cfg = config if policy is None else policy.config()
+        cycle_draft = draft_fn if policy is None else RootRow(draft_fn)
         with tm.phase("tree"):
-            built = method.build_tree(draft_fn, root, config, rng, d2t, device=_device_of(drafter))
+            built = method.build_tree(cycle_draft, root, cfg, rng, d2t, device=_device_of(drafter))
         with tm.phase("score"):
             scored = t_sess.score_tree(built.tree)
+        if policy is not None:
+            policy.observe(cycle_draft.row, scored.logits[0], d2t)
         if record_expected:  # before verifying: the rows of the expanded nodes in one batch
-            out.expected_accept_lengths.append(method.expected_emitted(built, scored.logits, config))
+            out.expected_accept_lengths.append(method.expected_emitted(built, scored.logits, cfg))
         with tm.phase("verify"):
-            result = method.verify_tree(built, scored.logits, config, rng)
+            result = method.verify_tree(built, scored.logits, cfg, rng)
         room = max_new_tokens - len(out.tokens)
         emitted = result.tokens[:room]
         hit = next((i for i, t in enumerate(emitted) if t in stop), None)

@@ -88,6 +88,10 @@ def cycle_distribution(target: TargetModel, drafter: DraftModel, context: Sequen
     Two levels: every random tree (the samples drawn while drafting), then, for
     each tree, every outcome of verification on it.
     """
+    if getattr(config, "adapt", "none") != "none":
+        raise ValueError(f"adapt={config.adapt!r} chooses each cycle's setting from earlier cycles, so one cycle "
+                         "has no distribution of its own: enumerate the whole loop (enumerate_outcomes over "
+                         "rheo.decode.generate_with_source)")
     ids = list(context)
     method = get_method(config.method)
     t_sess, d_sess = target.new_session(), drafter.new_session()

@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from rheo.adaptive import RootRow, cycle_policy
 from rheo.config import SpecConfig
 from rheo.decode import CycleState, EosSpec, GenerationOutput, generate_with_source
 from rheo.mechanism import DraftRecorder, calibration_columns, root_columns, tree_columns
@@ -89,24 +90,32 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
             raise ValueError(f"compared method {cfg.method!r}: {cfg.max_children} children per node exceed the "
                              f"draft vocabulary size {drafter.vocab_size}")
     result = SameStateOutput(output=GenerationOutput(tokens=[], accept_lengths=[]))
+    # adapt="root" entries: a policy each, fed by the driver's states, which are this request's cycle
+    # roots (rheo.adaptive); the other entries use their own configuration at every state
+    policies = [cycle_policy(c) for c in compared]
 
     def on_state(state: CycleState) -> None:
         session = state.target_session
         if not hasattr(session, "discard"):
             raise ValueError(f"{type(session).__name__} has no discard(): same-state evaluation needs a target "
                              "session that can drop a scored tree")
-        built_trees = []
-        for cfg, method in zip(compared, methods):
+        built_trees, configs = [], []
+        for cfg, method, policy in zip(compared, methods, policies):
+            cfg = cfg if policy is None else policy.config()
             rng = PathRandom(stream_key(key, state.index))  # common random numbers (module docstring)
-            recorder = DraftRecorder(state.draft_fn, on_frontier=rng.at)
+            recorder = DraftRecorder(state.draft_fn if policy is None else RootRow(state.draft_fn),
+                                     on_frontier=rng.at)
             built_trees.append((method.build_tree(recorder, state.root, cfg, rng, state.draft_to_target,
                                                   state.device), recorder))
+            configs.append(cfg)
         # One target call for all of them: the union of the trees (rheo.tree_union).
         union, maps = union_tree([built.tree for built, _ in built_trees])
         union_logits = session.score_tree(union).logits
         try:
-            for i, (cfg, method, (built, recorder)) in enumerate(zip(compared, methods, built_trees)):
+            for i, (cfg, method, (built, recorder)) in enumerate(zip(configs, methods, built_trees)):
                 logits = tree_rows(union_logits, maps[i])
+                if policies[i] is not None:
+                    policies[i].observe(recorder.draft_fn.row, logits[0], state.draft_to_target)
                 reach = method.node_path_probs(built, logits, cfg)
                 columns = tree_columns(built, reach, layers(cfg))
                 if calibration:

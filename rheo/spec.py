@@ -32,6 +32,7 @@ class Spec(Protocol):
     replacement: bool
     rank: str
     probe_min: float
+    adapt: str
 
     @property
     def greedy(self) -> bool: ...

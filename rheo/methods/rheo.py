@@ -31,6 +31,9 @@ def _validate(cfg: Spec) -> None:
     if not 0 <= cfg.m <= cfg.k - 1:
         raise ValueError(f"m must be in [0, k-1] = [0, {cfg.k - 1}], got m={cfg.m}")
     check_sparse_top(cfg, cfg.k, "k")
+    if getattr(cfg, "adapt", "none") == "root" and cfg.m == 0:
+        raise ValueError("adapt='root' chooses between Rheo m=0 and the configured m per cycle: give m >= 1 "
+                         "(rheo_adaptive uses m=1), or adapt='none' for Rheo m=0 at every cycle")
 
 
 def rheo_label(row) -> str:
@@ -40,6 +43,9 @@ def rheo_label(row) -> str:
         label += f" {row.verify_order}"
     if row.proxy != "rheo":
         label += f" proxy={row.proxy}"
+    adapt = getattr(row, "adapt", None)
+    if adapt is not None and adapt == adapt and adapt != "none":  # None / NaN: a row keyed before it existed
+        label += f" adapt={adapt}"
     return label + option_label(row)
 
 
@@ -75,5 +81,5 @@ def rheo_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg:
 
 register(Method(
     name="rheo", display="Rheo", kind="dynamic", candidates=rheo_candidates, build=build_dynamic_tree,
-    verify=verify_dynamic, fields=DYNAMIC_FIELDS + ("m", "verify_order", "proxy", "probe_min"), validate=_validate,
+    verify=verify_dynamic, fields=DYNAMIC_FIELDS + ("m", "verify_order", "proxy", "probe_min", "adapt"), validate=_validate,
     label=rheo_label, acceptance=rheo_acceptance, path_probs=dynamic_path_probs, candidate_sets=rheo_sets))
