@@ -1,0 +1,140 @@
+"""One rule for every drafter: each adaptive rule against every fixed setting, cell by cell.
+
+    python -m eval.states.rule_cells DIAL SERVING [--out FILE] [--update-committed]
+
+DIAL and SERVING: the draft-quality dial's and the serving study's same-state rows (an output_dir or
+its archive X.parquet). A *cell* is one (temperature, draft_mix a): the dial's T = 0.7 and 1 at
+a = 0, 0.25, 0.5, 0.75, 1, and the serving study's seven temperatures at a = 0 (the trained head).
+In each cell, for every rule (a Rheo configuration with ``adapt`` set) and every fixed setting
+(Top-K, the paper's Rheo m=0 and m=1, rheo_auto): the mean over keys (one key = one prompt; its
+states averaged first) of the paired per-key difference rule - setting of the exact expected
+emitted tokens per target call, its 95% Student-t half-width over keys and its lower bound.
+
+* **meets** - every lower bound >= -0.01 (at least as good as each fixed setting, to 0.01 token);
+* **beats** - the lower bound of the difference with the best fixed setting in that cell (by mean)
+  is > +0.02.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from eval.report.analysis import mean_ci
+from eval.report.markdown import frame_markdown
+from eval.states.options import AUTO, CI_TEXT, M0, M1, TOLERANCE, TOPK, wide_keys
+from rheo.cli import ArgumentParser, path_arg, run_main
+
+PROG = "python -m eval.states.rule_cells"
+FIXED = (TOPK, M0, M1, AUTO)
+FIXED_NAMES = {TOPK: "Top-K", M0: "m=0", M1: "m=1", AUTO: "rheo_auto"}
+MOONSHOT = 0.02  # "beats every fixed setting": lower bound of the difference with the best > this
+
+
+def rules_of(rows: pd.DataFrame) -> list[str]:
+    """The labels of the adaptive rules among labelled rows (variants holding ``adapt=``)."""
+    from eval.states.stats import labelled
+
+    rows = labelled(rows)
+    return sorted(rows.loc[rows["variant"].str.contains(" adapt="), "label"].unique())
+
+
+def cell_frame(dial: pd.DataFrame, serving: pd.DataFrame) -> pd.DataFrame:
+    """One row per (study, temperature, a, rule, fixed setting): keys, mean difference, half-width,
+    lower bound; plus the cell's verdict columns (module docstring)."""
+    parts = [("dial", dial[dial["draft_mix"].notna()]), ("serving", serving)]
+    out = []
+    for study, rows in parts:
+        if rows.empty:
+            continue
+        rows = rows.assign(draft_mix=rows["draft_mix"].fillna(0.0))
+        rules = rules_of(rows)
+        for (t, a), wide in sorted(wide_keys(rows, ["temperature", "draft_mix"]).items()):
+            present = [f for f in FIXED if f in wide.columns]
+            best = max(present, key=lambda f: wide[f].mean()) if present else None
+            for rule in rules:
+                if rule not in wide.columns:
+                    continue
+                cell = []
+                for fixed in present:
+                    mean, half, n = mean_ci((wide[rule] - wide[fixed]).dropna())
+                    cell.append({"study": study, "temperature": t, "draft_mix": a, "rule": rule, "fixed": fixed,
+                                 "keys": n, "diff": mean, "half": half, "low": mean - half, "best": best})
+                meets = len(cell) == len(FIXED) and all(c["low"] >= -TOLERANCE for c in cell)
+                beats = any(c["fixed"] == best and c["low"] > MOONSHOT for c in cell)
+                out += [{**c, "meets": meets, "beats": beats} for c in cell]
+    return pd.DataFrame(out)
+
+
+def _pm(mean: float, half: float) -> str:
+    return "-" if math.isnan(mean) else f"{mean:+.3f} ± {half:.3f}"
+
+
+def verdict_table(frame: pd.DataFrame, rule: str) -> pd.DataFrame:
+    """One row per cell of ``rule``: prompts, the difference with each fixed setting, the worst lower
+    bound and the verdict."""
+    out = []
+    part = frame[frame["rule"] == rule]
+    for (study, t, a), cell in part.groupby(["study", "temperature", "draft_mix"], sort=False):
+        by = {r["fixed"]: r for _, r in cell.iterrows()}
+        row = {"cell": f"{study}: T = {t:g}, a = {a:g}", "prompts": int(cell["keys"].min())}
+        for fixed in FIXED:
+            row[f"− {FIXED_NAMES[fixed]}"] = _pm(by[fixed]["diff"], by[fixed]["half"]) if fixed in by else "-"
+        row["worst lower bound"] = f"{cell['low'].min():+.3f}"
+        row["best fixed"] = FIXED_NAMES.get(cell["best"].iloc[0], "-")
+        row["verdict"] = ("meets" if cell["meets"].iloc[0] else "does not meet") + (
+            ", beats" if cell["beats"].iloc[0] else "")
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def cells_markdown(frame: pd.DataFrame) -> str:
+    lines = ["## One rule for every drafter: each adaptive rule against every fixed setting, per cell", "",
+             CI_TEXT + f". A cell is one (T, a): the dial's T = 0.7 and 1 at a = 0 ... 1 (42 prompts) and the "
+             f"serving study's temperatures at a = 0 (84 prompts). Meets: every lower bound of rule − setting "
+             f">= −{TOLERANCE:g} against Top-K, the paper's Rheo m=0 and m=1 and rheo_auto ({AUTO}); beats: "
+             f"the lower bound of the difference with the cell's best fixed setting > +{MOONSHOT:g}.", ""]
+    if frame.empty:
+        return "\n".join(lines + ["No rule rows.", ""])
+    for rule in frame["rule"].unique():
+        table = verdict_table(frame, rule)
+        met = int((table["verdict"].str.startswith("meets")).sum())
+        beaten = list(table.loc[table["verdict"].str.endswith("beats"), "cell"])
+        lines += [f"### {rule}", "", frame_markdown(table), "",
+                  f"{rule} meets every fixed setting in {met} of {len(table)} cells; beats the best fixed setting "
+                  f"by more than {MOONSHOT:g} in: {', '.join(beaten) if beaten else 'none'}.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> Optional[int]:
+    from eval.store.committed import Outputs
+    from eval.store.state_archive import load_rows
+    from eval.store.storage import report_source
+
+    ap = ArgumentParser(prog=PROG, description="Each adaptive rule against every fixed setting, cell by cell.")
+    ap.add_argument("dial", type=path_arg, help="the dial's same-state output_dir or archive X.parquet")
+    ap.add_argument("serving", type=path_arg, help="the serving study's same-state output_dir or archive")
+    ap.add_argument("--out", type=path_arg, help="the Markdown table file")
+    ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
+    args = ap.parse_args(argv)
+    dial = load_rows(report_source(args.dial, None)[0])
+    serving = load_rows(report_source(args.serving, None)[0])
+    if dial.empty and serving.empty:
+        print(f"{PROG}: error: {args.dial} and {args.serving} hold no same-state rows", file=sys.stderr)
+        return 2
+    text = cells_markdown(cell_frame(dial, serving))
+    if not args.out:
+        print(text)
+        return 0
+    outputs = Outputs(Path("."), update_committed=args.update_committed)
+    outputs.add(args.out, text.encode())
+    outputs.write((), args.dial)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, PROG, (FileNotFoundError, ValueError))

@@ -1,0 +1,61 @@
+"""eval.states.rule_cells: each adaptive rule against every fixed setting per cell, from synthetic
+same-state rows whose answers are known (per-key values chosen, so every difference is exact)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from eval.states.rule_cells import cell_frame, cells_markdown, main, rules_of, verdict_table
+
+RULE = "rheo m=1 proxy=tempered adapt=root"
+VARIANTS = {"topk": ("topk", None, "rheo", None), "rheo m=0": ("rheo", 0, "rheo", None),
+            "rheo m=1": ("rheo", 1, "rheo", None), "rheo m=1 proxy=tempered": ("rheo", 1, "tempered", None),
+            RULE: ("rheo", 1, "tempered", "root")}
+
+
+def _rows(values: dict, t: float, mix, n_keys: int = 12) -> pd.DataFrame:
+    """values: variant -> offset on a per-key base shared by every variant (half-widths 0)."""
+    rng = np.random.default_rng(1)
+    out = []
+    for key in range(n_keys):
+        base = 2.0 + rng.normal(0, 0.3)
+        for variant, offset in values.items():
+            method, m, proxy, adapt = VARIANTS[variant]
+            out.append({"method": method, "variant": variant, "m": m, "proxy": proxy, "adapt": adapt,
+                        "head_sha": "h", "dtype": "float32", "model": "x", "driver": "topk", "temperature": t,
+                        "dataset": "gsm8k", "item_id": key, "turn": 0, "seed": 0, "draft_mix": mix, "state": 0,
+                        "expected_emitted": base + offset})
+    return pd.DataFrame(out)
+
+
+FIXED_GOOD = {"topk": 0.0, "rheo m=0": 0.3, "rheo m=1": 0.1, "rheo m=1 proxy=tempered": 0.12}
+
+
+def test_a_rule_at_the_best_setting_meets_and_one_below_does_not():
+    dial = pd.concat([_rows({**FIXED_GOOD, RULE: 0.295}, 0.7, 1.0), _rows({**FIXED_GOOD, RULE: 0.2}, 1.0, 1.0)])
+    serving = _rows({**FIXED_GOOD, RULE: 0.5}, 0.7, None)
+    frame = cell_frame(dial, serving)
+    assert rules_of(dial) == ["Rheo m=1 proxy=tempered adapt=root"]
+    table = verdict_table(frame, "Rheo m=1 proxy=tempered adapt=root").set_index("cell")
+    assert table.loc["dial: T = 0.7, a = 1", "verdict"] == "meets"  # 0.005 below m=0: within 0.01
+    assert table.loc["dial: T = 1, a = 1", "verdict"] == "does not meet"  # 0.1 below m=0
+    assert table.loc["dial: T = 1, a = 1", "worst lower bound"] == "-0.100"
+    assert table.loc["serving: T = 0.7, a = 0", "verdict"] == "meets, beats"  # 0.2 above the best (m=0)
+    assert table.loc["serving: T = 0.7, a = 0", "best fixed"] == "m=0"
+    assert table.loc["dial: T = 0.7, a = 1", "− m=0"] == "-0.005 ± 0.000"
+    text = cells_markdown(frame)
+    assert "meets every fixed setting in 2 of 3 cells" in text and "serving: T = 0.7, a = 0." in text
+
+
+def test_a_cell_missing_a_fixed_setting_does_not_meet():
+    rows = _rows({"topk": 0.0, "rheo m=0": 0.1, "rheo m=1": 0.1, RULE: 0.2}, 0.7, 0.5)
+    frame = cell_frame(rows, rows.iloc[:0])
+    assert not frame["meets"].any()
+
+
+def test_the_command_refuses_rows_without_rules_or_rows(tmp_path, capsys):
+    empty = tmp_path / "none.parquet"
+    with pytest.raises((FileNotFoundError, SystemExit)):
+        main([str(empty), str(empty)])
