@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from toys import chi_square_pvalue, constant_pair
@@ -85,7 +86,21 @@ def test_the_negative_control_is_far_from_the_target_by_exact_enumeration():
     stochastic_first = decoder_distribution(target, drafter, [0], 1, replace(dc.LOSSY_CONFIG,
                                                                              verify_order="stochastic_first"))
     assert total_variation(stochastic_first, want) < 1e-9  # the same tree verified in the lossless order
-    assert 10 ** power.miss_log10(want, actual, dc.LOSSY_RUNS, dc.ALPHA) <= dc.MAX_MISS
+    miss = 10 ** power.miss_log10(want, actual, dc.LOSSY_RUNS, dc.ALPHA)
+    assert miss <= dc.MAX_MISS
+    for page in ("docs/gpu.md", "results/gpu/README.md"):  # the power the pages state
+        assert f"at most {miss:.1e}" in (ROOT / page).read_text(), page
+
+
+def test_the_committed_h200_rows_give_its_summary_tables():
+    from eval.report.analysis import add_variant
+    from eval.report.speed import phase_table, speed_table
+
+    run = ROOT / "results" / "gpu" / "h200-2026-12-04"
+    df = add_variant(pd.read_parquet(run / "rows.parquet"))
+    summary = (run / "summary.md").read_text()
+    for table in (speed_table(df), phase_table(df)):
+        assert table.replace("## ", "### ", 1) in summary
 
 
 def _exact_miss(target: dict, actual: dict, n: int, alpha: float) -> float:
