@@ -101,6 +101,13 @@ def test_the_committed_h200_rows_give_its_summary_tables():
     summary = (run / "summary.md").read_text()
     for table in (speed_table(df), phase_table(df)):
         assert table.replace("## ", "### ", 1) in summary
+    page = (ROOT / "results" / "gpu" / "README.md").read_text()
+    df["ms"] = df["wall_s"] / df["new_tokens"] * 1e3
+    for i, r in df[df["method"] == AR.name].iterrows():  # the page's AR rows, from the committed rows
+        gen = df[(df["method"] == HF_GENERATE.name) & (df["dataset"] == r["dataset"])
+                 & (df["temperature"] == r["temperature"])]["ms"].iloc[0]
+        assert (f"| {i + 1} | {r['finished_at'][11:19]} | {r['dataset']} | {r['temperature']:g} | {r['prompt_tokens']} | "
+                f"{r['new_tokens']} | {r['ms']:.1f} | {r['phase_score_ms']:.1f} | {gen:.1f} |") in page
 
 
 def _exact_miss(target: dict, actual: dict, n: int, alpha: float) -> float:
