@@ -106,8 +106,9 @@ def test_the_committed_h200_rows_give_its_summary_tables():
     for i, r in df[df["method"] == AR.name].iterrows():  # the page's AR rows, from the committed rows
         gen = df[(df["method"] == HF_GENERATE.name) & (df["dataset"] == r["dataset"])
                  & (df["temperature"] == r["temperature"])]["ms"].iloc[0]
-        assert (f"| {i + 1} | {r['finished_at'][11:19]} | {r['dataset']} | {r['temperature']:g} | {r['prompt_tokens']} | "
-                f"{r['new_tokens']} | {r['ms']:.1f} | {r['phase_score_ms']:.1f} | {gen:.1f} |") in page
+        assert (f"| {i + 1} | {r['finished_at'][11:19]} | {r['dataset']} | {r['temperature']:g} | "
+                f"{r['prompt_tokens']} | {r['new_tokens']} | {r['ms']:.1f} | {r['phase_score_ms']:.1f} | "
+                f"{gen:.1f} |") in page
 
 
 def _exact_miss(target: dict, actual: dict, n: int, alpha: float) -> float:
