@@ -55,7 +55,8 @@ def parse(argv):
     ap.add_argument("--model", default="smollm2_135m")
     ap.add_argument("--check-tokens", type=positive_int, default=64, help="tokens per prompt of the correctness checks")
     ap.add_argument("--tree", default="10,8,60", help="K,DEPTH,R of the checks and the speed table (paper: 10,8,60)")
-    ap.add_argument("--chi-runs", type=positive_int, default=2000)
+    ap.add_argument("--chi-runs", type=positive_int, default=2000, help="runs of each lossless chi-square case (the "
+                    "negative control runs its own fixed number, whose power the check states)")
     ap.add_argument("--items", type=positive_int, default=4, help="speed: items per suite")
     ap.add_argument("--max-new", type=positive_int, default=256, help="speed: new tokens")
     ap.add_argument("--temps", default="0,1")
@@ -161,8 +162,14 @@ def bf16_check(args, report: Report, prompts) -> None:
 
 def chi_check(args, report: Report, prompts) -> None:
     chi = dc.chi_square_on_device(args.device, args.chi_runs)
+    lossy = chi[-1]
+    power = (f"Each lossless case fails at p < {dc.ALPHA:g} (its false-alarm rate). The negative control "
+             f"(target {dc.LOSSY_TARGET_PROBS}, draft {dc.LOSSY_DRAFT_PROBS}, k={dc.LOSSY_CONFIG.k}, depth 1) is "
+             f"{lossy['tv']:.3f} in total variation from the target (exact enumeration on {args.device}); at "
+             f"{lossy['runs']} runs the chance that it is missed is <= {lossy['miss']:.1e} (an exact binomial "
+             f"bound, eval/device/power.py): power >= 1 - {lossy['miss']:.1e} (required: miss <= {dc.MAX_MISS:g}).")
     report.add("chi_square", chi, f"## Seeded chi-square on toy models, tensors and generators on {args.device}\n\n"
-               + md_table(chi, ["case", "runs", "tokens", "dof", "p", "expect", "ok"]),
+               f"{power}\n\n" + md_table(chi, ["case", "runs", "tokens", "dof", "p", "expect", "tv", "miss", "ok"]),
                not all(r["ok"] for r in chi))
 
 

@@ -1,21 +1,30 @@
 """The GPU check's pieces on CPU: rows keyed as the runner keys them, divergence and
-margin reporting, rows in the harness layout, the import closure, the GGUF bundle round trip."""
+margin reporting, rows in the harness layout, the chi-square and the power of its negative control,
+the import closure, the GGUF bundle round trip."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import torch
+from toys import chi_square_pvalue, constant_pair
 
 from baselines import AR, HF_GENERATE
 from eval.conf import schema
 from eval.conf.compose import compose_config
 from eval.device import devcheck as dc
+from eval.device import power
 from eval.measure.pairs import make_tiny_pair
 from eval.store import keys, storage
+from rheo.exact import decoder_distribution, total_variation
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = dict(k=4, depth=2, tree_size=6, sparse_top=128)
@@ -63,7 +72,66 @@ def test_greedy_checks_and_rows_on_the_tiny_pair(tmp_path):
 def test_chi_square_on_device_passes_and_detects_the_lossy_order():
     rows = {r["case"]: r for r in dc.chi_square_on_device("cpu", 800)}
     assert rows["rheo m=1"]["ok"] and rows["topk"]["ok"]
-    assert rows["rheo deterministic_first (lossy)"]["p"] < 1e-4
+    lossy = rows["rheo deterministic_first (lossy)"]
+    assert lossy["runs"] == dc.LOSSY_RUNS and lossy["p"] < dc.ALPHA and lossy["ok"]
+    assert lossy["miss"] <= dc.MAX_MISS <= 1e-6  # the stated power: >= 1 - 1e-6 at the runs used
+
+
+def test_the_negative_control_is_far_from_the_target_by_exact_enumeration():
+    target, drafter = constant_pair(torch.tensor(dc.LOSSY_TARGET_PROBS, dtype=torch.float64).log(),
+                                    torch.tensor(dc.LOSSY_DRAFT_PROBS, dtype=torch.float64).log())
+    actual = decoder_distribution(target, drafter, [0], 1, dc.LOSSY_CONFIG)
+    want = {(i,): p for i, p in enumerate(dc.LOSSY_TARGET_PROBS)}
+    assert total_variation(actual, want) > 0.2 and actual[(2,)] < 0.05  # token 2: 0.3 under the target
+    stochastic_first = decoder_distribution(target, drafter, [0], 1, replace(dc.LOSSY_CONFIG,
+                                                                             verify_order="stochastic_first"))
+    assert total_variation(stochastic_first, want) < 1e-9  # the same tree verified in the lossless order
+    miss = 10 ** power.miss_log10(want, actual, dc.LOSSY_RUNS, dc.ALPHA)
+    assert miss <= dc.MAX_MISS
+    for page in ("docs/gpu.md", "results/gpu/README.md"):  # the power the pages state
+        assert f"at most {miss:.1e}" in (ROOT / page).read_text(), page
+
+
+def test_the_committed_h200_rows_give_its_summary_tables():
+    from eval.report.analysis import add_variant
+    from eval.report.speed import phase_table, speed_table
+
+    run = ROOT / "results" / "gpu" / "h200-2026-12-04"
+    df = add_variant(pd.read_parquet(run / "rows.parquet"))
+    summary = (run / "summary.md").read_text()
+    for table in (speed_table(df), phase_table(df)):
+        assert table.replace("## ", "### ", 1) in summary
+    page = (ROOT / "results" / "gpu" / "README.md").read_text()
+    df["ms"] = df["wall_s"] / df["new_tokens"] * 1e3
+    for i, r in df[df["method"] == AR.name].iterrows():  # the page's AR rows, from the committed rows
+        gen = df[(df["method"] == HF_GENERATE.name) & (df["dataset"] == r["dataset"])
+                 & (df["temperature"] == r["temperature"])]["ms"].iloc[0]
+        assert (f"| {i + 1} | {r['finished_at'][11:19]} | {r['dataset']} | {r['temperature']:g} | "
+                f"{r['prompt_tokens']} | {r['new_tokens']} | {r['ms']:.1f} | {r['phase_score_ms']:.1f} | "
+                f"{gen:.1f} |") in page
+
+
+def _exact_miss(target: dict, actual: dict, n: int, alpha: float) -> float:
+    """P(chi_square_pvalue >= alpha) for n draws from ``actual``, over every multinomial outcome."""
+    keys, miss = list(target), 0.0
+    for counts in itertools.product(range(n + 1), repeat=len(keys) - 1):
+        if sum(counts) > n:
+            continue
+        full = (*counts, n - sum(counts))
+        prob = math.factorial(n) * math.prod(actual[k] ** c / math.factorial(c) for k, c in zip(keys, full))
+        if chi_square_pvalue(dict(zip(keys, full)), target)[0] >= alpha:
+            miss += prob
+    return miss
+
+
+def test_the_miss_bound_against_the_exact_miss_probability():
+    two = ({"a": 0.5, "b": 0.5}, {"a": 0.8, "b": 0.2})  # one free cell: the bound is the exact miss
+    assert power.miss_log10(*two, 60, 1e-3) == pytest.approx(math.log10(_exact_miss(*two, 60, 1e-3)), abs=1e-9)
+    three = ({"a": 0.3, "b": 0.3, "c": 0.4}, {"a": 0.45, "b": 0.1, "c": 0.45})
+    exact = _exact_miss(*three, 40, 1e-2)
+    assert 0 < exact <= 10 ** power.miss_log10(*three, 40, 1e-2) < 1.0
+    assert power.miss_log10(three[0], three[0], 40, 1e-2) > math.log10(0.95)  # no distortion: a miss is likely
+    assert power.chi2_quantile(1e-4, 3) == pytest.approx(21.1075134662, rel=1e-9)
 
 
 def test_gpu_check_imports_no_hydra_omegaconf_or_datasets():

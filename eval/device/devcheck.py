@@ -142,11 +142,29 @@ def same_seed_twice(pair, prompts: list[Prompt], max_new: int, tree: dict, devic
     return rows
 
 
-def chi_square_on_device(device, n_runs: int) -> list[dict]:
-    """Seeded chi-square of the first two tokens on a toy pair whose tensors and generator live on ``device``.
+#: the chi-square's level: a lossless case fails at p < ALPHA (one fresh seed in 10,000 if correct)
+ALPHA = 1e-4
+#: the negative control must be detected; its chance of a miss at LOSSY_RUNS is bounded by MAX_MISS
+MAX_MISS = 1e-6
+LOSSY_RUNS = 400
+#: the negative control: Rheo verifying its two deterministic children before its sampled one
+#: (lossy). The draft nearly never proposes token 2, which the target emits 30% of the time, so
+#: the lossy order emits it 3.9% of the time (exact, by enumeration): total variation 0.26.
+LOSSY_TARGET_PROBS = (0.3, 0.3, 0.3, 0.1)
+LOSSY_DRAFT_PROBS = (0.33, 0.27, 0.02, 0.38)
+LOSSY_CONFIG = SpecConfig(k=3, m=1, depth=1, tree_size=3, sparse_top=None, temperature=1.0,
+                          verify_order="deterministic_first")
 
-    Threshold p < 1e-4 (a correct decoder fails one fresh seed in 10,000); the lossy
-    deterministic-first order must be *detected* by the same test.
+
+def chi_square_on_device(device, n_runs: int) -> list[dict]:
+    """Seeded chi-square on toy pairs whose tensors and generator live on ``device``.
+
+    Lossless cases (Rheo m=1, Top-K; first two tokens, ``n_runs`` runs) fail at p < ALPHA.
+    The negative control (:data:`LOSSY_CONFIG` on a context-free pair, one token, LOSSY_RUNS
+    runs) must be *detected* (p < ALPHA); its exact output distribution is enumerated on the
+    device and ``miss`` is an exact upper bound on the chance that LOSSY_RUNS runs miss it
+    (:mod:`eval.device.power`): the control's power is at least 1 - miss, and the row fails if
+    miss > MAX_MISS.
     """
     from collections import Counter
 
@@ -159,21 +177,42 @@ def chi_square_on_device(device, n_runs: int) -> list[dict]:
     target = PrefixLM(lambda pre: t_fn(pre).to(device), 6)
     drafter = PrefixLM(lambda pre: d_fn(pre).to(device), 6)
     drafter.device = torch.device(device)
-    cases = [("rheo m=1", SpecConfig(k=4, m=1, depth=3, tree_size=8, sparse_top=5, temperature=1.0), 2, True),
-             ("topk", SpecConfig(method="topk", k=4, depth=3, tree_size=8, sparse_top=5, temperature=1.0), 2, True),
-             ("rheo deterministic_first (lossy)", SpecConfig(k=4, m=1, depth=1, tree_size=4, sparse_top=None,
-                                                             verify_order="deterministic_first"), 1, False)]
     rows = []
-    for name, cfg, n_tokens, lossless in cases:
+    for name, cfg in (("rheo m=1", SpecConfig(k=4, m=1, depth=3, tree_size=8, sparse_top=5, temperature=1.0)),
+                      ("topk", SpecConfig(method="topk", k=4, depth=3, tree_size=8, sparse_top=5, temperature=1.0))):
         g = generator(device, 1)
-        runs = n_runs if lossless else max(n_runs, 3000)  # power to detect the lossy order (one cheap layer)
-        counts = Counter(tuple(speculative_generate(target, drafter, [0, 1], n_tokens, cfg, g).tokens)
-                         for _ in range(runs))
-        p, dof = chi_square_pvalue(counts, target_distribution(t_fn, [0, 1], n_tokens, cfg.temperature))
-        ok = p > 1e-4 if lossless else p < 1e-4
-        rows.append({"case": name, "runs": runs, "tokens": n_tokens, "dof": dof, "p": p, "ok": ok,
-                     "expect": "p > 1e-4" if lossless else "p < 1e-4 (detected)"})
-    return rows
+        counts = Counter(tuple(speculative_generate(target, drafter, [0, 1], 2, cfg, g).tokens) for _ in range(n_runs))
+        p, dof = chi_square_pvalue(counts, target_distribution(t_fn, [0, 1], 2, cfg.temperature))
+        rows.append({"case": name, "runs": n_runs, "tokens": 2, "dof": dof, "p": p, "ok": p > ALPHA,
+                     "expect": f"p > {ALPHA:g}", "tv": None, "miss": None})
+    return rows + [lossy_control(device, LOSSY_RUNS)]
+
+
+def lossy_control(device, n_runs: int) -> dict:
+    """The negative control's row (see :func:`chi_square_on_device`)."""
+    from collections import Counter
+
+    from toys import chi_square_pvalue  # tests/toys.py
+
+    from eval.device.power import miss_log10
+    from rheo.exact import decoder_distribution, target_distribution, total_variation
+    from rheo.models.toy import PrefixLM
+
+    t_logits = torch.tensor(LOSSY_TARGET_PROBS, dtype=torch.float64).log()  # [4]
+    d_logits = torch.tensor(LOSSY_DRAFT_PROBS, dtype=torch.float64).log()  # [4]
+    target = PrefixLM(lambda pre: t_logits.to(device), len(LOSSY_TARGET_PROBS))
+    drafter = PrefixLM(lambda pre: d_logits.to(device), len(LOSSY_DRAFT_PROBS))
+    drafter.device = torch.device(device)
+    want = target_distribution(lambda pre: t_logits, [0], 1, LOSSY_CONFIG.temperature)
+    actual = decoder_distribution(target, drafter, [0], 1, LOSSY_CONFIG)  # exact, on the device
+    miss = 10 ** miss_log10(want, actual, n_runs, ALPHA)
+    g = generator(device, 1)
+    counts = Counter(tuple(speculative_generate(target, drafter, [0], 1, LOSSY_CONFIG, g).tokens)
+                     for _ in range(n_runs))
+    p, dof = chi_square_pvalue(counts, want)
+    return {"case": "rheo deterministic_first (lossy)", "runs": n_runs, "tokens": 1, "dof": dof, "p": p,
+            "ok": p < ALPHA and miss <= MAX_MISS, "expect": f"p < {ALPHA:g} (detected)",
+            "tv": total_variation(actual, want), "miss": miss}
 
 
 # ------------------------------------------------------------------ speed rows (harness layout)
