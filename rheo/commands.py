@@ -4,6 +4,7 @@
     rheo run model=smollm2_135m method=rheo dataset=mt_bench limit=5 output_dir=results/mine
     rheo tables --results results/mine --out results/mine/tables
     rheo figures --results results/mine --out results/mine/figures
+    rheo export --results results/runs.parquet --out runs.csv
 
 ``run`` is the Hydra harness (``python -m eval.run``, every override accepted); ``tables`` and
 ``figures`` are the project's ``scripts/make_tables.py`` and ``scripts/make_figures.py`` of the
@@ -28,9 +29,11 @@ def _generate(argv: list[str]) -> int:
     return generate_main(argv)
 
 
-def _module(name: str) -> Callable[[list[str]], int]:
+def _module(name: str, command: str) -> Callable[[list[str]], int]:
+    """Run module ``name`` as ``rheo <command>``."""
     def run(argv: list[str]) -> int:
         sys.argv = [name, *argv]
+        set_program(f"rheo {command}")
         runpy.run_module(name, run_name="__main__", alter_sys=True)
         return 0
     return run
@@ -53,9 +56,10 @@ def _script(file: str, command: str) -> Callable[[list[str]], int]:
 #: command -> (what it does, how it runs)
 COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "generate": ("decode a prompt, streaming the answer, with tau and tokens/s", _generate),
-    "run": ("the benchmark harness (Hydra overrides, as python -m eval.run)", _module("eval.run")),
+    "run": ("the benchmark harness (Hydra overrides, as python -m eval.run)", _module("eval.run", "run")),
     "tables": ("result tables from a results folder (scripts/make_tables.py)", _script("make_tables.py", "tables")),
     "figures": ("figures from a results folder (scripts/make_figures.py)", _script("make_figures.py", "figures")),
+    "export": ("rows as CSV or JSON (python -m eval.report.export_rows)", _module("eval.report.export_rows", "export")),
 }
 
 

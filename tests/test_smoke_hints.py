@@ -61,3 +61,27 @@ def test_a_runs_tables_hint_names_the_folder_make_writes_and_a_program_that_exis
                          str(tmp_path / "smoke" / "tables"), "--no-theory"]
     assert (ROOT / words[0]).is_file() and os.access(ROOT / words[0], os.X_OK), words[0]
     assert rows_went(tmp_path / "mine", "m", {}).splitlines()[1].split("--out ")[1].startswith(str(tmp_path / "mine"))
+
+
+def test_rheo_export_writes_csv_and_json_with_every_row_and_column(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from eval.store.storage import load_results
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    archive = ROOT / "results" / "runs.parquet"
+    rows = load_results(archive)
+    for fmt in ("csv", "json"):
+        out = tmp_path / f"rows.{fmt}"
+        done = subprocess.run([sys.executable, "-m", "rheo.commands", "export", "--results", str(archive), "--out",
+                               str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and f"wrote {out}: {len(rows)} rows, {fmt}" in done.stdout, done.stderr
+        back = pd.read_csv(out) if fmt == "csv" else pd.DataFrame(json.loads(out.read_text()))
+        assert list(back.columns) == list(rows.columns) and len(back) == len(rows)
+        lengths = back["accept_lengths"].map(json.loads) if fmt == "csv" else back["accept_lengths"]
+        assert [list(x) for x in lengths] == [list(x) for x in rows["accept_lengths"]]
+        again = subprocess.run([sys.executable, "-m", "rheo.commands", "export", "--results", str(archive), "--out",
+                                str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 2 and again.stderr.startswith("rheo export: error: --out ") and "--replace" in again.stderr
