@@ -55,7 +55,7 @@ report: ## make reproduce's tables, figures and same-state archive (the report l
 	$(REPORT) reproduce_tau speed $(ARGS)
 tables: ## Markdown tables from RESULTS (a folder, else RESULTS.parquet) -> TABLES (committed files change only with ARGS=--update-committed)
 	$(PY) scripts/make_tables.py --results "$(RESULTS)" --out "$(TABLES)" $(ARGS)
-figures: ## PNG figures from RESULTS (as tables) -> FIGURES
+figures: ## PNG figures from RESULTS (as tables) -> FIGURES; with the theory Monte-Carlo (~1.5 min on 2 cores; ARGS=--no-theory skips it)
 	$(PY) scripts/make_figures.py --results "$(RESULTS)" --out "$(FIGURES)" $(ARGS)
 docs: ## refill the README's and docs/' generated tables from results/tables (a test checks they are current)
 	$(PY) scripts/make_docs.py
