@@ -16,6 +16,7 @@ TEST_WORKERS ?= auto
 RESULTS ?= results/runs
 TABLES ?= results/tables
 FIGURES ?= results/figures
+SMOKE ?= results/smoke
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_ -]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-26s %s\n", $$1, $$2}'
@@ -54,16 +55,17 @@ report: ## make reproduce's tables, figures and same-state archive (the report l
 	$(REPORT) reproduce_tau speed $(ARGS)
 tables: ## Markdown tables from RESULTS (a folder, else RESULTS.parquet) -> TABLES (committed files change only with ARGS=--update-committed)
 	$(PY) scripts/make_tables.py --results "$(RESULTS)" --out "$(TABLES)" $(ARGS)
-figures: ## PNG figures from RESULTS (as tables) -> FIGURES
+figures: ## PNG figures from RESULTS (as tables) -> FIGURES; with the theory Monte-Carlo (~1.5 min on 2 cores; ARGS=--no-theory skips it)
 	$(PY) scripts/make_figures.py --results "$(RESULTS)" --out "$(FIGURES)" $(ARGS)
 docs: ## refill the README's and docs/' generated tables from results/tables (a test checks they are current)
 	$(PY) scripts/make_docs.py
 notebook: ## re-execute notebooks/analysis.ipynb on the committed archives, outputs stored in it
 	$(PY) -m jupyter execute --inplace notebooks/analysis.ipynb
-smoke: $(VENV_STAMP) ## a few-minute CPU check of the pipeline (configs/experiment/cpu_smoke.yaml) -> results/smoke/{runs,tables,figures}
-	$(RUN) experiment=cpu_smoke output_dir=results/smoke/runs $(ARGS)
-	$(PY) scripts/make_tables.py --results results/smoke/runs --out results/smoke/tables --no-theory
-	$(PY) scripts/make_figures.py --results results/smoke/runs --out results/smoke/figures --no-theory
+smoke: $(VENV_STAMP) ## a few-minute CPU check of the pipeline (configs/experiment/cpu_smoke.yaml) -> SMOKE/{runs,tables,figures}
+	$(RUN) experiment=cpu_smoke output_dir=$(SMOKE)/runs $(ARGS)
+	$(PY) scripts/make_tables.py --results $(SMOKE)/runs --out $(SMOKE)/tables --no-theory
+	$(PY) scripts/make_figures.py --results $(SMOKE)/runs --out $(SMOKE)/figures --no-theory
+	@echo "smoke: rows in $(SMOKE)/runs, tables in $(SMOKE)/tables, figures in $(SMOKE)/figures"
 tune: ## measure this machine (fp32, bf16): cost by nodes, tau per shape -> results/tune, configs/experiment/tuned_*.yaml
 	$(PY) scripts/tune_tree.py --threads 1 $(ARGS)
 

@@ -26,7 +26,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from eval.conf.schema import register_configs
+from eval.conf.schema import register_configs, run_dtype
 from eval.conf.sweep import FAILURE_MARKER
 from eval.conf.validate import check_run
 from eval.measure.loop import RunInterrupted, run_loop
@@ -47,6 +47,8 @@ def run(cfg: DictConfig) -> RunSummary:
     """Run (or resume) one composed configuration with the measurement it names (``measure``);
     returns what was computed, failed and skipped."""
     checked = check_run(cfg)
+    if cfg.dtype == "auto":
+        log.info("dtype %s: %s", run_dtype(cfg).dtype or "the model's default", run_dtype(cfg).reason)
     return run_loop(cfg, SameState(cfg, checked) if cfg.measure == "same_state" else Realized(cfg, checked))
 
 

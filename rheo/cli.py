@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Callable, Iterator, NoReturn, Optional
 
 DEBUG_ENV = "RHEO_DEBUG"
+#: the name a script run by the ``rheo`` command goes by ("rheo tables"): set_program
+_PROGRAM: list[str] = []
 #: exceptions that mean "the input is wrong": reported as one line with exit status 2
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OSError)
 
@@ -42,9 +44,20 @@ def is_user_error(error: BaseException, extra: tuple[type[BaseException], ...] =
     return isinstance(error, USER_ERRORS + extra) or bool(getattr(error, "user_error", False))
 
 
+def set_program(name: str) -> None:
+    """Call the script about to run ``name`` in its usage line and errors (``rheo tables`` runs
+    scripts/make_tables.py, whose --help then says "usage: rheo tables ...")."""
+    _PROGRAM[:] = [name]
+
+
+def program_name() -> str:
+    """The name errors and usage lines give the running program."""
+    return _PROGRAM[0] if _PROGRAM else Path(sys.argv[0]).name
+
+
 def fail(message: object, prog: Optional[str] = None, code: int = 2) -> NoReturn:
     """Print ``<prog>: error: <message>`` (one line) to stderr and exit with ``code``."""
-    prog = prog or Path(sys.argv[0]).name
+    prog = prog or program_name()
     print(f"{prog}: error: {one_line(message)}", file=sys.stderr, flush=True)
     raise SystemExit(code)
 
@@ -85,6 +98,11 @@ def run_main(main: Callable[[], Optional[int]], prog: Optional[str] = None,
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse whose usage errors are one line naming the argument (``--help`` lists them all)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        if not args and "prog" not in kwargs and _PROGRAM:
+            kwargs["prog"] = _PROGRAM[0]
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         fail(f"{message} (see --help)", self.prog)

@@ -1,9 +1,10 @@
 """The ``rheo`` command: one entry point for what users run.
 
-    rheo generate "prompt" [--model NAME | --target DIR --head DIR] [--method rheo|topk] ...
+    rheo generate "prompt" [--model NAME | --target DIR --head DIR] [--method rheo|topk|rheo_auto] ...
     rheo run model=smollm2_135m method=rheo dataset=mt_bench limit=5 output_dir=results/mine
     rheo tables --results results/mine --out results/mine/tables
     rheo figures --results results/mine --out results/mine/figures
+    rheo export --results results/runs.parquet --out runs.csv
 
 ``run`` is the Hydra harness (``python -m eval.run``, every override accepted); ``tables`` and
 ``figures`` are the project's ``scripts/make_tables.py`` and ``scripts/make_figures.py`` of the
@@ -16,7 +17,7 @@ import runpy
 import sys
 from typing import Callable, Optional, Sequence
 
-from rheo.cli import fail, run_main
+from rheo.cli import fail, run_main, set_program
 from rheo.paths import REPO_ROOT
 
 __all__ = ["main", "COMMANDS"]
@@ -28,21 +29,25 @@ def _generate(argv: list[str]) -> int:
     return generate_main(argv)
 
 
-def _module(name: str) -> Callable[[list[str]], int]:
+def _module(name: str, command: str) -> Callable[[list[str]], int]:
+    """Run module ``name`` as ``rheo <command>``."""
     def run(argv: list[str]) -> int:
         sys.argv = [name, *argv]
+        set_program(f"rheo {command}")
         runpy.run_module(name, run_name="__main__", alter_sys=True)
         return 0
     return run
 
 
-def _script(file: str) -> Callable[[list[str]], int]:
+def _script(file: str, command: str) -> Callable[[list[str]], int]:
+    """Run the checkout's ``scripts/<file>`` as ``rheo <command>`` (its --help and errors say so)."""
     def run(argv: list[str]) -> int:
         path = REPO_ROOT / "scripts" / file
         if not path.is_file():
             fail(f"{path} not found: `rheo {file}` runs the scripts of a checkout; install rheo from one "
                  f"(git clone, then pip install -e .)", "rheo")
         sys.argv = [str(path), *argv]
+        set_program(f"rheo {command}")  # its usage line and errors: "usage: rheo tables ..."
         runpy.run_path(str(path), run_name="__main__")
         return 0
     return run
@@ -51,9 +56,10 @@ def _script(file: str) -> Callable[[list[str]], int]:
 #: command -> (what it does, how it runs)
 COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "generate": ("decode a prompt, streaming the answer, with tau and tokens/s", _generate),
-    "run": ("the benchmark harness (Hydra overrides, as python -m eval.run)", _module("eval.run")),
-    "tables": ("result tables from a results folder (scripts/make_tables.py)", _script("make_tables.py")),
-    "figures": ("figures from a results folder (scripts/make_figures.py)", _script("make_figures.py")),
+    "run": ("the benchmark harness (Hydra overrides, as python -m eval.run)", _module("eval.run", "run")),
+    "tables": ("result tables from a results folder (scripts/make_tables.py)", _script("make_tables.py", "tables")),
+    "figures": ("figures from a results folder (scripts/make_figures.py)", _script("make_figures.py", "figures")),
+    "export": ("rows as CSV or JSON (python -m eval.report.export_rows)", _module("eval.report.export_rows", "export")),
 }
 
 

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Optional
 
 from rheo.methods.registry import get_method
+from rheo.presets import PRESETS, preset_fields
 
 #: the paper's tree (K=10, depth 8, R=60 kept nodes, top-128 sparse draft): SpecConfig's defaults, and
 #: through them the method configs' (configs/method/*.yaml) and every script's; written only here
@@ -93,6 +94,9 @@ class SpecConfig:
             _as_int(self, name)
         for name in ("temperature", "proxy_value", "proxy_eps", "probe_min"):  # np.float32(0.5) -> 0.5
             _as_float(self, name)
+        if self.method in PRESETS:  # a name of rheo.presets is a bundle of fields, not a method
+            raise ValueError(f"{self.method!r} is a preset, not a method: use SpecConfig.preset({self.method!r}, "
+                             f"temperature=...) (rheo.presets)")
         method = get_method(self.method)  # ValueError listing the registered methods
         _choice("proxy", self.proxy, PROXIES)
         _choice("verify_order", self.verify_order, VERIFY_ORDERS)
@@ -126,6 +130,11 @@ class SpecConfig:
         if not isinstance(self.replacement, bool):
             raise ValueError(f"replacement must be a bool, got {self.replacement!r}")
         method.validate(self)
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "SpecConfig":
+        """The named preset of rheo.presets (e.g. "rheo_auto") with ``overrides`` (temperature, tree) on top."""
+        return cls(**preset_fields(name, **overrides))
 
     @property
     def max_children(self) -> int:

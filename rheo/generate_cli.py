@@ -4,9 +4,17 @@
     rheo generate "Hi" --target ~/llama --head ~/eagle3-head --chat-format template --compare-ar
 
 The answer is printed as each verification cycle emits it; the last line is the mean
-tokens per target call (tau), tokens per second and, with ``--compare-ar``, the speedup over
-plain decoding of the same prompt by the same target in the same process (the target's own
-``generate``: greedy at temperature 0, sampling otherwise).
+tokens per target call (tau) and tokens per second. With ``--compare-ar`` a line more gives the
+speedup over plain decoding of the same prompt by the same target in the same process (the
+target's own ``generate``: greedy at temperature 0, sampling otherwise), warmed up and repeated
+(``--repeats``) with a 95% interval (rheo.compare_ar), next to the tree, the CPU and the dtype.
+
+``--method`` takes a registered tree method or a preset (rheo.presets: ``rheo_auto``). The tree is
+``--tree tuned`` on a CPU (the small tree ``make tune`` measured for it, configs/experiment/tuned_*.yaml:
+the paper's 60-node tree costs more than it saves there) and ``--tree paper`` elsewhere;
+``--k/--depth/--tree-size`` override either. ``--dtype auto`` (the default) is float32 on a CPU
+that emulates bf16 and bf16 where it is native (rheo.cpu_dtype); the choice and its reason are
+printed on stderr.
 """
 
 from __future__ import annotations
@@ -18,6 +26,10 @@ from typing import Optional, Sequence
 import torch
 
 from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int
+from rheo.config import PAPER_TREE
+from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
+from rheo.paths import REPO_ROOT
+from rheo.presets import PRESETS
 
 __all__ = ["build_parser", "generate_main"]
 
@@ -31,22 +43,68 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
     p.add_argument("--head", default=None, help="an EAGLE-3 head folder for --target (official layout or rheo's)")
     p.add_argument("--chat-format", default=None, choices=("template", "vicuna_v1.1"),
                    help="how prompts are rendered (default: the pair's; 'template' for --target)")
-    p.add_argument("--method", default="rheo", choices=("rheo", "topk"), help="tree rule (default rheo)")
+    p.add_argument("--method", default="rheo", choices=METHODS,
+                   help="tree rule or preset (default rheo, the paper's; rheo_auto: rheo.presets)")
+    p.add_argument("--tree", default=None, choices=("paper", "tuned"),
+                   help="paper: K=10 depth 8 R=60; tuned: the tree `make tune` measured for a CPU "
+                        "(configs/experiment/tuned_*.yaml). Default: tuned on a CPU, paper elsewhere")
+    p.add_argument("--k", type=positive_int, default=None, help="candidates per node (overrides --tree)")
+    p.add_argument("--depth", type=positive_int, default=None, help="drafted layers (overrides --tree)")
+    p.add_argument("--tree-size", type=positive_int, default=None, help="kept nodes (overrides --tree)")
     p.add_argument("--temperature", type=non_negative_float, default=0.7, help="0 = greedy (default 0.7)")
     p.add_argument("--m", type=non_negative_int, default=None, help="rheo: lead slots per node (default 1)")
     p.add_argument("--max-new-tokens", type=positive_int, default=128, help="default 128")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
-    p.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
-                   help="default: the pair's")
+    p.add_argument("--dtype", default=AUTO, choices=(AUTO, "float32", "bfloat16", "float16"),
+                   help="auto (default): on a CPU float32 unless it has bf16 instructions (avx512_bf16, "
+                        "amx_bf16), elsewhere the pair's")
     p.add_argument("--compare-ar", action="store_true",
-                   help="also decode with the target alone and report the speedup")
+                   help="also decode with the target alone and report the speedup with its 95%% interval")
+    p.add_argument("--repeats", type=positive_int, default=5,
+                   help="--compare-ar: timed repetitions of each decoder after a warm-up (default 5)")
     return p
+
+
+#: what --method takes: the tree methods a user picks from, then the presets
+METHODS = ("rheo", "topk", *PRESETS)
+
+
+def tree_of(args) -> tuple[dict, str]:
+    """(k, depth, tree_size) of the run and its name for the report line."""
+    tree = args.tree or ("tuned" if str(args.device).split(":")[0] == "cpu" else "paper")
+    shape = {f: PAPER_TREE[f] for f in ("k", "depth", "tree_size")}
+    name = "paper"
+    if tree == "tuned":
+        base = "topk" if args.method == "topk" else "rheo"
+        path = REPO_ROOT / "configs" / "experiment" / f"tuned_{base}.yaml"
+        if path.is_file():
+            from omegaconf import OmegaConf
+
+            shape.update({f: int(v) for f, v in OmegaConf.load(path).method.items() if f in shape})
+            name = f"tuned ({path.relative_to(REPO_ROOT)})"
+        else:
+            name = f"paper ({path.name} not found: run `make tune`)"
+    given = {f: getattr(args, f) for f in shape if getattr(args, f) is not None}
+    if given:
+        shape.update(given)
+        name = "given"
+    return shape, f"{name} K={shape['k']} d={shape['depth']} R={shape['tree_size']}"
+
+
+def spec_of(args, shape: dict):
+    """The SpecConfig of the run: a preset's fields or the method's, with the tree, T and --m on top."""
+    from rheo.config import SpecConfig
+
+    changes = {**shape, "temperature": args.temperature, **({} if args.m is None else {"m": args.m})}
+    if args.method in PRESETS:
+        return SpecConfig.preset(args.method, **changes)
+    return SpecConfig(method=args.method, **changes)
 
 
 def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    from rheo.config import SpecConfig
+    from rheo.compare_ar import time_pair
     from rheo.decode import speculative_generate
     from rheo.models import load_model_pair
 
@@ -54,27 +112,39 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
         raise ValueError("give both --target DIR and --head DIR (a local pair), or --model NAME")
     if args.target is not None and args.model is not None:
         raise ValueError("give either --model NAME or --target DIR --head DIR, not both")
+    shape, tree = tree_of(args)
+    config = spec_of(args, shape)
+    dtype = resolve_dtype(args.dtype, args.device)
     name = args.model or (None if args.target else "smollm2_135m")
-    pair = load_model_pair(name, device=args.device, dtype=args.dtype, target_path=args.target,
+    pair = load_model_pair(name, device=args.device, dtype=dtype.dtype, target_path=args.target,
                            head_path=args.head, chat_format=args.chat_format)
+    ran_in = str(pair.hf_model.dtype).replace("torch.", "")
+    print(f"{args.method}, tree {tree}, {ran_in} ({dtype.reason})", file=sys.stderr, flush=True)
     prompt = pair.format_chat([{"role": "user", "content": args.prompt}])
-    changes = {} if args.m is None else {"m": args.m}
-    config = SpecConfig(method=args.method, temperature=args.temperature, **changes)
     printer = _Printer(pair.tokenizer)
-    speculative_generate(pair.target, pair.drafter, prompt, 1, config,  # warm-up: first calls are slow
-                         generator=torch.Generator(device=pair.target.device))
-    generator = torch.Generator(device=pair.target.device).manual_seed(args.seed)
+
+    def decode(seed: int, max_new: int, on_tokens=None):
+        generator = torch.Generator(device=pair.target.device).manual_seed(seed)
+        return speculative_generate(pair.target, pair.drafter, prompt, max_new, config, generator=generator,
+                                    eos_token_id=pair.eos_token_ids, on_tokens=on_tokens)
+
+    decode(args.seed, 1)  # warm-up: first calls are slow
     start = time.perf_counter()
-    out = speculative_generate(pair.target, pair.drafter, prompt, args.max_new_tokens, config, generator=generator,
-                               eos_token_id=pair.eos_token_ids, on_tokens=printer.add)
+    out = decode(args.seed, args.max_new_tokens, printer.add)
     seconds = time.perf_counter() - start
     printer.finish()
     speed = len(out.tokens) / max(seconds, 1e-9)
-    line = f"tau {out.tau:.2f} ({len(out.tokens)} tokens in {out.target_calls} target calls), {speed:.1f} tokens/s"
+    print(f"tau {out.tau:.2f} ({len(out.tokens)} tokens in {out.target_calls} target calls), {speed:.1f} tokens/s",
+          flush=True)
     if args.compare_ar:
-        ar_speed = _plain_speed(pair, prompt, args, len(out.tokens))
-        line += f", plain decoding {ar_speed:.1f} tokens/s, speedup {speed / ar_speed:.2f}x"
-    print(line, flush=True)
+        new = max(1, len(out.tokens))
+        plain = _plain(pair, prompt, args.temperature, new)
+        plain(args.seed)  # warm-up
+        result = time_pair(lambda i: len(decode(args.seed + i, new).tokens), lambda i: plain(args.seed + i),
+                           args.repeats)
+        where = cpu_kind().describe() if str(args.device).split(":")[0] == "cpu" else args.device
+        print(f"{result.describe()}: {args.method} {result.spec_tps:.1f} tokens/s, plain decoding "
+              f"{result.plain_tps:.1f} tokens/s; tree {tree}; {where}, {ran_in}", flush=True)
     return 0
 
 
@@ -98,17 +168,15 @@ class _Printer:
         print(text[len(self.shown):], flush=True)
 
 
-def _plain_speed(pair, prompt: list[int], args, new_tokens: int) -> float:
-    """Tokens/s of the target's own generate on the same prompt, for as many tokens as rheo emitted."""
+def _plain(pair, prompt: list[int], temperature: float, new_tokens: int):
+    """seed -> tokens decoded by the target's own generate on the same prompt (``new_tokens`` of them)."""
     ids = torch.tensor([prompt], device=pair.target.device)  # [1, len]
-    sample = args.temperature > 0
-    extra = {"temperature": args.temperature, "top_k": 0} if sample else {}
-    pair.hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=1, do_sample=False,
-                           pad_token_id=pair.eos_token_ids[0] if pair.eos_token_ids else None)  # warm-up
-    torch.manual_seed(args.seed)
-    start = time.perf_counter()
-    out = pair.hf_model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=sample,
-                                 max_new_tokens=max(1, new_tokens), min_new_tokens=max(1, new_tokens),
-                                 pad_token_id=pair.eos_token_ids[0] if pair.eos_token_ids else None, **extra)
-    seconds = time.perf_counter() - start
-    return (out.shape[1] - ids.shape[1]) / max(seconds, 1e-9)
+    extra = {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else {"do_sample": False}
+    pad = pair.eos_token_ids[0] if pair.eos_token_ids else None
+
+    def run(seed: int) -> int:
+        torch.manual_seed(seed)
+        out = pair.hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                                     min_new_tokens=new_tokens, pad_token_id=pad, **extra)
+        return out.shape[1] - ids.shape[1]
+    return run

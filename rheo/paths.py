@@ -5,7 +5,9 @@ path a user gives is read against it."""
 from __future__ import annotations
 
 import functools
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 #: the folder holding ``rheo/``, ``data/``, ``configs/`` (the package is installed editable)
@@ -38,6 +40,27 @@ def resolve_path(path: str, must_exist: bool = False) -> Path:
     if p.is_absolute() or not must_exist or p.exists():
         return p.absolute()
     return REPO_ROOT / p
+
+
+def shown(path: Path | str) -> str:
+    """``path`` as a shell word: relative to the working directory when it lies inside it."""
+    path = Path(path).absolute()
+    try:
+        text = str(path.relative_to(Path.cwd()))
+    except ValueError:
+        text = str(path)
+    return shlex.quote(text)
+
+
+def program(name: str) -> str:
+    """How a printed hint runs ``name`` ("rheo" or "python") so that it works as printed from here: the
+    interpreter running now and the ``rheo`` script installed next to it (``.venv/bin/rheo`` after
+    ``make setup``, which puts nothing on PATH), else ``python -m rheo.commands``."""
+    python = Path(sys.executable)
+    if name == "python":
+        return shown(python)
+    script = python.parent / name
+    return shown(script) if script.is_file() else f"{shown(python)} -m rheo.commands"
 
 
 def git_sha() -> str:

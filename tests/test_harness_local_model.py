@@ -34,6 +34,12 @@ def pair_dirs(tmp_path_factory):
     return write_target(folder / "target"), write_local_head(folder / "head")
 
 
+def _from_root(path: Path) -> str:
+    """``path`` as a hint printed by a run started in the checkout shows it."""
+    path = path.absolute()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def _model(target: Path, head: Path, name: str = "my-llama", *extra: str) -> list[str]:
     return ["model=local", f"model.name={name}", f"model.target_path={target}", f"model.head_path={head}",
             "model.chat_format=template", "model.eos_tokens=['</s>']", *extra]
@@ -57,7 +63,8 @@ def test_eval_run_labels_rows_with_your_name_and_says_where_they_went(pair_dirs,
     assert key["head_sha"]  # a replaced head at the same path is never resumed
     printed = done.stdout.splitlines()
     assert any(line.startswith("rows: rheo ") and f"{out}/my-llama/" in line for line in printed), done.stdout
-    assert f"tables: rheo tables --results {out} --out {out}/tables --no-theory" in printed, done.stdout
+    rheo = _from_root(Path(sys.executable).parent / "rheo")  # installed next to the interpreter (.venv/bin/rheo)
+    assert f"tables: {rheo} tables --results {out} --out {out}/tables --no-theory" in printed, done.stdout
 
 
 def test_eval_same_state_runs_the_same_pair(pair_dirs, tmp_path):
@@ -74,7 +81,7 @@ def test_eval_same_state_runs_the_same_pair(pair_dirs, tmp_path):
     rows = same_state_archive.load_rows(out)
     assert len(rows) > 0 and set(rows["model"]) == {"my-llama"} and set(rows["method"]) == {"topk", "rheo"}
     assert f"rows: {out}/my-llama (a folder per driver hash, in it one per compared method)" in done.stdout
-    assert f"tables: python -m eval.states.tables {out}" in done.stdout
+    assert f"tables: {_from_root(Path(sys.executable))} -m eval.states.tables {out}" in done.stdout
 
 
 def _refusals(pair_dirs, tmp_path) -> list[tuple[list[str], type, str]]:
@@ -120,9 +127,9 @@ def test_a_load_that_fails_late_removes_the_output_folder_it_made(pair_dirs, tmp
 
 def test_catalog_keys_hold_no_model_format_fields():
     """The new model fields stay out of a catalog model's key unless set (committed rows keep their hashes)."""
-    cfg = compose_config(["model=smollm2_135m", "method=rheo"])
+    cfg = compose_config(["model=smollm2_135m", "method=rheo", "dtype=null"])  # null: the model's default
     before = keys.method_key(schema.spec_config(cfg), model="smollm2_135m", device="cpu", dtype=None, seed=0,
                              max_new_tokens=int(cfg.max_new_tokens))
     assert schema.method_key(cfg) == before and "chat_format" not in before and "eos_tokens" not in before
-    changed = compose_config(["model=smollm2_135m", "method=rheo", "model.eos_tokens=['<|im_end|>']"])
+    changed = compose_config(["model=smollm2_135m", "method=rheo", "dtype=null", "model.eos_tokens=['<|im_end|>']"])
     assert config_hash(schema.method_key(changed)) != config_hash(before)

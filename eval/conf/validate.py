@@ -64,8 +64,8 @@ def check_values(cfg: DictConfig) -> None:
     mix = cfg.get("draft_mix")
     if mix is not None and not (isinstance(mix, (int, float)) and not isinstance(mix, bool) and 0 <= mix <= 1):
         raise ValueError(f"draft_mix must be null (the head) or a number in [0, 1], got {mix!r}")
-    if cfg.dtype is not None:
-        _choice("dtype", cfg.dtype, DTYPES)
+    if cfg.dtype not in (None, "auto"):
+        _choice("dtype", cfg.dtype, ("auto", *DTYPES))
     if cfg.max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {cfg.max_new_tokens}")
     if cfg.limit is not None and cfg.limit < 1:

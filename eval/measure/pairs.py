@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from eval.conf.schema import MODELS
+from eval.conf.schema import MODELS, run_dtype
 from rheo.placement import as_dtype
 
 TINY_CONTEXT = 48
@@ -55,7 +55,7 @@ def pair_args(cfg) -> tuple:
     """The arguments of :func:`load_pair` for a run configuration (its ``model`` node, device and dtype)."""
     model = cfg.model
     eos = None if model.get("eos_tokens") is None else tuple(str(t) for t in model.eos_tokens)
-    return (model.name, cfg.device, cfg.dtype, model.target_path, model.head_path, model.get("chat_format"), eos)
+    return (model.name, cfg.device, run_dtype(cfg).dtype, model.target_path, model.head_path, model.get("chat_format"), eos)
 
 
 class ByteTokenizer:

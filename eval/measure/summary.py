@@ -4,10 +4,11 @@ makes tables from them."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
+
+from rheo.paths import program, shown
 
 
 @dataclass
@@ -35,25 +36,24 @@ class RunSummary:
                          for m, n in self.failed_by_method.items() if n)
 
 
-def shown(path: Path | str) -> str:
-    """``path`` as a shell word: relative to the working directory when it lies inside it."""
-    path = Path(path).absolute()
-    try:
-        text = str(path.relative_to(Path.cwd()))
-    except ValueError:
-        text = str(path)
-    return shlex.quote(text)
+def tables_folder(output_dir: Path | str) -> Path:
+    """Where a run's tables go: next to a rows folder named ``runs`` (results/runs -> results/tables,
+    results/smoke/runs -> results/smoke/tables, as ``make tables`` and ``make smoke`` write them),
+    else inside it."""
+    root = Path(output_dir)
+    return root.parent / "tables" if root.name == "runs" else root / "tables"
 
 
 def rows_went(output_dir: Path | str, model: str, hashes: dict[str, str]) -> str:
-    """Two lines after an ``eval.run``: the folders its rows are in, and the tables command for them."""
+    """Two lines after an ``eval.run``: the folders its rows are in, and the tables command for them
+    (as printed it runs from the working directory: rheo.paths.program)."""
     root = Path(output_dir)
     folders = ", ".join(f"{method} {shown(root / model / chash)}" for method, chash in hashes.items())
     return (f"rows: {folders}\n"
-            f"tables: rheo tables --results {shown(root)} --out {shown(root / 'tables')} --no-theory")
+            f"tables: {program('rheo')} tables --results {shown(root)} --out {shown(tables_folder(root))} --no-theory")
 
 
 def same_state_rows_went(output_dir: Path | str, model: str) -> str:
     """Two lines after a same-state run: the rows' folder and the tables command for them."""
     return (f"rows: {shown(Path(output_dir) / model)} (a folder per driver hash, in it one per compared method)\n"
-            f"tables: python -m eval.states.tables {shown(output_dir)}")
+            f"tables: {program('python')} -m eval.states.tables {shown(output_dir)}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rheo.cli import ArgumentParser, run_main
 from rheo.io import atomic_write
-from rheo.paths import git_sha
+from rheo.paths import git_sha, program
 from rheo.timing import device_name
 
 
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     if args.out is None:
         ap.error("finish needs OUT, the record to write")
     if not args.clock.is_file():
-        raise FileNotFoundError(f"{args.clock} does not exist: run `python -m eval.measure.wall_clock start {args.clock}` "
+        raise FileNotFoundError(f"{args.clock} does not exist: run `{program('python')} -m eval.measure.wall_clock start {args.clock}` "
                                 "when the timed command starts")
     try:
         started = json.loads(args.clock.read_text())

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from eval.store import storage
 from eval.store.state_shards import shard_tables
+from rheo.paths import program
 
 FINGERPRINT = {"project": "rheo", "content": "rheo same-state rows", "layout": 1}
 
@@ -97,7 +98,7 @@ def load_rows(root: Path | str, driver: bool = False):
         path = archive_paths(root)[1 if driver else 0]
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist (export it with "
-                                    f"`python -m eval.states.tables DIR --archive {root}`)")
+                                    f"`{program('python')} -m eval.states.tables DIR --archive {root}`)")
         return pq.read_table(path, schema=DRIVER_SCHEMA if driver else ROW_SCHEMA).to_pandas()
     if not (root / storage.MANIFEST).exists():
         raise FileNotFoundError(f"{root} is not a same-state results directory (no {storage.MANIFEST})")

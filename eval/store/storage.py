@@ -37,6 +37,7 @@ from eval.store.shard_checks import (CorruptShardError, OutputDirError, ShardWri
 from eval.store.suite_names import suite_folder
 from rheo.files import files_at_depth, is_regular
 from rheo.io import TMP_PREFIX, atomic_write, atomic_write_bytes, owner, remove_stale_tmp  # noqa: F401
+from rheo.paths import program
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def require_results_dir(root: Path) -> None:
                              f"(RESULTS / --results): give a folder written by eval.run or a .parquet archive")
     if not root.is_dir():
         raise FileNotFoundError(f"results directory {root} does not exist (RESULTS / --results); run "
-                                f"`make reproduce` or `python -m eval.run output_dir={root}` first, give the "
+                                f"`make reproduce` or `{program('python')} -m eval.run output_dir={root}` first, give the "
                                 f"committed archive (RESULTS=results/runs.parquet), or fix the path")
     if not (root / MANIFEST).is_file():
         raise OutputDirError(f"{root} has no {MANIFEST}: not a rheo results directory (RESULTS / --results)")
