@@ -21,6 +21,9 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     # Rheo m=1 with the tempered proxy: the paper's rule at T = 1, Top-K's tree as T -> 0
     # (docs/algorithm.md; judged against the paper's m=0 and m=1 in docs/results.md)
     "rheo_auto": MappingProxyType({"method": "rheo", "m": 1, "proxy": "tempered"}),
+    # per request, Rheo m=0 while the earlier cycles' roots favour the sampled child, else rheo_auto's
+    # settings (rheo.adaptive; docs/algorithm.md; judged cell by cell in docs/results.md)
+    "rheo_adaptive": MappingProxyType({"method": "rheo", "m": 1, "proxy": "tempered", "adapt": "root"}),
 })
 
 
