@@ -133,3 +133,32 @@ def predicted_speedups(row: dict, tau: float) -> tuple[Optional[float], Optional
     by_ms = None if row.get("ar_ms") is None or not row.get("ms") else tau * row["ar_ms"] / row["ms"]
     by_ops = None if row.get("ar_ops") is None else tau * row["ar_ops"] / row["ops"]
     return by_ms, by_ops
+
+
+def _cell(x, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def cost_tables(rows: list[dict], tau: float) -> str:
+    """Markdown: per shape and temperature, ops and syncs per target call by phase, then ms by phase
+    and the predicted speedups at ``tau`` (module docstring)."""
+    from eval.report.markdown import markdown_table
+
+    parts = []
+    for shape, temperature in dict.fromkeys((r["shape"], r["temperature"]) for r in rows):
+        sub = [r for r in rows if (r["shape"], r["temperature"]) == (shape, temperature)]
+        ops = markdown_table(
+            ["method", "calls"] + [f"ops {p}" for p in COUNTED] + ["ops", "beyond forward", "syncs",
+                                                                  "syncs d/b/s/v/c/o"],
+            [[r["method"], r["target_calls"]] + [_cell(r[f"ops_{p}"]) for p in COUNTED]
+             + [_cell(r["ops"]), _cell(r["beyond_forward"]), _cell(r["syncs"]),
+                "/".join(_cell(r[f"syncs_{p}"]) for p in COUNTED)] for r in sub])
+        timed = [r for r in sub if "ms" in r]
+        header = ["method"] + [f"ms {p}" for p in COUNTED] + ["ms", f"speedup @tau={tau:g} (ms)", "GPU ms (ops)",
+                                                             f"speedup @tau={tau:g} (ops)"]
+        times = markdown_table(header, [
+            [r["method"]] + [_cell(r[f"ms_{p}"], 2) for p in COUNTED]
+            + [_cell(r["ms"], 2), _cell(predicted_speedups(r, tau)[0], 2), _cell(r["gpu_ms"], 1),
+               _cell(predicted_speedups(r, tau)[1], 2)] for r in timed]) if timed else ""
+        parts.append(f"### {shape}, T = {temperature:g}\n\n{ops}\n" + (f"\n{times}\n" if times else ""))
+    return "\n".join(parts)
