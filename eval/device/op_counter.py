@@ -68,7 +68,7 @@ def is_sync(name: str, args: tuple, kwargs: dict) -> bool:
 
 class OpCounter(TorchDispatchMode):
     """Counts ops and syncs per phase while active (``with counter:``); ``by_name`` keeps
-    (phase, op name) counts for finding where the ops go."""
+    (phase, op name) counts of ops and (phase, "sync " + name) counts of syncs, to find where they go."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -91,6 +91,7 @@ class OpCounter(TorchDispatchMode):
             self.by_name[(self.phase, name)] += 1
         if is_sync(name, args, kwargs):
             self.syncs[self.phase] += 1
+            self.by_name[(self.phase, "sync " + name)] += 1
         return func(*args, **kwargs)
 
     def _host_read(self, method: str):
@@ -98,6 +99,7 @@ class OpCounter(TorchDispatchMode):
 
         def read(tensor, *args, **kwargs):
             self.syncs[self.phase] += 1
+            self.by_name[(self.phase, "sync " + method)] += 1
             return original(tensor, *args, **kwargs)
         return read
 

@@ -88,7 +88,7 @@ class Eagle3Session:
         """frontier: [f] node indices, all at one depth. Returns draft logits [f, draft_vocab] float32."""
         frontier = frontier.to(self.device, torch.long)
         parents_all = tree.parents.to(self.device, torch.long)
-        depth = int(tree.depths[frontier[0]])  # one host sync per tree layer
+        depth = tree.layer if tree.layer is not None else int(tree.depths[frontier[0]])  # a host read without it
         self._grow(int(tree.tokens.shape[0]))
         if depth == 0:
             self.node_hidden[0] = self.root_hidden
