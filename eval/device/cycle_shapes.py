@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rheo.placement import as_dtype
+
 SHAPES = ("tiny32", "llama31_8b", "vicuna_13b", "smollm2")
 #: name -> (target Llama config fields, draft vocabulary)
 RANDOM_SHAPES = {
@@ -92,9 +94,7 @@ def random_pair(name: str, device: str = "cpu", dtype: torch.dtype = torch.float
 
 def load_cost_pair(name: str, device: str = "cpu", dtype: str = "float32", reduce: int = 1) -> CostPair:
     """The pair of shape ``name`` (one of :data:`SHAPES`) on ``device`` in ``dtype``."""
-    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
-    if torch_dtype is None:
-        raise ValueError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
+    torch_dtype = as_dtype(dtype)
     if name == "smollm2":
         from eval.measure.pairs import load_pair
 
