@@ -32,6 +32,7 @@ its identity, which the losslessness argument needs (``docs/algorithm.md``):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -127,38 +128,38 @@ def log_proxy(dist: DraftDist, scores: torch.Tensor, m: int, temperature: float,
 def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: RandomSource,
                 proxy: str = "rheo", proxy_value: float = 0.25, eps: float = 1e-6, rank: str = "q",
                 probe_min: float = 0.0) -> Candidates:
+    """Every node of the layer at once: one categorical draw of [n] rows, slots, scores and kinds as
+    [n, K] tensors built from per-(m, K) column templates (:func:`slot_templates`); no host read.
+    ``rheo.reference.reference_select`` is the node-by-node twin."""
     n, support = dist.log_q.shape
     slots = min(k, support)
     if not 0 <= m < slots:
         raise ValueError(f"m must be in [0, {slots - 1}] for {slots} candidate slots, got m={m}")
-    device = dist.ids.device
-    tail_logits = dist.logits[:, m:]  # [n, S-m]
     z_t = nonlead_mass(dist, m, temperature) if probe_min > 0 or proxy == "tempered" else None  # [n]
-    has_tail = draws_probe(dist, m, temperature, probe_min, z_t)  # [n]
-    resid = tempered(tail_logits, temperature)  # [n, S-m]
-    resid = torch.where(has_tail[:, None], resid, torch.ones_like(resid))  # keep rows drawable
+    has_tail = draws_probe(dist, m, temperature, probe_min, z_t)[:, None]  # [n, 1]
+    resid = tempered(dist.logits[:, m:], temperature).masked_fill(~has_tail, 1.0)  # [n, S-m], rows without a tail drawable
     pick = rng.categorical(resid)  # [n] in [0, S-m)
-
-    n_fill = slots - m - 1
-    fill_rank = torch.arange(n_fill, device=device)  # [F]
-    fill_slot = m + fill_rank[None, :] + (fill_rank[None, :] >= pick[:, None]).long()  # [n, F]
-    lead_slot = torch.arange(m, device=device).expand(n, m)  # [n, m]
-    slot = torch.cat([lead_slot, (m + pick)[:, None], fill_slot], dim=1)  # [n, K]
-    slot = torch.where(has_tail[:, None], slot, torch.arange(slots, device=device)[None, :])
-
+    col, fill_rank, sample_col, kind_row, plain = slot_templates(m, slots, dist.ids.device)
+    # slot of column j: j for a lead, m + pick for the sample, m + r + (r >= pick) for the r-th fill
+    slot = col + torch.where(sample_col, pick[:, None], (fill_rank >= pick[:, None]).long())  # [n, K]
+    slot = torch.where(has_tail, slot, plain)
     scores = rank_scores(dist, rank, temperature)  # [n, S]
-    log_score = scores.gather(1, slot)  # [n, K]
     sample_score = log_proxy(dist, scores, m, temperature, proxy, proxy_value, eps, rank, z_t)  # [n]
-    log_score[:, m] = torch.where(has_tail, sample_score, log_score[:, m])
+    log_score = torch.where(sample_col & has_tail, sample_score[:, None], scores.gather(1, slot))  # [n, K]
+    resid = resid * has_tail  # [n, S-m], 0 on rows without a sample
+    return Candidates(tokens=dist.ids.gather(1, slot), log_score=log_score,
+                      kind=torch.where(has_tail, kind_row, LEAD),
+                      resid_probs=torch.nn.functional.pad(resid, (m, 0)),
+                      sample_prob=resid.gather(1, pick[:, None]).squeeze(1))
 
-    kind = torch.full((n, slots), FILL, dtype=torch.long, device=device)
-    kind[:, :m] = LEAD
-    kind[:, m] = SAMPLE
-    kind = torch.where(has_tail[:, None], kind, torch.full_like(kind, LEAD))
 
-    resid_probs = torch.zeros_like(dist.log_q)  # [n, S]
-    resid_probs[:, m:] = resid * has_tail[:, None]
-    sample_prob = resid.gather(1, pick[:, None]).squeeze(1) * has_tail  # [n]
-    return Candidates(tokens=dist.ids.gather(1, slot), log_score=log_score, kind=kind,
-                      resid_probs=resid_probs, sample_prob=sample_prob)
-
+@functools.lru_cache(maxsize=64)
+def slot_templates(m: int, slots: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Column templates of Rheo's K slots (leads, sample, fills), made once per (m, K, device):
+    col [K] (j for a lead, m for the sample, m + r for the r-th fill), fill_rank [K] (r for the r-th
+    fill, -1 elsewhere), sample_col [K] bool, kind_row [K] (LEAD / SAMPLE / FILL), plain [K] = j."""
+    j = torch.arange(slots)
+    fill_rank = torch.where(j > m, j - m - 1, -1)
+    col = torch.where(j > m, j - 1, j)
+    kind_row = torch.where(j < m, LEAD, torch.where(j == m, SAMPLE, FILL))
+    return tuple(t.to(device) for t in (col, fill_rank, j == m, kind_row, j))

@@ -234,8 +234,9 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
         out.last_cycle_verified = len(result.tokens)
         out.drafted_nodes.append(built.drafted)
         out.kept_nodes.append(built.tree.num_nodes - 1)
-        out.sample_kept.append(int((built.kind == SAMPLE).sum()))
-        out.sample_accepted.append(int((built.kind[result.path] == SAMPLE).sum()))
+        kept, accepted = torch.stack([(built.kind == SAMPLE).sum(), (built.kind[result.path] == SAMPLE).sum()]).tolist()
+        out.sample_kept.append(kept)
+        out.sample_accepted.append(accepted)
         if hit is not None or len(out.tokens) >= max_new_tokens:
             return out
         with tm.phase("commit"):

@@ -43,8 +43,11 @@ class DraftDist:
 
 
 def draft_distribution(draft_logits: torch.Tensor, sparse_top: Optional[int],
-                       draft_to_target: Optional[torch.Tensor] = None) -> DraftDist:
-    """draft_logits: [n, Vd] -> DraftDist with S = min(sparse_top, Vd) slots."""
+                       draft_to_target: Optional[torch.Tensor] = None, check_nan: bool = True) -> DraftDist:
+    """draft_logits: [n, Vd] -> DraftDist with S = min(sparse_top, Vd) slots.
+
+    ``check_nan=False`` leaves the NaN check (a host read) to the caller: :func:`nan_rows` is the flag
+    it reads (the tree builder reads it together with the layer's child count)."""
     if draft_logits.dim() != 2:
         raise ValueError(f"draft logits must be [n, vocab], got shape {tuple(draft_logits.shape)}")
     logits = draft_logits.to(prob_dtype(draft_logits))
@@ -55,12 +58,20 @@ def draft_distribution(draft_logits: torch.Tensor, sparse_top: Optional[int],
     else:
         values, ids = torch.topk(logits, support, dim=-1, sorted=True)  # [n, S]
     log_q = torch.log_softmax(values, dim=-1)  # [n, S]
-    # one NaN logit (topk ranks NaN first) or an all -inf row makes the whole row NaN
-    if torch.isnan(log_q[:, 0]).any():
-        raise NonFiniteLogitsError("draft model returned NaN logits (or a row without a finite logit)")
+    if check_nan and nan_rows(log_q):
+        raise NonFiniteLogitsError(DRAFT_NAN)
     if draft_to_target is not None:
         ids = draft_to_target[ids]
     return DraftDist(ids=ids, logits=values, log_q=log_q)
+
+
+DRAFT_NAN = "draft model returned NaN logits (or a row without a finite logit)"
+
+
+def nan_rows(log_q: torch.Tensor) -> torch.Tensor:
+    """log_q: [n, S] -> 0-d bool, whether a row is NaN (one NaN logit - topk ranks NaN first - or an
+    all -inf row makes the whole row NaN)."""
+    return torch.isnan(log_q[:, 0]).any()
 
 
 def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:

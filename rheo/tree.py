@@ -23,7 +23,7 @@ import torch
 
 from rheo.candidates import LEAD, SAMPLE, Candidates
 from rheo.models.base import DraftTree, TreeView
-from rheo.probs import DraftDist, draft_distribution
+from rheo.probs import DRAFT_NAN, DraftDist, NonFiniteLogitsError, draft_distribution, nan_rows
 from rheo.random import RandomSource
 
 if TYPE_CHECKING:
@@ -71,8 +71,8 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
     exp_nodes, exp_ids, exp_probs = [], [], []
     frontier = torch.zeros(1, **long)  # [f]
     for layer in range(cfg.depth):
-        logits = draft_fn(TreeView(tokens, parents, depths), frontier)  # [f, Vd]
-        dist = draft_distribution(logits, cfg.sparse_top, draft_to_target)
+        logits = draft_fn(TreeView(tokens, parents, depths, layer), frontier)  # [f, Vd]
+        dist = draft_distribution(logits, cfg.sparse_top, draft_to_target, check_nan=False)
         cand, support_ids = candidates(dist, cfg, rng, layer), dist.ids
         if scores is None:
             scores = torch.zeros(1, dtype=cand.log_score.dtype, device=device)
@@ -82,7 +82,7 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
         if cand.resid_probs is not None:
             exp_probs.append(cand.resid_probs)
         n_slots = cand.tokens.shape[1]
-        valid = torch.isfinite(cand.log_score).flatten()  # [f*K]
+        valid = child_slots(cand.log_score, dist.log_q)  # [c] flat slot indices of the children
         child_score = (scores[frontier][:, None] + cand.log_score).flatten()[valid]  # [c]
         child_parent = frontier.repeat_interleave(n_slots)[valid]  # [c]
         child_kind = cand.kind.flatten()[valid]  # [c]
@@ -101,6 +101,18 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
         if frontier.numel() == 0:
             break
     return _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids, exp_probs, cfg)
+
+
+def child_slots(log_score: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """log_score: [f, K] (-inf = empty slot), log_q: [f, S] -> [c] long, the flat indices of the
+    non-empty slots in order. One host read per layer: the child count, with the NaN check of the
+    draft rows (a NaN draft raises NonFiniteLogitsError)."""
+    valid = torch.isfinite(log_score).flatten()  # [f*K]
+    order = torch.sort((~valid).to(torch.uint8), stable=True).indices  # [f*K] non-empty slots first
+    count, bad = torch.stack([valid.sum(), nan_rows(log_q).long()]).tolist()
+    if bad:
+        raise NonFiniteLogitsError(DRAFT_NAN)
+    return order[:count]
 
 
 def _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids, exp_probs,

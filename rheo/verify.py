@@ -22,7 +22,8 @@ outcome with a single ``y ~ r`` (accept the child whose token is ``y``, else ``y
 is the bonus); ``rheo/reference.py`` keeps the child-by-child form and the tests
 show both give the same output distribution exactly.
 
-Host syncs: the walk reads one scalar per visited node (at most ``depth + 1``).
+Host syncs: one read of the kept tree (parents, tokens, kinds together), then one read per
+visited node (at most ``depth + 1``).
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ class TreeIndex:
     """Host-side child lists of a kept tree (one transfer per cycle)."""
 
     def __init__(self, built: BuiltTree) -> None:
-        parents = built.tree.parents.tolist()
-        self.tokens = built.tree.tokens.tolist()
-        kinds = built.kind.tolist()
+        tree = built.tree
+        parents, self.tokens, kinds = torch.stack([tree.parents, tree.tokens.to(tree.parents.dtype),
+                                                   built.kind.to(tree.parents.dtype)]).tolist()
         self.sample_child: dict[int, int] = {}
         self.det_children: dict[int, dict[int, int]] = {}  # node -> {token: child}
         for child in range(1, len(parents)):
@@ -126,9 +127,9 @@ def walk_greedy(index: TreeIndex, target_logits: torch.Tensor) -> VerifyResult:
     path, out = [0], []
     while True:
         row = target_logits[path[-1]]
-        if torch.isnan(row).any():
+        y, nan = torch.stack([row.argmax(), torch.isnan(row).any().long()]).tolist()  # one host read
+        if nan:
             raise NonFiniteLogitsError("target model returned NaN logits")
-        y = int(row.argmax())
         out.append(y)
         child = index.children_by_token(path[-1]).get(y)
         if child is None:

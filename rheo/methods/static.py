@@ -121,7 +121,7 @@ class StaticShape:
         frontier = torch.zeros(1, **long)  # [f]
         shape = self.shape(cfg)
         for layer in range(len(shape)):
-            logits = draft_fn(TreeView(tokens, parents, depths), frontier)  # [f, Vd]
+            logits = draft_fn(TreeView(tokens, parents, depths, layer), frontier)  # [f, Vd]
             dist = draft_distribution(logits, cfg.sparse_top, draft_to_target)
             cand = rule(dist, cfg, rng, layer)
             if probs is None:

@@ -42,11 +42,14 @@ class TreeView:
     tokens:  [n] long, target-vocabulary ids, node 0 = root
     parents: [n] long, parent node index, -1 for the root
     depths:  [n] long, 0 for the root
+    layer:   the depth of the frontier being drafted, when the builder knows it (a drafter that
+             needs it reads it here instead of from ``depths``, which would be a host read)
     """
 
     tokens: torch.Tensor
     parents: torch.Tensor
     depths: torch.Tensor
+    layer: Optional[int] = None
 
 
 @dataclass(frozen=True)

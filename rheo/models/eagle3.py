@@ -88,8 +88,8 @@ class Eagle3Session:
         """frontier: [f] node indices, all at one depth. Returns draft logits [f, draft_vocab] float32."""
         frontier = frontier.to(self.device, torch.long)
         parents_all = tree.parents.to(self.device, torch.long)
-        depth = int(tree.depths[frontier[0]])  # one host sync per tree layer
-        self._grow(int(tree.tokens.shape[0]))
+        depth = tree.layer if tree.layer is not None else int(tree.depths[frontier[0]])  # a host read without it
+        self._grow(int(tree.tokens.shape[0]), depth)
         if depth == 0:
             self.node_hidden[0] = self.root_hidden
             return self.root_logits.expand(frontier.numel(), -1).clone()
@@ -97,15 +97,16 @@ class Eagle3Session:
         f = int(frontier.numel())
         tokens = tree.tokens.to(self.device, torch.long)[frontier]
         embeds = self.d.embed_weight[tokens].to(self.dtype)[:, None]  # [f, 1, H]
-        hidden = self.node_hidden[parents_all[frontier]][:, None]  # [f, 1, H]
+        parent = parents_all[frontier]  # [f]
+        hidden = self.node_hidden[parent][:, None]  # [f, 1, H]
         positions = torch.full((f, 1), self.committed_len - 1 + depth, device=self.device)
         q, k, v = head.qkv(embeds, hidden, positions)  # q [f, nH, 1, hd]; k, v [f, nKV, 1, hd]
-        anc, chain = parents_all[frontier], []
-        for _ in range(depth - 1):  # ancestors at depths d-1 .. 1 (the root's KV is committed)
-            chain.append(anc)
-            anc = parents_all[anc]
-        tree_k = torch.cat([self.node_k[c][:, :, None] for c in chain] + [k], dim=2)  # [f, nKV, d, hd]
-        tree_v = torch.cat([self.node_v[c][:, :, None] for c in chain] + [v], dim=2)
+        # ancestors at depths d-1 .. 1 (the root's KV is committed): [f, d-1], the parent's row shifted
+        chain = (torch.cat([parent[:, None], self.node_chain[parent, : depth - 2]], dim=1) if depth > 1
+                 else parent[:, None][:, :0])
+        self.node_chain[frontier, : depth - 1] = chain
+        tree_k = torch.cat([self.node_k[chain], k.transpose(1, 2)], dim=1).transpose(1, 2)  # [f, nKV, d, hd]
+        tree_v = torch.cat([self.node_v[chain], v.transpose(1, 2)], dim=1).transpose(1, 2)
         # One attention call for the whole layer: the f queries share the committed keys (not copied
         # f times; that copy dominated drafting on long prompts) and see only their own chain's keys.
         nkv, hd = tree_k.shape[1], tree_k.shape[3]
@@ -123,8 +124,8 @@ class Eagle3Session:
 
     # ------------------------------------------------------------------ helpers
     def _append(self, tokens: torch.Tensor, features: torch.Tensor) -> None:
-        """Run pairs (features[i], tokens[i]) after the committed cache. tokens: [t]; features: [t, 3Ht]."""
-        self._reset_tree(1)
+        """Run pairs (features[i], tokens[i]) after the committed cache. tokens: [t]; features: [t, 3Ht].
+        The per-node buffers are kept (not cleared): a tree writes every row it reads first."""
         t = int(tokens.numel())
         if t == 0:
             return
@@ -146,13 +147,21 @@ class Eagle3Session:
         self.node_k = torch.zeros(capacity, cfg.num_key_value_heads, cfg.head_dim, dtype=self.dtype,
                                   device=self.device)
         self.node_v = torch.zeros_like(self.node_k)
+        self.node_chain = torch.zeros(capacity, 0, dtype=torch.long, device=self.device)  # [N, depth-1] ancestors
 
-    def _grow(self, n: int) -> None:
+    def _grow(self, n: int, depth: int) -> None:
+        """Room for ``n`` nodes and chains of ``depth - 1`` ancestors (grown by doubling: rarely)."""
         extra = n - self.node_hidden.shape[0]
         if extra > 0:
+            extra = max(extra, self.node_hidden.shape[0])
             self.node_hidden = torch.cat([self.node_hidden, self.node_hidden.new_zeros(extra, *self.node_hidden.shape[1:])])
             self.node_k = torch.cat([self.node_k, self.node_k.new_zeros(extra, *self.node_k.shape[1:])])
             self.node_v = torch.cat([self.node_v, self.node_v.new_zeros(extra, *self.node_v.shape[1:])])
+        rows, width = self.node_hidden.shape[0], max(depth - 1, 0)
+        if self.node_chain.shape != (rows, max(width, self.node_chain.shape[1])):
+            grown = self.node_chain.new_zeros(rows, max(width, self.node_chain.shape[1]))
+            grown[: self.node_chain.shape[0], : self.node_chain.shape[1]] = self.node_chain
+            self.node_chain = grown
 
 
 # ---------------------------------------------------------------------- loading

@@ -1,0 +1,58 @@
+"""What one target call costs, by phase: aten ops, host syncs, ms, and the predicted speedup at a tau.
+
+AR, Top-K, Rheo m=1 and rheo_auto at T = 0 and 1 on the paper tree (eval.device.cycle_cost;
+what counts as an op and a sync: eval.device.op_counter; docs/gpu.md).
+
+    python scripts/cycle_cost.py [--shape tiny32|llama31_8b|vicuna_13b|smollm2] [--device cuda]
+        [--dtype bfloat16] [--reduce 8] [--new-tokens 24] [--tau 5.0] [--no-time] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from eval.device.cycle_cost import cost_rows, cost_tables
+from eval.device.cycle_shapes import SHAPES, load_cost_pair
+from rheo.cli import ArgumentParser, positive_float, positive_int, run_main
+
+
+def main() -> None:
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", choices=SHAPES, default="tiny32")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    ap.add_argument("--reduce", type=positive_int, default=1, help="divide a random shape's widths by this")
+    ap.add_argument("--new-tokens", type=positive_int, default=24)
+    ap.add_argument("--prompt-len", type=positive_int, default=64)
+    ap.add_argument("--tau", type=positive_float, default=5.0, help="tokens per call for the predicted speedup")
+    ap.add_argument("--threads", type=positive_int, default=None, help="torch threads (CPU)")
+    ap.add_argument("--no-time", action="store_true", help="count only (no timed generations)")
+    ap.add_argument("--out", default=None, help="folder for cycle_cost_<shape>.{md,parquet} (default: none, print)")
+    args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    pair = load_cost_pair(args.shape, args.device, args.dtype, args.reduce)
+    rows = cost_rows(pair, args.new_tokens, args.prompt_len, timed=not args.no_time,
+                     progress=lambda r: print(f"  {r['method']:<10} T={r['temperature']:g}: {r['ops']:,.0f} ops, "
+                                              f"{r['syncs']:.1f} syncs per call", file=sys.stderr, flush=True))
+    for r in rows:
+        r.update(device=args.device, dtype=args.dtype, reduce=args.reduce)
+    text = cost_tables(rows, args.tau)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        name = f"cycle_cost_{args.shape}" + (f"_r{args.reduce}" if args.reduce > 1 else "") + f"_{args.device}"
+        (out / f"{name}.md").write_text(f"# Cycle cost: {args.shape} on {args.device} ({args.dtype})\n\n{text}")
+        pd.DataFrame(rows).to_parquet(out / f"{name}.parquet", index=False)
+        print(f"wrote {out / name}.md and .parquet", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    run_main(main)
