@@ -92,6 +92,17 @@ def test_the_folder_loads_through_generate_and_streams_the_returned_text(pair, p
     assert same.tolist() == out.tolist()
 
 
+def test_stop_strings_end_the_answer_where_generate_ends_it(pair, prompt):
+    greedy = pair.hf_model.generate(prompt, do_sample=False, max_new_tokens=NEW)[0, prompt.shape[1]:].tolist()
+    stop = pair.tokenizer.decode(greedy[3:5])
+    want = pair.hf_model.generate(prompt, do_sample=False, max_new_tokens=NEW, stop_strings=[stop],
+                                  tokenizer=pair.tokenizer)
+    assert want.shape[1] < prompt.shape[1] + NEW
+    out = pair.hf_model.generate(prompt, custom_generate=str(ROOT), trust_remote_code=True, drafter=HEAD,
+                                 do_sample=False, max_new_tokens=NEW, stop_strings=[stop], tokenizer=pair.tokenizer)
+    assert out.tolist() == want.tolist()
+
+
 @pytest.mark.parametrize("kwargs, needle", [
     (dict(input_ids=torch.zeros(2, 3, dtype=torch.long)), "input_ids must be [1, len], got (2, 3)"),
     (dict(num_beams=2), "set num_beams=1"),
