@@ -138,3 +138,50 @@ def test_sampling_at_temperature_zero_is_refused(pair, prompt, form):
         else:
             rheo(pair, prompt, form, do_sample=True, temperature=0.0)
     assert "do_sample=True with temperature=0.0" in str(err.value) and "\n" not in str(err.value)
+
+
+def _tiny_model(arch: str):
+    from transformers import GPT2Config, GPT2LMHeadModel, MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    if arch == "gpt2":
+        return GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=256)).eval()
+    return MistralForCausalLM(MistralConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                            num_attention_heads=2, num_key_value_heads=1, vocab_size=256,
+                                            sliding_window=16)).eval()
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "mistral"])
+def test_targets_the_tree_adapter_cannot_decode_are_refused_before_decoding(pair, prompt, arch):
+    with pytest.raises(ValueError) as err:
+        _tiny_model(arch).generate(prompt, custom_generate=rheo_generate, drafter=pair.drafter, max_new_tokens=2)
+    assert f"model_type {arch!r}" in str(err.value) and "\n" not in str(err.value)
+
+
+def _larger_tokenizer():
+    from local_pair import make_tokenizer
+
+    tok = make_tokenizer()
+    tok.add_tokens([f"extra{i}" for i in range(4)])
+    return tok
+
+
+def test_a_tokenizer_larger_than_the_vocabulary_is_refused(pair, prompt, tmp_path):
+    with pytest.raises(ValueError) as err:
+        rheo_generate(pair.hf_model, input_ids=prompt, drafter=pair.drafter, tokenizer=_larger_tokenizer())
+    assert "the tokenizer has 260 tokens but the target's vocabulary has 256" in str(err.value)
+    target = write_target(tmp_path / "t")
+    _larger_tokenizer().save_pretrained(target)
+    with pytest.raises(ValueError, match="the tokenizer has 260 tokens but the target's vocabulary has 256"):
+        load_model_pair(target_path=str(target), head_path=str(write_local_head(tmp_path / "h")))
+
+
+@pytest.mark.parametrize("eos_tokens, ids", [("</s>", [2]), ([2], [2]), (2, [2]), ([1, "</s>"], [1, 2])])
+def test_eos_tokens_take_one_token_string_or_ids(pair, eos_tokens, ids):
+    folders = dict(target_path=pair.entry.target, head_path=pair.entry.head)
+    assert load_model_pair(**folders, eos_tokens=eos_tokens).eos_token_ids == ids
+
+
+def test_other_eos_tokens_are_refused_in_one_line(pair):
+    with pytest.raises(TypeError, match=r"eos_tokens must be token strings or ids .* got float 2.5"):
+        load_model_pair(target_path=pair.entry.target, head_path=pair.entry.head, eos_tokens=[2.5])
