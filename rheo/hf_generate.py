@@ -28,9 +28,9 @@ whole SpecConfig instead; a ``method`` that disagrees with it is refused) and ``
 (a ``torch.Generator``; default torch's global one, which ``torch.manual_seed`` seeds). With ``return_dict_in_generate=True`` the output
 also holds ``accept_lengths`` (tokens emitted per target call) and ``tau``.
 
-Streaming: with the folder, ``streamer`` gets the prompt, then each cycle's tokens. When the
-function itself is passed (``custom_generate=generate``), ``transformers`` 5 keeps the
-streamer from it: stream through the folder (or ``rheo generate`` on the command line).
+Streaming: ``streamer`` gets the prompt, then each cycle's tokens. ``transformers`` 5 does not
+hand a function ``custom_generate`` its ``streamer`` (nor ``assistant_model``): they are read from
+the ``generate`` call that called it, so both forms stream (and refuse ``assistant_model``).
 """
 
 from __future__ import annotations
@@ -102,6 +102,9 @@ def generate(model, input_ids: Optional[torch.Tensor] = None, generation_config=
     ids = input_ids if input_ids is not None else inputs
     if ids is None:
         raise ValueError("rheo generate: no prompt: pass input_ids (e.g. **tokenizer(text, return_tensors='pt'))")
+    put_prompt = True
+    if prepared and streamer is None:  # generate keeps its streamer from a function custom_generate
+        streamer, put_prompt = _generate_argument("streamer"), False  # (it has put the prompt itself)
     if assistant_model is not None or (prepared and _generate_argument("assistant_model") is not None):
         raise ValueError("rheo generate drafts with its EAGLE-3 drafter: pass drafter=..., not assistant_model")
     check_target(model, tokenizer)
@@ -114,7 +117,7 @@ def generate(model, input_ids: Optional[torch.Tensor] = None, generation_config=
     if plan.processes:
         lead = [] if keep is None else ids[0][~keep].tolist()  # left padding, as generate's processors see it
         target = ProcessedTarget(target, plan.pre, plan.post or None, plan.temperature, lead)
-    if streamer is not None:
+    if streamer is not None and put_prompt:
         streamer.put(ids.cpu())
     on_tokens = None if streamer is None else (lambda new: streamer.put(torch.tensor(new, dtype=torch.long)))
     out = speculative_generate(target, _drafter(model, drafter), prompt, plan.max_new_tokens, config,
@@ -144,7 +147,8 @@ def _stop_rule(plan: GenerationPlan, ids: torch.Tensor):
 
 def _generate_argument(name: str):
     """An argument of the ``transformers`` ``generate`` call that called this function, which a
-    function ``custom_generate`` is not handed (``assistant_model``): read from its frame."""
+    function ``custom_generate`` is not handed (``assistant_model``, ``streamer``): read from its
+    frame."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "generate" and frame.f_code.co_filename.endswith(

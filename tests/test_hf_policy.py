@@ -185,3 +185,22 @@ def test_eos_tokens_take_one_token_string_or_ids(pair, eos_tokens, ids):
 def test_other_eos_tokens_are_refused_in_one_line(pair):
     with pytest.raises(TypeError, match=r"eos_tokens must be token strings or ids .* got float 2.5"):
         load_model_pair(target_path=pair.entry.target, head_path=pair.entry.head, eos_tokens=[2.5])
+
+
+def test_the_function_form_streams(pair, prompt):
+    from transformers.generation.streamers import BaseStreamer
+
+    class Collect(BaseStreamer):
+        def __init__(self):
+            self.tokens, self.ended = [], False
+
+        def put(self, value):
+            self.tokens.append(value.flatten().tolist())
+
+        def end(self):
+            self.ended = True
+
+    streamer = Collect()
+    tokens = rheo(pair, prompt, do_sample=False, streamer=streamer)
+    assert streamer.ended and streamer.tokens[0] == prompt[0].tolist()
+    assert sum(streamer.tokens[1:], []) == tokens and len(tokens) == NEW
