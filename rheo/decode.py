@@ -151,7 +151,8 @@ def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Seque
                          max_new_tokens: int, config: SpecConfig = SpecConfig(),
                          generator: Optional[torch.Generator] = None,
                          eos_token_id: EosSpec = None, timer=None, record_expected: bool = False,
-                         on_tokens: Optional[Callable[[list[int]], None]] = None) -> GenerationOutput:
+                         on_tokens: Optional[Callable[[list[int]], None]] = None,
+                         stop_when: Optional[Callable[[list[int]], bool]] = None) -> GenerationOutput:
     """Generate up to ``max_new_tokens`` tokens after ``prompt`` (token ids).
 
     The output has exactly the distribution of sampling ``target`` at
@@ -163,9 +164,12 @@ def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Seque
     ``record_expected``: fill ``expected_accept_lengths`` (:mod:`rheo.expected`); it draws no
     random numbers, so the tokens are the same, and costs nothing when off.
     ``on_tokens``: called after every cycle with the tokens it emitted (streaming).
+    ``stop_when(new_tokens) -> bool``: asked after each emitted token with all new tokens so far;
+    True ends generation after that token (a stop rule that is a function of the sequence, like
+    EOS, so the output is the target's sequence cut where the rule first holds).
     """
-    return generate_with_source(target, drafter, prompt, max_new_tokens, config,
-                                TorchRandom(generator), eos_token_id, timer, record_expected, on_tokens=on_tokens)
+    return generate_with_source(target, drafter, prompt, max_new_tokens, config, TorchRandom(generator),
+                                eos_token_id, timer, record_expected, on_tokens=on_tokens, stop_when=stop_when)
 
 
 @torch.no_grad()
@@ -173,7 +177,8 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
                          max_new_tokens: int, config: SpecConfig, rng: RandomSource,
                          eos_token_id: EosSpec = None, timer=None, record_expected: bool = False,
                          on_state: Optional[Callable[[CycleState], None]] = None,
-                         on_tokens: Optional[Callable[[list[int]], None]] = None) -> GenerationOutput:
+                         on_tokens: Optional[Callable[[list[int]], None]] = None,
+                         stop_when: Optional[Callable[[list[int]], bool]] = None) -> GenerationOutput:
     """speculative_generate with an explicit :class:`RandomSource` (tests enumerate it).
 
     ``on_state``: called at every cycle start, before the tree is drafted, with the
@@ -224,7 +229,8 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
             result = method.verify_tree(built, scored.logits, cfg, rng)
         room = max_new_tokens - len(out.tokens)
         emitted = result.tokens[:room]
-        hit = next((i for i, t in enumerate(emitted) if t in stop), None)
+        hit = next((i for i, t in enumerate(emitted) if t in stop
+                    or (stop_when is not None and stop_when(out.tokens + emitted[:i + 1]))), None)
         if hit is not None:
             emitted = emitted[: hit + 1]
         out.tokens.extend(emitted)

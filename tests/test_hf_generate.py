@@ -38,7 +38,8 @@ def prompt(pair):
 def test_sampled_tokens_are_those_of_speculative_generate_for_the_same_seed(pair, prompt, method):
     torch.manual_seed(3)
     out = pair.hf_model.generate(prompt, custom_generate=rheo_generate, drafter=pair.drafter, method=method,
-                                 do_sample=True, temperature=0.7, max_new_tokens=NEW, return_dict_in_generate=True)
+                                 do_sample=True, temperature=0.7, top_k=0, max_new_tokens=NEW,
+                                 return_dict_in_generate=True)  # top_k=0: generate's full vocabulary (its default is 50)
     torch.manual_seed(3)
     ref = speculative_generate(pair.target, pair.drafter, prompt[0], NEW, SpecConfig(method=method, temperature=0.7),
                                eos_token_id=pair.hf_model.generation_config.eos_token_id)
@@ -91,9 +92,21 @@ def test_the_folder_loads_through_generate_and_streams_the_returned_text(pair, p
     assert same.tolist() == out.tolist()
 
 
+def test_stop_strings_end_the_answer_where_generate_ends_it(pair, prompt):
+    greedy = pair.hf_model.generate(prompt, do_sample=False, max_new_tokens=NEW)[0, prompt.shape[1]:].tolist()
+    stop = pair.tokenizer.decode(greedy[3:5])
+    want = pair.hf_model.generate(prompt, do_sample=False, max_new_tokens=NEW, stop_strings=[stop],
+                                  tokenizer=pair.tokenizer)
+    assert want.shape[1] < prompt.shape[1] + NEW
+    out = pair.hf_model.generate(prompt, custom_generate=str(ROOT), trust_remote_code=True, drafter=HEAD,
+                                 do_sample=False, max_new_tokens=NEW, stop_strings=[stop], tokenizer=pair.tokenizer)
+    assert out.tolist() == want.tolist()
+
+
 @pytest.mark.parametrize("kwargs, needle", [
     (dict(input_ids=torch.zeros(2, 3, dtype=torch.long)), "input_ids must be [1, len], got (2, 3)"),
     (dict(num_beams=2), "set num_beams=1"),
+    (dict(num_return_sequences=2, do_sample=True), "returns one sequence per call, got num_return_sequences=2"),
     (dict(drafter=None), "needs drafter="),
     (dict(nosuch=1), "unknown argument(s) ['nosuch']"),
 ])

@@ -8,7 +8,9 @@ SmolLM2 GGUF loader). Where the weights are found on this machine is
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
+from typing import Union
 
 from rheo.paths import folder
 from rheo.placement import DTYPES
@@ -39,22 +41,44 @@ CHAT_FORMATS = ("template", "vicuna_v1.1")
 
 
 
+def as_eos_tokens(value) -> tuple[Union[str, int], ...]:
+    """Turn-end tokens as a tuple: None -> (); one token string (``"<|im_end|>"``) or one id -> a
+    tuple of it (a string is one token, never split into characters); else each item a token
+    string or an integer id. Anything else: TypeError in one line."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, numbers.Integral)) and not isinstance(value, bool):
+        value = (value,)
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise TypeError(f"eos_tokens must be token strings or ids (e.g. ['<|eot_id|>'] or [2]), got "
+                        f"{type(value).__name__} {value!r:.60}") from None
+    bad = [t for t in items if isinstance(t, bool) or not isinstance(t, (str, numbers.Integral))]
+    if bad:
+        raise TypeError(f"eos_tokens must be token strings or ids (e.g. ['<|eot_id|>'] or [2]), got "
+                        f"{type(bad[0]).__name__} {bad[0]!r:.60}")
+    return tuple(t if isinstance(t, str) else int(t) for t in items)
+
+
 @dataclass(frozen=True)
 class ModelEntry:
     """name; target/head: hub id, repo-relative path ("rheo/..." committed, ".cache/..." built by a
     make recipe) or BUILTIN_SMOLLM2;
     chat_format: "template" (the tokenizer's own) or "vicuna_v1.1";
-    eos_tokens: token strings that end a turn (the tokenizer's eos is always added);
+    eos_tokens: tokens that end a turn, each a token string or an id (the tokenizer's eos is always
+    added; see :func:`as_eos_tokens`);
     dtype: default weights dtype."""
 
     name: str
     target: str
     head: str
     chat_format: str
-    eos_tokens: tuple[str, ...] = ()
+    eos_tokens: tuple[Union[str, int], ...] = ()
     dtype: str = "bfloat16"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "eos_tokens", as_eos_tokens(self.eos_tokens))
         if self.chat_format not in CHAT_FORMATS:
             raise ValueError(f"chat_format must be one of {list(CHAT_FORMATS)}, got {self.chat_format!r}")
         if self.dtype not in DTYPES:
@@ -89,3 +113,4 @@ def get_entry(name: str) -> ModelEntry:
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
     return MODELS[name]
+

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import torch
 
-from rheo.models.catalog import MODELS, VICUNA_V11_TEMPLATE, ModelEntry, get_entry
+from rheo.models.catalog import MODELS, VICUNA_V11_TEMPLATE, ModelEntry, as_eos_tokens, get_entry
 from rheo.models.locate import ModelWeightsNotFoundError, resolve_paths
 from rheo.models.pair_check import ModelMismatchError, check_pair, head_config_problems, read_json
 from rheo.models.weights import check_weight_files
@@ -68,13 +68,15 @@ class ModelPair:
 
 def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Optional[torch.dtype | str] = None,
                     target_path: Optional[str] = None, head_path: Optional[str] = None,
-                    chat_format: Optional[str] = None, eos_tokens: Optional[Sequence[str]] = None) -> ModelPair:
+                    chat_format: Optional[str] = None,
+                    eos_tokens: Union[None, str, int, Sequence[Union[str, int]]] = None) -> ModelPair:
     """Load a pair (target, tokenizer, EAGLE-3 drafter) from local files only.
 
     ``name``: a catalog entry, or (with both ``target_path`` and ``head_path``) any other name,
     which then labels a local pair (:func:`local_entry`). ``chat_format`` ("template" or
-    "vicuna_v1.1") and ``eos_tokens`` (token strings that end a turn; the tokenizer's eos is
-    always one) override the entry's. ``device`` and ``dtype`` (a torch dtype or its name in
+    "vicuna_v1.1") and ``eos_tokens`` (tokens that end a turn: one token string such as
+    ``"<|im_end|>"``, one id, or a list of them; the tokenizer's eos is always one) override the
+    entry's. A tokenizer larger than the target's vocabulary is refused. ``device`` and ``dtype`` (a torch dtype or its name in
     ``rheo.placement.DTYPES``) are checked before anything is read; unreadable weight files
     raise CorruptWeightsError naming the file.
     """
@@ -97,6 +99,9 @@ def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Opti
     if paths.target is not None:
         check_pair(paths.target, paths.head, f"model {entry.name!r}: ")
     hf_model, tokenizer = _load_target(entry, paths.target, device, dtype)
+    if len(tokenizer) > int(hf_model.config.vocab_size):
+        raise ValueError(f"model {entry.name!r}: the tokenizer has {len(tokenizer)} tokens but the target's "
+                         f"vocabulary has {hf_model.config.vocab_size}: use the target's own tokenizer")
     if head_config is not None:
         check_head_config(entry.name, hf_model.config, head_config)
     _set_chat_format(entry, tokenizer)
@@ -106,7 +111,7 @@ def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Opti
 
 
 def local_entry(target_path: str, head_path: str, name: str = LOCAL_NAME, chat_format: str = "template",
-                eos_tokens: Optional[Sequence[str]] = None) -> ModelEntry:
+                eos_tokens: Union[None, str, int, Sequence[Union[str, int]]] = None) -> ModelEntry:
     """A catalog-style entry for a local pair; its default dtype is the one the target's config.json
     names (float32 when it names none we know). Missing folders are refused with one line."""
     for part, given in (("target", target_path), ("head", head_path)):
@@ -116,16 +121,16 @@ def local_entry(target_path: str, head_path: str, name: str = LOCAL_NAME, chat_f
                                             f"folder holding the {part}'s config.json and weights", name, (part,))
     config = read_json(Path(target_path).expanduser() / "config.json") or {}
     dtype = str(config.get("dtype") or config.get("torch_dtype") or "float32")
-    return ModelEntry(name, str(target_path), str(head_path), chat_format, tuple(eos_tokens or ()),
+    return ModelEntry(name, str(target_path), str(head_path), chat_format, as_eos_tokens(eos_tokens),
                       dtype if dtype in DTYPES else "float32")
 
 
-def _override(entry: ModelEntry, chat_format: Optional[str], eos_tokens: Optional[Sequence[str]]) -> ModelEntry:
+def _override(entry: ModelEntry, chat_format: Optional[str], eos_tokens) -> ModelEntry:
     from dataclasses import replace
 
     if chat_format is not None:
         entry = replace(entry, chat_format=chat_format)
-    return entry if eos_tokens is None else replace(entry, eos_tokens=tuple(eos_tokens))
+    return entry if eos_tokens is None else replace(entry, eos_tokens=as_eos_tokens(eos_tokens))
 
 
 def _load_target(entry: ModelEntry, path: Optional[Path], device: str, dtype: torch.dtype):
@@ -168,6 +173,12 @@ def _set_chat_format(entry: ModelEntry, tokenizer) -> None:
 def _eos_ids(entry: ModelEntry, tokenizer) -> list[int]:
     ids: list[int] = []
     for tok in entry.eos_tokens:
+        if isinstance(tok, int):
+            if not 0 <= tok < len(tokenizer):
+                raise ValueError(f"model {entry.name!r}: eos token id {tok} is not in the vocabulary "
+                                 f"[0, {len(tokenizer)})")
+            ids.append(tok)
+            continue
         tid = tokenizer.convert_tokens_to_ids(tok)
         if tid is None or (tid == tokenizer.unk_token_id and tok != tokenizer.unk_token):
             raise ValueError(f"model {entry.name!r}: eos token {tok!r} is not in the vocabulary")

@@ -1,0 +1,173 @@
+"""What ``rheo.hf_generate`` does with each part of a ``transformers`` generation request.
+
+The one rule: every setting is either applied exactly or refused in one line; nothing is
+dropped. A setting is applied when it is a fixed function of the sequence so far:
+
+* **logits processors** (from the generation config or passed as ``logits_processor``) whose
+  output row depends on that row's own sequence only: :data:`APPLIED_PROCESSORS`. They run on
+  the target's logits at every tree node with that node's own sequence
+  (:class:`rheo.models.processed.ProcessedTarget`), in ``transformers``' order, so decoding
+  keeps the exact distribution of ``generate`` with the same processors (its greedy decode at
+  ``do_sample=False``). This covers ``top_k``, ``top_p``, ``min_p``, ``typical_p``,
+  ``epsilon_cutoff``, ``eta_cutoff``, ``repetition_penalty``, ``no_repeat_ngram_size``,
+  ``bad_words_ids``, ``sequence_bias``, ``suppress_tokens``, ``begin_suppress_tokens``,
+  ``min_length``, ``min_new_tokens``, ``forced_bos_token_id``, ``forced_eos_token_id``,
+  ``exponential_decay_length_penalty``, ``renormalize_logits``, ``remove_invalid_values`` and
+  ``prefix_allowed_tokens_fn``. The draft is not processed: verification corrects any draft,
+  so this costs acceptance, never exactness.
+* **stopping criteria** that read the tokens or the clock: :data:`APPLIED_CRITERIA`
+  (``max_length``, ``max_time``, ``stop_strings``, eos); asked after every emitted token.
+
+Refused, each with its own line: any other processor or criterion (one of your own, guidance,
+watermarks, encoder-side ones), beams, several return sequences, ``output_scores`` /
+``output_logits`` / ``output_attentions`` / ``output_hidden_states``, ``do_sample=True`` with
+a temperature <= 0 (as ``generate`` refuses it), ``stop_strings`` without a tokenizer, a
+tokenizer larger than the target's vocabulary and targets other than full-attention Llama.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+from transformers import LogitsProcessorList, StoppingCriteriaList
+from transformers.generation.stopping_criteria import MaxTimeCriteria, StopStringCriteria
+
+from rheo.models.pair_check import LLAMA_TYPES
+
+__all__ = ["APPLIED_PROCESSORS", "APPLIED_CRITERIA", "GenerationPlan", "plan_generation", "check_target",
+           "sampling_temperature"]
+
+#: transformers processors whose row depends on its own sequence only (applied at every tree node)
+APPLIED_PROCESSORS = frozenset({
+    "TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper", "TypicalLogitsWarper",
+    "EpsilonLogitsWarper", "EtaLogitsWarper", "TopHLogitsWarper", "RepetitionPenaltyLogitsProcessor",
+    "NoRepeatNGramLogitsProcessor", "NoBadWordsLogitsProcessor", "SequenceBiasLogitsProcessor",
+    "SuppressTokensLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor", "MinLengthLogitsProcessor",
+    "MinNewTokensLengthLogitsProcessor", "ForcedBOSTokenLogitsProcessor", "ForcedEOSTokenLogitsProcessor",
+    "ExponentialDecayLengthPenalty", "LogitNormalization", "InfNanRemoveLogitsProcessor",
+    "PrefixConstrainedLogitsProcessor"})
+#: transformers stopping criteria that read the tokens (or the clock) only
+APPLIED_CRITERIA = frozenset({"MaxLengthCriteria", "MaxTimeCriteria", "StopStringCriteria", "EosTokenCriteria"})
+#: generation-config outputs a tree decoder does not produce (they would come back None)
+REFUSED_OUTPUTS = ("output_scores", "output_logits", "output_attentions", "output_hidden_states")
+
+
+@dataclass(frozen=True)
+class GenerationPlan:
+    """What one call does: sampling ``temperature`` (0 = greedy), at most ``max_new_tokens``,
+    ``pre`` processors on the raw logits and ``post`` ones after the temperature (both empty:
+    the target as it is), ``criteria`` asked after each token on ``input_ids`` [1, L]."""
+
+    temperature: float
+    max_new_tokens: int
+    pre: LogitsProcessorList
+    post: LogitsProcessorList
+    criteria: StoppingCriteriaList
+
+    @property
+    def processes(self) -> bool:
+        return len(self.pre) + len(self.post) > 0
+
+
+def sampling_temperature(gc) -> float:
+    """The temperature the verifier samples at (0 = greedy, ``do_sample=False``); ``do_sample=True``
+    with a temperature <= 0 is refused, as ``generate`` refuses it (None means 1)."""
+    if not gc.do_sample:
+        return 0.0
+    if gc.temperature is not None and float(gc.temperature) <= 0:
+        raise ValueError(f"do_sample=True with temperature={gc.temperature}: the temperature must be > 0 (or "
+                         f"do_sample=False for greedy decoding)")
+    return 1.0 if gc.temperature is None else float(gc.temperature)
+
+
+def check_request(gc, ids: torch.Tensor) -> None:
+    """One-line refusals of what a single tree-decoded sequence cannot give."""
+    if (gc.num_return_sequences or 1) > 1:
+        raise ValueError(f"rheo generate returns one sequence per call, got num_return_sequences="
+                         f"{gc.num_return_sequences}: call it once per sample (torch.manual_seed between calls)")
+    if (gc.num_beams or 1) > 1:
+        raise ValueError(f"rheo generate samples, it does not search beams: got num_beams={gc.num_beams}, set "
+                         f"num_beams=1")
+    if ids.dim() != 2 or ids.shape[0] != 1:
+        raise ValueError(f"rheo generate decodes one sequence: input_ids must be [1, len], got {tuple(ids.shape)}; "
+                         f"call generate once per prompt")
+    sampling_temperature(gc)
+    asked = [key for key in REFUSED_OUTPUTS if getattr(gc, key, False)]
+    if asked:
+        raise ValueError(f"rheo generate returns sequences (and accept_lengths, tau), not {asked}: set them False, "
+                         f"or decode with plain generate to get them")
+
+
+def check_target(model, tokenizer=None) -> None:
+    """A full-attention Llama-family target (the tree adapter's), and a tokenizer that fits it."""
+    config = model.config
+    kind = getattr(config, "model_type", None)
+    if kind not in LLAMA_TYPES:
+        raise ValueError(f"rheo generate decodes Llama-family targets (model_type {list(LLAMA_TYPES)}), got "
+                         f"model_type {kind!r} ({type(model).__name__}): use plain generate for this model")
+    if getattr(config, "sliding_window", None) or getattr(config, "layer_types", None) and any(
+            t != "full_attention" for t in config.layer_types):
+        raise ValueError(f"rheo generate needs full attention in every layer; this {kind} target uses sliding-window "
+                         f"attention: use plain generate for this model")
+    if tokenizer is not None and len(tokenizer) > int(config.vocab_size):
+        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the target's vocabulary has "
+                         f"{config.vocab_size}: pass the target's own tokenizer")
+
+
+def plan_generation(model, gc, ids: torch.Tensor, attention_mask: Optional[torch.Tensor], prepared: bool,
+                    logits_processor=None, stopping_criteria=None, tokenizer=None, **extra: Any) -> GenerationPlan:
+    """The plan of a call on ``ids`` [1, len] (with padding) under generation config ``gc``.
+
+    ``prepared``: ``gc``, ``logits_processor`` and ``stopping_criteria`` come from ``generate``'s
+    own preparation (a function passed as ``custom_generate``): they are the full lists. Otherwise
+    (the folder form, a direct call) they are the caller's and the lists are built here the way
+    ``generate`` builds them. ``extra``: ``prefix_allowed_tokens_fn`` and the negative prompt."""
+    check_request(gc, ids)
+    temperature = sampling_temperature(gc)
+    if prepared:
+        processors = LogitsProcessorList(logits_processor or [])
+        criteria = StoppingCriteriaList(stopping_criteria or [])
+    else:
+        model._prepare_special_tokens(gc, attention_mask is not None, device=ids.device, batch_size=1)
+        processors = model._get_logits_processor(
+            gc, ids.shape[1], ids, extra.get("prefix_allowed_tokens_fn"), LogitsProcessorList(logits_processor or []),
+            ids.device, None if attention_mask is None else {"attention_mask": attention_mask},
+            extra.get("negative_prompt_ids"), extra.get("negative_prompt_attention_mask"))
+        criteria = StoppingCriteriaList(_criteria_of(gc, tokenizer))
+        criteria.extend(stopping_criteria or [])
+    _refuse_unknown(processors, APPLIED_PROCESSORS, "logits processor")
+    _refuse_unknown(criteria, APPLIED_CRITERIA, "stopping criterion")
+    pre, post = _split_at_temperature(processors, temperature)
+    max_new = gc.max_new_tokens if gc.max_new_tokens is not None else (gc.max_length or 20) - ids.shape[1]
+    return GenerationPlan(temperature, max(0, int(max_new)), pre, post, criteria)
+
+
+def _criteria_of(gc, tokenizer) -> list:
+    """The criteria ``generate`` derives from the config, besides max_length and eos (decoded here)."""
+    out = []
+    if gc.max_time is not None:
+        out.append(MaxTimeCriteria(max_time=gc.max_time))
+    if gc.stop_strings is not None:
+        if tokenizer is None:
+            raise ValueError(f"stop_strings={gc.stop_strings!r} need the tokenizer: pass tokenizer=... to generate")
+        out.append(StopStringCriteria(stop_strings=gc.stop_strings, tokenizer=tokenizer))
+    return out
+
+
+def _refuse_unknown(items, applied: frozenset, what: str) -> None:
+    """transformers' own classes (exact type, not a subclass) in ``applied``; anything else is refused."""
+    bad = [type(p).__name__ for p in items
+           if not (type(p).__module__.startswith("transformers.") and type(p).__name__ in applied)]
+    if bad:
+        raise ValueError(f"rheo generate cannot apply the {what}(s) {bad} exactly on a draft tree (it applies "
+                         f"{sorted(applied)}): drop them, or decode with plain generate")
+
+
+def _split_at_temperature(processors: LogitsProcessorList, temperature: float):
+    """(before, after) the temperature warper of ``temperature``, which the verifier applies itself."""
+    for i, p in enumerate(processors):
+        if type(p).__name__ == "TemperatureLogitsWarper" and temperature > 0 and float(p.temperature) == temperature:
+            return LogitsProcessorList(processors[:i]), LogitsProcessorList(processors[i + 1:])
+    return LogitsProcessorList(processors), LogitsProcessorList()
