@@ -9,6 +9,8 @@
   without branching being a chain.
 * **order** - Top-K first, then the other dynamic methods (Rheo by m), static shapes, chains.
 * **head_sha** - None (test models without a head) becomes 'none', so that it keys a group.
+* **dial** - the draft-quality dial ``draft_mix`` as text ('none' when unset, else the value, one-to-one),
+  so that rows of different dial values never share a group.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import pandas as pd
 from eval.report.analysis import display_name
 from eval.store.storage import METHOD_COLUMNS
 from rheo.methods import get_method, reads
+from rheo.methods.registry import label_number
 
 BASELINE_METHOD = "topk"
 FAMILIES = ("dynamic", "static", "chain")
 NO_HEAD = "none"
 NO_DTYPE = "unrecorded"  # rows from before the dtype column, read from an archive
+NO_DIAL = "none"  # rows without the draft-quality dial (draft_mix unset)
 
 
 def _plain(value):
@@ -52,11 +56,13 @@ def family_of(method: str, branching) -> str:
 
 
 def with_labels(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` plus the columns label, family and order (module docstring); head_sha and dtype filled."""
+    """``rows`` plus the columns label, family, order and dial (module docstring); head_sha and dtype filled."""
     rows = rows.copy()
     rows["head_sha"] = rows["head_sha"].fillna(NO_HEAD).astype(str)
     rows["dtype"] = (rows["dtype"] if "dtype" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
                      ).fillna(NO_DTYPE).astype(str)
+    mix = rows["draft_mix"] if "draft_mix" in rows.columns else pd.Series(None, index=rows.index, dtype=float)
+    rows["dial"] = [NO_DIAL if _plain(a) is None else label_number(a) for a in mix]
     params = [c for c in METHOD_COLUMNS if c in rows.columns]
     ident = [tuple(_plain(v) for v in values) for values in zip(*(rows[c] for c in ["method", "variant"] + params))]
     table = pd.DataFrame({"ident": ident}).drop_duplicates()
