@@ -4,7 +4,8 @@ A user error (a bad argument, a missing or corrupt file, a value the code refuse
 one line on stderr, ``<prog>: error: <message>``, and exit status 2; the message names the
 input and the fix. Any other exception is one line too, with its type and a hint, and exit
 status 1. ``RHEO_DEBUG=1`` in the environment shows the full traceback instead. Ctrl-C is
-exit status 130.
+exit status 130. A reader that stops reading (``| head -c 10``) ends the command quietly, with the
+status of a process ended by SIGPIPE (141), as ``cat`` does: the output was cut on purpose.
 
     from rheo.cli import ArgumentParser, run_main
     ...
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator, NoReturn, Optional
 
 DEBUG_ENV = "RHEO_DEBUG"
+PIPE_CLOSED = 141  # 128 + SIGPIPE: the exit status of a writer whose reader went away
 #: exceptions that mean "the input is wrong": reported as one line with exit status 2
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OSError)
 
@@ -56,6 +58,8 @@ def errors_as_one_line(prog: Optional[str] = None,
     (KeyboardInterrupt and SystemExit pass through)."""
     try:
         yield
+    except BrokenPipeError:
+        quiet_pipe_end()
     except Exception as e:  # noqa: BLE001 -- the one place where every error becomes one line
         if debug():
             raise
@@ -66,6 +70,17 @@ def errors_as_one_line(prog: Optional[str] = None,
             fail(message, prog)
         fail(f"{type(e).__name__}: {message} (an unexpected error: rerun with {DEBUG_ENV}=1 for the traceback)",
              prog, 1)
+
+
+def quiet_pipe_end() -> NoReturn:
+    """The reader of stdout went away: end without a message (stdout pointed at /dev/null, so that
+    the interpreter's last flush does not complain) and with status PIPE_CLOSED."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(PIPE_CLOSED)
 
 
 def run_main(main: Callable[[], Optional[int]], prog: Optional[str] = None,

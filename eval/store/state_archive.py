@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from eval.store import storage
 from eval.store.state_shards import shard_tables
 
-FINGERPRINT = {"project": "rheo", "content": "rheo same-state rows", "layout": 1}
+FINGERPRINT = {"project": "rheo", "content": storage.SAME_STATE_CONTENT, "layout": 1}
 
 _KEY_COLUMNS = [("model", pa.string()), ("dataset", pa.string()), ("item_id", pa.int64()), ("turn", pa.int64()),
                 ("category", pa.string()), ("turns_sha", pa.string()), ("seed", pa.int64()),

@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 MANIFEST = "MANIFEST.json"
 ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]  # one row per key
 FINGERPRINT = {"project": "rheo", "content": "rheo-eval result shards", "layout": 1}
+#: the manifest content of a same-state results folder (eval.store.state_archive.FINGERPRINT)
+SAME_STATE_CONTENT = "rheo same-state rows"
 
 
 def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
@@ -123,6 +125,13 @@ def require_results_dir(root: Path) -> None:
                                 f"committed archive (RESULTS=results/runs.parquet), or fix the path")
     if not (root / MANIFEST).is_file():
         raise OutputDirError(f"{root} has no {MANIFEST}: not a rheo results directory (RESULTS / --results)")
+    try:
+        content = json.loads((root / MANIFEST).read_text()).get("content")
+    except (OSError, ValueError, AttributeError):
+        content = None
+    if content == SAME_STATE_CONTENT:
+        raise OutputDirError(f"{root} is a same-state results folder (measure=same_state), not realized rows: its "
+                             f"tables are `python -m eval.states.tables {root} --out {root}/tables.md`")
 
 
 def prepare_config_dir(root: Path, model: str, chash: str, key: dict) -> Path:

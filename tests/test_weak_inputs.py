@@ -1,0 +1,48 @@
+"""Inputs that used to be accepted meaninglessly, answered misleadingly or ended noisily: repeated
+compared entries, a same-state folder given to the realized tables, a reader that stops reading."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eval.conf.compose import compose_config
+from eval.conf.schema import run_plan
+from eval.store import state_archive, storage
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import make_tables  # noqa: E402
+
+
+def test_repeated_compare_entries_are_refused():
+    twice = compose_config(["measure=same_state", "method=topk", "compare=[{name:topk},{name:rheo,m:1},{name:topk}]"])
+    with pytest.raises(ValueError, match=r"compare\[2\] is compare\[0\] again") as err:
+        run_plan(twice)
+    assert "\n" not in str(err.value)
+    assert len(run_plan(compose_config(["measure=same_state", "method=topk",
+                                        "compare=[{name:topk},{name:rheo,m:1}]"])).compared) == 2
+
+
+def test_a_same_state_folder_given_to_the_realized_tables_names_its_command(tmp_path, capsys):
+    folder = tmp_path / "ss"
+    storage.prepare_output_dir(folder, state_archive.FINGERPRINT)
+    assert make_tables.main(["--results", str(folder), "--out", str(tmp_path / "t"), "--no-theory"]) == 2
+    err = capsys.readouterr().err
+    assert "same-state results folder" in err and "python -m eval.states.tables" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly():
+    writer = ("from rheo.cli import run_main\n"
+              "def main():\n"
+              "    for i in range(200000):\n"
+              "        print('token', i)\n"
+              "run_main(main, 'rheo generate')\n")
+    proc = subprocess.run(f"{sys.executable} -c \"{writer}\" | head -c 10; exit ${{PIPESTATUS[0]}}", shell=True,
+                          executable="/bin/bash", cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout == "token 0\nto" and proc.stderr == "", proc.stderr
+    assert proc.returncode == 141
