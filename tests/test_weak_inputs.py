@@ -3,6 +3,7 @@ compared entries, a same-state folder given to the realized tables, a reader tha
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,19 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly():
                           executable="/bin/bash", cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.stdout == "token 0\nto" and proc.stderr == "", proc.stderr
     assert proc.returncode == 141
+
+
+def test_a_run_from_another_folder_writes_nothing_outside_its_output_dir(tmp_path):
+    elsewhere, out = tmp_path / "elsewhere", tmp_path / "out"
+    elsewhere.mkdir()
+    cmd = [sys.executable, "-m", "eval.run", "model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=4",
+           "method.k=4", "method.depth=2", "method.tree_size=6", "method.sparse_top=null", "num_threads=1",
+           "progress=false", "warmup=false", "baseline=false", f"output_dir={out}"]
+    done = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert list(elsewhere.iterdir()) == []
+    assert list((out / storage.HYDRA_RUNS).rglob("run.log")) and len(list(storage.iter_shards(out))) == 1
+    again = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert again.returncode == 0 and len(list(storage.iter_shards(out))) == 1, again.stderr[-2000:]

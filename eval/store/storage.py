@@ -41,6 +41,7 @@ from rheo.io import TMP_PREFIX, atomic_write, atomic_write_bytes, owner, remove_
 log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.json"
+HYDRA_RUNS = ".hydra_runs"  # Hydra's record of each run into the folder (configs/config.yaml: hydra.run.dir)
 ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]  # one row per key
 FINGERPRINT = {"project": "rheo", "content": "rheo-eval result shards", "layout": 1}
 #: the manifest content of a same-state results folder (eval.store.state_archive.FINGERPRINT)
@@ -83,7 +84,7 @@ def foreign_entries(root: Path) -> list[str]:
     """Names in ``root`` other than the manifest and temporary files (a parallel job may be creating
     the manifest right now). A job writes the manifest before anything else, so an entry listed here
     before the manifest is checked means a foreign folder only if the manifest is still absent."""
-    return [p.name for p in root.iterdir() if p.name != MANIFEST and not p.name.startswith(TMP_PREFIX)]
+    return [p.name for p in root.iterdir() if p.name not in (MANIFEST, HYDRA_RUNS) and not p.name.startswith(TMP_PREFIX)]
 
 
 def is_archive(root: Path | str) -> bool:
