@@ -135,6 +135,40 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+#: the seeds torch.Generator.manual_seed takes: [-2**63, 2**64 - 1]
+SEED_RANGE = (-(2**63), 2**64 - 1)
+
+
+def seed_arg(text: str) -> int:
+    """An integer seed torch accepts (argparse type), refused before anything loads otherwise."""
+    value = _number(text, int)
+    if not SEED_RANGE[0] <= value <= SEED_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"seed {text} is outside [{SEED_RANGE[0]}, {SEED_RANGE[1]}] (what "
+                                         f"torch.Generator.manual_seed takes): give a smaller seed")
+    return value
+
+
+def text_input(value: str, what: str = "prompt") -> str:
+    """A text argument of a command line, the one place such input is read: ``-`` is stdin, ``@FILE`` a
+    file (for text longer than the shell passes), anything else the text itself. The text must be
+    UTF-8: other bytes are refused in one line naming where they are."""
+    if value == "-":
+        data, source = sys.stdin.buffer.read(), "stdin"
+    elif value.startswith("@") and len(value) > 1:
+        path = Path(value[1:]).expanduser()
+        if not path.is_file():
+            raise ValueError(f"{what} file {path} does not exist (or is not a file): give @FILE of a text file, "
+                             f"- for stdin, or the {what} itself")
+        data, source = path.read_bytes(), str(path)
+    else:
+        data, source = value.encode("utf-8", "surrogateescape"), f"the {what} argument"
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what} from {source} is not UTF-8 text (byte 0x{data[e.start]:02x} at position "
+                         f"{e.start}): convert it to UTF-8 (e.g. iconv -t utf-8)") from None
+
+
 def path_arg(text: str) -> Path:
     """argparse type: a non-empty path (``make tables RESULTS=`` passes an empty one)."""
     if not text.strip():

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int
+from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int, seed_arg, text_input
 
 __all__ = ["build_parser", "generate_main"]
 
@@ -25,7 +25,8 @@ __all__ = ["build_parser", "generate_main"]
 def build_parser(prog: str = "rheo generate") -> ArgumentParser:
     p = ArgumentParser(prog=prog, description="Decode a prompt with lossless tree speculative sampling and "
                                               "stream the answer; the last line reports tau and tokens/s.")
-    p.add_argument("prompt", help="the user message (the pair's chat format is applied)")
+    p.add_argument("prompt", help="the user message (the pair's chat format is applied); - reads it from "
+                                  "stdin, @FILE from a file")
     p.add_argument("--model", default=None, help="a catalog pair (default smollm2_135m, the embedded one)")
     p.add_argument("--target", default=None, help="a local Llama-family checkpoint folder (with --head)")
     p.add_argument("--head", default=None, help="an EAGLE-3 head folder for --target (official layout or rheo's)")
@@ -35,7 +36,7 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
     p.add_argument("--temperature", type=non_negative_float, default=0.7, help="0 = greedy (default 0.7)")
     p.add_argument("--m", type=non_negative_int, default=None, help="rheo: lead slots per node (default 1)")
     p.add_argument("--max-new-tokens", type=positive_int, default=128, help="default 128")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="random seed (default 0)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     p.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
                    help="default: the pair's")
@@ -47,7 +48,7 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
 def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     from rheo.config import SpecConfig
-    from rheo.decode import speculative_generate
+    from rheo.decode import check_prompt, speculative_generate
     from rheo.models import load_model_pair
 
     if (args.target is None) != (args.head is None):
@@ -55,11 +56,13 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     if args.target is not None and args.model is not None:
         raise ValueError("give either --model NAME or --target DIR --head DIR, not both")
     name = args.model or (None if args.target else "smollm2_135m")
-    pair = load_model_pair(name, device=args.device, dtype=args.dtype, target_path=args.target,
-                           head_path=args.head, chat_format=args.chat_format)
-    prompt = pair.format_chat([{"role": "user", "content": args.prompt}])
+    text = text_input(args.prompt)  # refused before anything loads: the text, then the method's values
     changes = {} if args.m is None else {"m": args.m}
     config = SpecConfig(method=args.method, temperature=args.temperature, **changes)
+    pair = load_model_pair(name, device=args.device, dtype=args.dtype, target_path=args.target,
+                           head_path=args.head, chat_format=args.chat_format)
+    prompt = pair.format_chat([{"role": "user", "content": text}])
+    check_prompt(prompt, args.max_new_tokens, pair.target.vocab_size, getattr(pair.target, "context_length", None))
     printer = _Printer(pair.tokenizer)
     speculative_generate(pair.target, pair.drafter, prompt, 1, config,  # warm-up: first calls are slow
                          generator=torch.Generator(device=pair.target.device))

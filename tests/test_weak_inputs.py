@@ -63,3 +63,48 @@ def test_a_run_from_another_folder_writes_nothing_outside_its_output_dir(tmp_pat
     again = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=300,
                            env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     assert again.returncode == 0 and len(list(storage.iter_shards(out))) == 1, again.stderr[-2000:]
+
+
+class _Loaded(Exception):
+    """Raised by a stand-in for the model loader: the command got as far as loading."""
+
+
+@pytest.fixture
+def no_load(monkeypatch):
+    import rheo.models
+
+    def load(*args, **kwargs):
+        raise _Loaded()
+    monkeypatch.setattr(rheo.models, "load_model_pair", load)
+
+
+@pytest.mark.parametrize("argv,needle", [(["hi", "--seed", "9" * 40], "seed 9999"),
+                                         (["hi", "--m", "10"], "m must be"),
+                                         (["hi\udcff"], "not UTF-8 text (byte 0xff")])
+def test_the_generate_command_refuses_its_values_before_loading(no_load, argv, needle, capsys):
+    from rheo.generate_cli import generate_main
+
+    with pytest.raises((SystemExit, ValueError)) as err:
+        generate_main(argv)
+    said = str(err.value) if isinstance(err.value, ValueError) else capsys.readouterr().err
+    assert needle in said and len(said.strip().splitlines()) == 1, said
+    with pytest.raises(_Loaded):  # the same command with good values goes on to load the pair
+        generate_main(["hi", "--seed", "7", "--m", "2"])
+
+
+def test_a_prompt_comes_from_stdin_or_a_file_and_must_be_utf8(tmp_path, monkeypatch):
+    import io
+
+    from rheo.cli import text_input
+
+    long_text = "Name three colors. " * 12000  # ~230 KB: more than a shell passes as one argument
+    (tmp_path / "p.txt").write_text(long_text, encoding="utf-8")
+    assert text_input(f"@{tmp_path / 'p.txt'}") == long_text
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("héllo\n".encode())))
+    assert text_input("-") == "héllo\n"
+    (tmp_path / "latin1.txt").write_bytes("héllo".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.txt is not UTF-8 text \(byte 0xe9 at position 1\)"):
+        text_input(f"@{tmp_path / 'latin1.txt'}")
+    with pytest.raises(ValueError, match="does not exist"):
+        text_input(f"@{tmp_path / 'none.txt'}")
+    assert text_input("plain words") == "plain words"
