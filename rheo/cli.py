@@ -66,6 +66,8 @@ def errors_as_one_line(prog: Optional[str] = None,
         message = str(e)
         if e.__cause__ is not None and str(e.__cause__) not in message:  # Hydra: "Error merging override x"
             message += f": {e.__cause__}"
+        if _yaml_message(e):
+            fail(_yaml_message(e), prog)
         if is_user_error(e, user_errors):
             fail(message, prog)
         fail(f"{type(e).__name__}: {message} (an unexpected error: rerun with {DEBUG_ENV}=1 for the traceback)",
@@ -81,6 +83,16 @@ def quiet_pipe_end() -> NoReturn:
     except (OSError, ValueError):
         pass
     raise SystemExit(PIPE_CLOSED)
+
+
+def _yaml_message(error: BaseException) -> Optional[str]:
+    """A YAML file that cannot be read (an experiment or config file) as ``FILE:LINE: what``: a user
+    error, not an unexpected one; None for any other error."""
+    mark = getattr(error, "problem_mark", None)
+    if type(error).__module__.split(".")[0] != "yaml" or mark is None:
+        return None
+    fix = "give each key once" if "duplicate key" in str(error.problem) else "fix the YAML"
+    return f"{mark.name}:{mark.line + 1}: {error.problem}: {fix} in that file"
 
 
 def run_main(main: Callable[[], Optional[int]], prog: Optional[str] = None,

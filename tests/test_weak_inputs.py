@@ -108,3 +108,17 @@ def test_a_prompt_comes_from_stdin_or_a_file_and_must_be_utf8(tmp_path, monkeypa
     with pytest.raises(ValueError, match="does not exist"):
         text_input(f"@{tmp_path / 'none.txt'}")
     assert text_input("plain words") == "plain words"
+
+
+def test_an_experiment_file_with_a_duplicate_key_is_named_with_its_line(tmp_path, capsys):
+    from omegaconf import OmegaConf
+
+    from rheo.cli import errors_as_one_line
+
+    bad = tmp_path / "dup.yaml"
+    bad.write_text("limit: 1\nseed: 0\nlimit: 2\n")
+    with pytest.raises(SystemExit) as stop, errors_as_one_line("eval.run"):
+        OmegaConf.load(bad)  # the loader Hydra reads experiment files with
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{bad}:3: found duplicate key limit: give each key once" in err and "unexpected" not in err
