@@ -50,3 +50,12 @@ def test_the_committed_dial_archive_gives_one_table_per_dial_value():
         titles = re.findall(rf"^### .*, T = {t:g}$", text, flags=re.M)
         values = rows.loc[rows["temperature"] == t, "draft_mix"].nunique()
         assert values >= 2 and len(titles) == values, titles
+
+
+def test_labels_name_the_budgets_when_the_compared_trees_differ_in_them():
+    rows = synthetic(temps=(1.0,), configs=("h_topk", "h_m1"))
+    small = rows["config_hash"] == "h_m1"
+    rows.loc[small, "tree_size"] = 6  # Rheo on 6 nodes against Top-K on 8
+    labels = set(with_labels(rows)["label"])
+    assert labels == {"Top-K tree_size=8", "Rheo m=1 tree_size=6"}
+    assert set(with_labels(synthetic(temps=(1.0,), configs=("h_topk", "h_m1")))["label"]) == {"Top-K", "Rheo m=1"}
