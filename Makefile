@@ -1,14 +1,15 @@
 # The front door: `make help` lists the targets. What a study runs (methods, temperatures, items,
 # dtype, output folder) is a file under configs/experiment/; a target here is the command that runs
 # it. ARGS is appended to every command: Hydra overrides for runs (ARGS="limit=1 hydra.launcher.n_jobs=1"),
-# options for scripts and recipes (ARGS=--resume).
+# options for scripts and recipes (ARGS=--resume). Committed tables, figures and archives change only
+# when asked in so many words: UPDATE_COMMITTED=yes (else every report refuses to change them).
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 PY := .venv/bin/python
 RUN := $(PY) -m eval.run -m
 RECIPE := $(PY) scripts/recipe.py
 REPORT := $(PY) scripts/report.py
-UPDATE := --update-committed
+UPDATE := $(if $(filter yes,$(UPDATE_COMMITTED)),--update-committed)
 VENV_STAMP := .venv/.rheo-setup
 # every target names a command, not a file
 .PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9 -]*):([^=].*)?$$/\1/p' Makefile)
@@ -39,8 +40,8 @@ reproduce: $(VENV_STAMP) ## CPU protocol: tau experiments (two jobs at a time), 
 	$(PY) -m eval.measure.wall_clock start .reproduce-clock.json
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) report ARGS=$(UPDATE)
-	$(PY) scripts/export_results.py --results results/runs --out results/runs.parquet --replace
-	$(PY) scripts/export_results.py --results results/speed --out results/speed.parquet --replace
+	$(PY) scripts/export_results.py --results results/runs --out results/runs.parquet
+	$(PY) scripts/export_results.py --results results/speed --out results/speed.parquet
 	$(PY) -m eval.measure.wall_clock finish .reproduce-clock.json results/reproduce_time.json
 reproduce-tau: $(VENV_STAMP) ## main table + same-state m ablation and temperature study (configs/experiment/reproduce_tau.yaml)
 	$(RUN) experiment=reproduce_tau $(ARGS)

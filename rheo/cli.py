@@ -4,7 +4,8 @@ A user error (a bad argument, a missing or corrupt file, a value the code refuse
 one line on stderr, ``<prog>: error: <message>``, and exit status 2; the message names the
 input and the fix. Any other exception is one line too, with its type and a hint, and exit
 status 1. ``RHEO_DEBUG=1`` in the environment shows the full traceback instead. Ctrl-C is
-exit status 130.
+exit status 130. A reader that stops reading (``| head -c 10``) ends the command quietly, with the
+status of a process ended by SIGPIPE (141), as ``cat`` does: the output was cut on purpose.
 
     from rheo.cli import ArgumentParser, run_main
     ...
@@ -24,6 +25,7 @@ from typing import Callable, Iterator, NoReturn, Optional
 DEBUG_ENV = "RHEO_DEBUG"
 #: the name a script run by the ``rheo`` command goes by ("rheo tables"): set_program
 _PROGRAM: list[str] = []
+PIPE_CLOSED = 141  # 128 + SIGPIPE: the exit status of a writer whose reader went away
 #: exceptions that mean "the input is wrong": reported as one line with exit status 2
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OSError)
 
@@ -69,16 +71,41 @@ def errors_as_one_line(prog: Optional[str] = None,
     (KeyboardInterrupt and SystemExit pass through)."""
     try:
         yield
+    except BrokenPipeError:
+        quiet_pipe_end()
     except Exception as e:  # noqa: BLE001 -- the one place where every error becomes one line
         if debug():
             raise
         message = str(e)
         if e.__cause__ is not None and str(e.__cause__) not in message:  # Hydra: "Error merging override x"
             message += f": {e.__cause__}"
+        if _yaml_message(e):
+            fail(_yaml_message(e), prog)
         if is_user_error(e, user_errors):
             fail(message, prog)
         fail(f"{type(e).__name__}: {message} (an unexpected error: rerun with {DEBUG_ENV}=1 for the traceback)",
              prog, 1)
+
+
+def quiet_pipe_end() -> NoReturn:
+    """The reader of stdout went away: end without a message (stdout pointed at /dev/null, so that
+    the interpreter's last flush does not complain) and with status PIPE_CLOSED."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(PIPE_CLOSED)
+
+
+def _yaml_message(error: BaseException) -> Optional[str]:
+    """A YAML file that cannot be read (an experiment or config file) as ``FILE:LINE: what``: a user
+    error, not an unexpected one; None for any other error."""
+    mark = getattr(error, "problem_mark", None)
+    if type(error).__module__.split(".")[0] != "yaml" or mark is None:
+        return None
+    fix = "give each key once" if "duplicate key" in str(error.problem) else "fix the YAML"
+    return f"{mark.name}:{mark.line + 1}: {error.problem}: {fix} in that file"
 
 
 def run_main(main: Callable[[], Optional[int]], prog: Optional[str] = None,
@@ -136,6 +163,40 @@ def non_negative_float(text: str) -> float:
     if not (0 <= value < float("inf")):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return value
+
+
+#: the seeds torch.Generator.manual_seed takes: [-2**63, 2**64 - 1]
+SEED_RANGE = (-(2**63), 2**64 - 1)
+
+
+def seed_arg(text: str) -> int:
+    """An integer seed torch accepts (argparse type), refused before anything loads otherwise."""
+    value = _number(text, int)
+    if not SEED_RANGE[0] <= value <= SEED_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"seed {text} is outside [{SEED_RANGE[0]}, {SEED_RANGE[1]}] (what "
+                                         f"torch.Generator.manual_seed takes): give a smaller seed")
+    return value
+
+
+def text_input(value: str, what: str = "prompt") -> str:
+    """A text argument of a command line, the one place such input is read: ``-`` is stdin, ``@FILE`` a
+    file (for text longer than the shell passes), anything else the text itself. The text must be
+    UTF-8: other bytes are refused in one line naming where they are."""
+    if value == "-":
+        data, source = sys.stdin.buffer.read(), "stdin"
+    elif value.startswith("@") and len(value) > 1:
+        path = Path(value[1:]).expanduser()
+        if not path.is_file():
+            raise ValueError(f"{what} file {path} does not exist (or is not a file): give @FILE of a text file, "
+                             f"- for stdin, or the {what} itself")
+        data, source = path.read_bytes(), str(path)
+    else:
+        data, source = value.encode("utf-8", "surrogateescape"), f"the {what} argument"
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what} from {source} is not UTF-8 text (byte 0x{data[e.start]:02x} at position "
+                         f"{e.start}): convert it to UTF-8 (e.g. iconv -t utf-8)") from None
 
 
 def path_arg(text: str) -> Path:

@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int
+from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int, seed_arg, text_input
 from rheo.config import PAPER_TREE
 from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
 from rheo.paths import REPO_ROOT
@@ -37,7 +37,8 @@ __all__ = ["build_parser", "generate_main"]
 def build_parser(prog: str = "rheo generate") -> ArgumentParser:
     p = ArgumentParser(prog=prog, description="Decode a prompt with lossless tree speculative sampling and "
                                               "stream the answer; the last line reports tau and tokens/s.")
-    p.add_argument("prompt", help="the user message (the pair's chat format is applied)")
+    p.add_argument("prompt", help="the user message (the pair's chat format is applied); - reads it from "
+                                  "stdin, @FILE from a file")
     p.add_argument("--model", default=None, help="a catalog pair (default smollm2_135m, the embedded one)")
     p.add_argument("--target", default=None, help="a local Llama-family checkpoint folder (with --head)")
     p.add_argument("--head", default=None, help="an EAGLE-3 head folder for --target (official layout or rheo's)")
@@ -54,7 +55,7 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
     p.add_argument("--temperature", type=non_negative_float, default=0.7, help="0 = greedy (default 0.7)")
     p.add_argument("--m", type=non_negative_int, default=None, help="rheo: lead slots per node (default 1)")
     p.add_argument("--max-new-tokens", type=positive_int, default=128, help="default 128")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="random seed (default 0)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     p.add_argument("--dtype", default=AUTO, choices=(AUTO, "float32", "bfloat16", "float16"),
                    help="auto (default): on a CPU float32 unless it has bf16 instructions (avx512_bf16, "
@@ -105,7 +106,7 @@ def spec_of(args, shape: dict):
 def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     from rheo.compare_ar import time_pair
-    from rheo.decode import speculative_generate
+    from rheo.decode import check_prompt, speculative_generate
     from rheo.models import load_model_pair
 
     if (args.target is None) != (args.head is None):
@@ -116,11 +117,13 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     config = spec_of(args, shape)
     dtype = resolve_dtype(args.dtype, args.device)
     name = args.model or (None if args.target else "smollm2_135m")
+    text = text_input(args.prompt)  # refused before anything loads: the text, then the method's values
     pair = load_model_pair(name, device=args.device, dtype=dtype.dtype, target_path=args.target,
                            head_path=args.head, chat_format=args.chat_format)
     ran_in = str(pair.hf_model.dtype).replace("torch.", "")
     print(f"{args.method}, tree {tree}, {ran_in} ({dtype.reason})", file=sys.stderr, flush=True)
-    prompt = pair.format_chat([{"role": "user", "content": args.prompt}])
+    prompt = pair.format_chat([{"role": "user", "content": text}])
+    check_prompt(prompt, args.max_new_tokens, pair.target.vocab_size, getattr(pair.target, "context_length", None))
     printer = _Printer(pair.tokenizer)
 
     def decode(seed: int, max_new: int, on_tokens=None):

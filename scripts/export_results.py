@@ -4,11 +4,13 @@
 
 The archive holds every row (failed ones too) with the row schema of eval/store/storage.py;
 `make tables RESULTS=results/runs.parquet` (and figures, the notebook) read it like the
-directory. `make reproduce` writes both archives at its end (with --replace).
+directory. `make reproduce` writes both archives at its end.
 
 Nothing is lost by mistake: --results must be a results directory (not an archive), --out
 must not lie inside it, an export of no rows writes nothing, and an existing archive whose rows
-are not all in the new one is kept unless --replace. The archive is written atomically.
+are not all in the new one is kept unless --replace; an archive committed to git also refuses rows of
+config hashes it does not hold (rows of another size or setting), unless --replace. The archive is
+written atomically.
 With --if-present a missing or empty --results folder is no error: the archive stays as it is
 (a study's reports, which read the archive when the folder is gone, export this way).
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from eval.store.committed import CommittedOutputsError, check_growth, is_committed
 from eval.store.storage import (OutputDirError, export_results, is_archive, iter_shards, load_results,
                                 require_results_dir)
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
@@ -45,8 +48,13 @@ def check_export(results: Path, out: Path, replace: bool) -> None:
     check_paths(results, out)
     if not any(iter_shards(results)):
         raise OutputDirError(f"--results {results} holds no rows: nothing to export ({out} left as it is)")
+    if replace:
+        return
+    if is_committed(out):  # a committed archive grows only with rows of its own settings
+        check_growth(out, load_results(out, include_failed=True), load_results(results, include_failed=True),
+                     ROW_KEY, ["config_hash"])
     lost = lost_rows(results, out)
-    if lost and not replace:
+    if lost:
         raise OutputDirError(f"--out {out} holds {lost} row(s) that are not under {results}: exporting would "
                              f"lose them; choose another --out, or pass --replace to overwrite it")
 
@@ -75,7 +83,7 @@ def main(argv=None) -> int:
     try:
         check_export(args.results, args.out, args.replace)
         n = export_results(args.results, args.out)
-    except (FileNotFoundError, OutputDirError) as e:
+    except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
         print(f"export_results.py: error: {one_line(e)}", file=sys.stderr)
         return 2
     print(f"wrote {args.out}: {n} rows, {args.out.stat().st_size / 1e3:.0f} kB")

@@ -70,7 +70,7 @@ def test_labels_come_from_the_registry_and_tell_variants_apart():
         "RSD (2,1)": "static", "SpecInfer (2,1)": "static", "Chain d=3": "chain"}
     wide = synthetic(configs=("h_topk",)).assign(k=6, config_hash="h_topk6")  # a second Top-K budget
     both = with_labels(pd.concat([synthetic(configs=("h_topk", "h_m1")), wide]))
-    assert set(both["label"]) == {"Top-K k=4", "Top-K k=6", "Rheo m=1"}
+    assert set(both["label"]) == {"Top-K k=4", "Top-K k=6", "Rheo m=1 k=4"}  # budgets differ: every tree names its k
     assert baseline_label(both) == "Top-K k=4"  # the driver's own config
     assert with_labels(synthetic().assign(head_sha=None))["head_sha"].unique().tolist() == ["none"]
 

@@ -219,7 +219,20 @@ def run_plan(cfg: DictConfig) -> CheckedRun:
                 raise
             raise ValueError(f"{where}{e}") from None
     (spec, key), others = keyed[0], tuple(keyed[1:])
+    if same_state:
+        _refuse_repeats([config_hash(k) for _, k in others])
     return CheckedRun(spec, key, compared=others) if same_state else CheckedRun(spec, key, alongside=others)
+
+
+def _refuse_repeats(hashes: list[str]) -> None:
+    """Two ``compare`` entries that are one method configuration (once defaults are filled) would be
+    stored and tabled as one: refused, naming both."""
+    first: dict[str, int] = {}
+    for i, chash in enumerate(hashes):
+        if chash in first:
+            raise ValueError(f"compare[{i}] is compare[{first[chash]}] again (the same method configuration, "
+                             f"config_hash {chash}): drop one, or give them different parameters")
+        first[chash] = i
 
 
 def compare_configs(cfg: DictConfig) -> list[DictConfig]:

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from baselines import AR
 from eval.conf.local_pair import check_local_pair
-from eval.conf.schema import DTYPES, LOCAL_MODEL, MEASURES, MODELS, CheckedRun, methods, run_plan
+from eval.conf.schema import DTYPES, LOCAL_MODEL, MEASURES, MODELS, TEST_MODELS, CheckedRun, methods, run_plan
 from eval.prompts.sources import check_dataset
 from rheo.config import SpecConfig
 from rheo.methods import method_names
@@ -108,6 +108,11 @@ def _check_model(cfg: DictConfig) -> None:
     model = cfg.model
     if model.chat_format is not None:
         _choice("model.chat_format", model.chat_format, CHAT_FORMATS)
+    if model.name in TEST_MODELS and (model.target_path or model.head_path):
+        raise ValueError(f"model.name {model.name!r} is the built-in test pair (built in-process, no folders): it "
+                         f"would run instead of the folders given and file its rows under their paths; give a pair "
+                         f"of your own another name (model={LOCAL_MODEL} model.name=my-pair model.target_path=DIR "
+                         f"model.head_path=DIR)")
     if model.name not in MODELS and not (model.target_path and model.head_path):
         raise ValueError(f"unknown model.name {model.name!r}: choose from {list(MODELS)}, or run a pair of your own "
                          f"with model={LOCAL_MODEL} model.name=NAME model.target_path=DIR model.head_path=DIR "

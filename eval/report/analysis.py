@@ -39,10 +39,10 @@ from rheo.methods.topk import DYNAMIC_FIELDS
 
 log = logging.getLogger(__name__)
 
-PAIR_KEY = ["model", "target_path", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
+PAIR_KEY = ["model", "target_path", "target_sha", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
             "max_new_tokens"]
 TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.methods)
-SETTING = ["model", "target_path", "head_path", "device", "dtype", "max_new_tokens"] + TREE
+SETTING = ["model", "target_path", "target_sha", "head_path", "device", "dtype", "max_new_tokens"] + TREE
 DEFAULT_WEIGHTS = "default"
 SUITE_ORDER = ["mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq"]
 #: the two-sided 95% quantile of the normal distribution
@@ -75,8 +75,9 @@ def add_variant(df: pd.DataFrame) -> pd.DataFrame:
     for col in INT_COLUMNS:
         if col in df.columns:
             df[col] = df[col].astype("Int64")
-    for col in ["target_path", "head_path"]:  # None = the model's default weights; a string keys cleanly
-        df[col] = df[col].fillna(DEFAULT_WEIGHTS).astype(str)
+    for col in ["target_path", "head_path", "target_sha"]:  # None = the model's default weights; a string keys cleanly
+        df[col] = (df[col] if col in df.columns else pd.Series(None, index=df.index, dtype=object)
+                   ).fillna(DEFAULT_WEIGHTS).astype(str)
     df["variant"] = [variant_label(r) for r in df.itertuples()] if len(df) else pd.Series(dtype=str)
     return df
 
@@ -199,7 +200,7 @@ def setting_title(setting: dict) -> str:
     tree = f"K={setting['k']} depth={setting['depth']} R={setting['tree_size']} top-{setting['sparse_top']}"
     parts = [str(setting["model"]), f"{setting['device']}/{setting['dtype']}", tree,
              f"max_new_tokens={setting['max_new_tokens']}"]
-    for weights in ("target_path", "head_path"):  # only when not the model's default weights
+    for weights in ("target_path", "target_sha", "head_path"):  # only when not the model's default weights
         if setting.get(weights, DEFAULT_WEIGHTS) != DEFAULT_WEIGHTS:
             parts.append(f"{weights}={setting[weights]}")
     if "temperature" in setting:

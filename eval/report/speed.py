@@ -30,13 +30,13 @@ import numpy as np
 import pandas as pd
 
 from baselines import AR
-from eval.report.analysis import display_name, fmt, mean_ci, speedup_ratio_of_sums, with_speedup
+from eval.report.analysis import DEFAULT_WEIGHTS, display_name, fmt, mean_ci, speedup_ratio_of_sums, with_speedup
 from eval.report.markdown import markdown_table
 from rheo.methods import method_names
 from rheo.timing import PHASES
 
 PHASE_COLS = [f"phase_{p}_ms" for p in PHASES]
-GROUP = ["model", "device", "dtype", "max_new_tokens", "temperature"]
+GROUP = ["model", "target_sha", "device", "dtype", "max_new_tokens", "temperature"]
 FIRST_TREE_METHOD = "topk"  # the speed tables list the references, then Top-K, then the rest by label
 
 
@@ -63,7 +63,8 @@ def _order(variant: str) -> tuple:
 
 
 def _title(key: dict) -> str:
-    return (f"{key['model']}, {key['device']}/{key['dtype']}, max_new_tokens={key['max_new_tokens']}, "
+    target = "" if key["target_sha"] == DEFAULT_WEIGHTS else f" (target {key['target_sha']})"
+    return (f"{key['model']}{target}, {key['device']}/{key['dtype']}, max_new_tokens={key['max_new_tokens']}, "
             f"T={key['temperature']:g}")
 
 
@@ -221,7 +222,7 @@ def _vs_topk(part: pd.DataFrame, topk: pd.DataFrame) -> str:
 
 
 
-AGREE_KEY = ["model", "device", "dtype", "max_new_tokens", "dataset", "item_id", "turn", "seed"]
+AGREE_KEY = ["model", "target_sha", "device", "dtype", "max_new_tokens", "dataset", "item_id", "turn", "seed"]
 
 
 def agreement_table(df: pd.DataFrame) -> Optional[str]:
@@ -262,7 +263,7 @@ def agreement_table(df: pd.DataFrame) -> Optional[str]:
                                .itertuples(index=False)], index=rec.index)
     rec = rec[keep]
     blocks = []
-    for key, rows in rec.groupby(["model", "device", "dtype", "max_new_tokens"], sort=True):
+    for key, rows in rec.groupby(["model", "target_sha", "device", "dtype", "max_new_tokens"], sort=True):
         body = []
         for (variant, tree), part in sorted(rows.groupby(["variant", "tree"]), key=lambda kv: (_order(kv[0][0]), kv[0][1])):
             diverged = part[~part["identical"]]["agree"]
@@ -270,7 +271,8 @@ def agreement_table(df: pd.DataFrame) -> Optional[str]:
                          f"{part['agree'].sum() / max(1, part['ref_len'].sum()):.3f}",
                          "-" if diverged.empty else f"{int(diverged.min())} / {float(diverged.median()):g}"])
         header = ["method", "tree", "outputs", "identical to AR", "agreement", "first divergence (min / median)"]
-        title = f"{key[0]}, {key[1]}/{key[2]}, max_new_tokens={key[3]}, T=0"
+        title = _title({**dict(zip(["model", "target_sha", "device", "dtype", "max_new_tokens"], key)),
+                        "temperature": 0.0})
         blocks.append(f"### {title}\n\n" + markdown_table(header, body))
     return ("## Greedy output vs our AR (T=0)\n\nagreement = Σ tokens before the first divergence / Σ AR "
             "tokens. fp32: an identity check (every output should be identical). bf16: a tree scored in one "

@@ -3,12 +3,16 @@
 * **label** - the registry's display name of the row's variant (``eval.report.analysis.display_name``:
   'Top-K', 'Rheo m=1', 'RSD (4,2,1,1,1,1,1,1)', 'SpecInfer (6,3,1,1)', 'Chain d=8'); when two
   compared configs of the rows share a display name but differ in their method parameters
-  (Top-K at two tree budgets), the parameters that differ are appended ('Top-K k=4 depth=3').
+  (Top-K at two tree budgets), the parameters that differ are appended ('Top-K k=4 depth=3'); when
+  the dynamic configs differ in their node budget (k, depth, tree_size, sparse_top), every dynamic
+  label names it ('Top-K tree_size=60' against 'Rheo m=1 tree_size=6').
 * **family** - 'dynamic' (a context-aware, pruned tree), 'static' (a fixed shape that branches)
   or 'chain' (a fixed shape of one child per node): the registry's kind, a static method
   without branching being a chain.
 * **order** - Top-K first, then the other dynamic methods (Rheo by m), static shapes, chains.
 * **head_sha** - None (test models without a head) becomes 'none', so that it keys a group.
+* **dial** - the draft-quality dial ``draft_mix`` as text ('none' when unset, else the value, one-to-one),
+  so that rows of different dial values never share a group.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ import pandas as pd
 from eval.report.analysis import display_name
 from eval.store.storage import METHOD_COLUMNS
 from rheo.methods import get_method, reads
+from rheo.methods.registry import label_number
 
 BASELINE_METHOD = "topk"
 FAMILIES = ("dynamic", "static", "chain")
 NO_HEAD = "none"
 NO_DTYPE = "unrecorded"  # rows from before the dtype column, read from an archive
+NO_DIAL = "none"  # rows without the draft-quality dial (draft_mix unset)
 
 
 def _plain(value):
@@ -52,11 +58,13 @@ def family_of(method: str, branching) -> str:
 
 
 def with_labels(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` plus the columns label, family and order (module docstring); head_sha and dtype filled."""
+    """``rows`` plus the columns label, family, order and dial (module docstring); head_sha and dtype filled."""
     rows = rows.copy()
     rows["head_sha"] = rows["head_sha"].fillna(NO_HEAD).astype(str)
     rows["dtype"] = (rows["dtype"] if "dtype" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
                      ).fillna(NO_DTYPE).astype(str)
+    mix = rows["draft_mix"] if "draft_mix" in rows.columns else pd.Series(None, index=rows.index, dtype=float)
+    rows["dial"] = [NO_DIAL if _plain(a) is None else label_number(a) for a in mix]
     params = [c for c in METHOD_COLUMNS if c in rows.columns]
     ident = [tuple(_plain(v) for v in values) for values in zip(*(rows[c] for c in ["method", "variant"] + params))]
     table = pd.DataFrame({"ident": ident}).drop_duplicates()
@@ -67,11 +75,25 @@ def with_labels(rows: pd.DataFrame) -> pd.DataFrame:
             differ = [j for j, c in enumerate(params) if len({i[2 + j] for i in same}) > 1]
             for i in same:
                 names[i] = name + "".join(f" {params[j]}={_fmt(i[2 + j])}" for j in differ if i[2 + j] is not None)
+    budgets = _differing_budgets(table["ident"], params)
+    if budgets:  # a comparison across tree budgets names them on every tree label
+        names = {i: names[i] + "".join(f" {params[j]}={_fmt(i[2 + j])}" for j in budgets
+                                       if i[2 + j] is not None and f" {params[j]}=" not in names[i]) for i in names}
     rows["label"] = [names[i] for i in ident]
     rows["family"] = [family_of(i[0], i[2 + params.index("branching")] if "branching" in params else None)
                       for i in ident]
     rows["order"] = [_order_key(i, params) for i in ident]
     return rows
+
+
+#: the node budget of a dynamic tree: labels name it when the compared dynamic configs differ in it
+BUDGET = ("k", "depth", "tree_size", "sparse_top")
+
+
+def _differing_budgets(idents, params: list[str]) -> list[int]:
+    """Positions (in ``params``) of the BUDGET fields whose values differ among the dynamic configs."""
+    dynamic = [i for i in idents if get_method(i[0]).kind == "dynamic"]
+    return [j for j, c in enumerate(params) if c in BUDGET and len({i[2 + j] for i in dynamic}) > 1]
 
 
 def _order_key(ident: tuple, params: list[str]) -> tuple:

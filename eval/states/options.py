@@ -285,7 +285,7 @@ def main(argv=None) -> Optional[int]:
         if path and blob is not None:
             outputs.add(path, blob)
     if args.archive:
-        data, driver_data, _ = archive_bytes(args.results, depths=args.archive_depths)
+        data, driver_data, _ = archive_bytes(args.results, depths=args.archive_depths, archive=args.archive)
         for path, blob in zip(archive_paths(args.archive), (data, driver_data)):
             outputs.add(path, blob)
     outputs.write((), args.results)

@@ -15,7 +15,7 @@ from typing import Callable
 import pandas as pd
 
 from eval.store.committed import Outputs
-from eval.store.state_archive import archive_bytes, archive_paths, load_rows, without_columns
+from eval.store.state_archive import ROW_KEY, archive_bytes, archive_paths, load_rows, without_columns
 
 FIGURE_NAMES = ("m_ablation", "temperature", "families", "depth", "probe", "calibration", "root_gap")
 
@@ -52,10 +52,6 @@ class OutputPlan:
             out.write(tuple(stale), source)
 
 
-#: what names one evaluated tree: a compared config at one state of one driver's generation
-ROW_KEY = ["model", "temperature", "driver_hash", "config_hash", "dataset", "item_id", "turn", "seed", "state"]
-
-
 def joined_rows(results, also=()) -> pd.DataFrame:
     """The rows of ``results``, then those of each of ``also`` whose ROW_KEY is not already there."""
     frames = [load_rows(results)] + [load_rows(extra) for extra in also]
@@ -78,7 +74,7 @@ def plan_outputs(args, markdown: Callable[[pd.DataFrame], str]) -> tuple[pd.Data
     if args.archive:
         if Path(args.archive).resolve() == Path(args.results).resolve():
             raise ValueError(f"--archive {args.archive} is the input itself: give another file")
-        data, driver_data, n = archive_bytes(args.results, without)
+        data, driver_data, n = archive_bytes(args.results, without, archive=args.archive)
         for path, blob in zip(archive_paths(args.archive), (data, driver_data)):
             plan.add(path, blob)
         messages.append(f"{n} rows -> {args.archive}")

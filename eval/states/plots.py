@@ -23,7 +23,7 @@ from eval.states.labels import FAMILIES, baseline_label, ordered_labels, rheosta
 from eval.states.stats import POOLED, labelled, paired_differences
 from eval.states.style import legend_outside, palette, panels, png, style, temps_title
 
-STUDY = ["model", "dtype", "driver", "head_sha"]
+STUDY = ["model", "dtype", "driver", "head_sha", "dial"]
 
 
 def pooled_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -160,7 +160,7 @@ def figures(rows: pd.DataFrame) -> tuple[dict[str, bytes], list[str]]:
               "root_gap": (fig_root_gap, "no root acceptance / bound recorded")}
     rows = labelled(rows)
     studies = list(rows.groupby(STUDY))
-    named = [c != "dtype" or rows["dtype"].nunique() > 1 for c in STUDY]  # dtype named only when it varies
+    named = [c not in ("dtype", "dial") or rows[c].nunique() > 1 for c in STUDY]  # named only when they vary
     drawn, skipped = {}, []
     for key, part in studies:
         tag = "" if len(studies) == 1 else "_" + "_".join(str(k) for k, n in zip(key, named) if n)

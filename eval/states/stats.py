@@ -12,7 +12,8 @@ the mean over its states, and every interval is over keys:
   ``keys * (half_width / 0.03) ** 2`` rounded up (at least 2; the t quantile's own shrinking
   with more keys is ignored, so this is slightly conservative).
 
-Groups (a table each): (model, driver, head_sha, temperature); suites, plus "pooled" over all.
+Groups (a table each): (model, dtype, driver, head_sha, draft-quality dial, temperature); suites, plus
+"pooled" over all.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pandas as pd
 from eval.report.analysis import mean_ci
 from eval.states.labels import baseline_label, ordered_labels, rheo_m1_label, rheostat_rows, with_labels
 
-GROUP = ["model", "dtype", "driver", "head_sha", "temperature"]
+GROUP = ["model", "dtype", "driver", "head_sha", "dial", "temperature"]
 PROMPT = ["dataset", "item_id", "turn", "seed"]  # with GROUP: the key
 POOLED = "pooled"
 RESOLUTION = 0.03

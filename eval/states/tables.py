@@ -38,6 +38,7 @@ import pandas as pd
 
 from eval.report.analysis import display_name
 from eval.report.markdown import markdown_table
+from eval.states.labels import NO_DIAL
 from eval.states.stats import (GROUP, POOLED, RESOLUTION, labelled, m_ablation, mechanism_table, paired_differences,
                                probe_share)
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
@@ -60,8 +61,9 @@ def _pm(mean: float, half: float, sign: bool = False) -> str:
 
 def _title(group: tuple) -> str:
     cells = dict(zip(GROUP, group))
-    return (f"{cells['model']}, {cells['dtype']}, head {cells['head_sha']}, driver {display_name(cells['driver'])}, "
-            f"T = {cells['temperature']:g}")
+    dial = "" if cells["dial"] == NO_DIAL else f", draft_mix a = {cells['dial']}"
+    return (f"{cells['model']}, {cells['dtype']}, head {cells['head_sha']}, driver {display_name(cells['driver'])}"
+            f"{dial}, T = {cells['temperature']:g}")
 
 
 def _diff_table(table: pd.DataFrame, base: str, suites: bool) -> list[str]:
@@ -103,6 +105,11 @@ def m_ablation_markdown(rows: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _t(r) -> str:
+    """The temperature cell of a mechanism row, with the dial value when the rows are on the dial."""
+    return f"{r.temperature:g}" + ("" if r.dial == NO_DIAL else f", a = {r.dial}")
+
+
 def _fmt_list(xs) -> str:
     return " ".join("-" if x is None or math.isnan(x) else f"{x:.2f}" for x in xs)
 
@@ -123,7 +130,7 @@ def root_markdown(rows: pd.DataFrame) -> str:
              "candidate sets).", "",
              markdown_table(["model", "head", "T", "method", "keys", "root acceptance", "OT bound", "gap",
                              "bound < acc.", "sampled share", "probe by depth", "probe pooled"],
-                            [[r.model, r.head_sha, f"{r.temperature:g}", r.label, str(r.keys),
+                            [[r.model, r.head_sha, _t(r), r.label, str(r.keys),
                               _pm(r.root_acceptance, r.root_acceptance_hw), _pm(r.root_ot_bound, r.root_ot_bound_hw),
                               _pm(r.root_gap, r.root_gap_hw, sign=True),
                               f"{r.root_below}/{r.root_states}" if r.root_states else "-", f"{r.sampled_share:.3f}",
@@ -141,7 +148,7 @@ def mechanism_markdown(rows: pd.DataFrame) -> str:
         return title + "\n\nNot recorded: these rows' archive leaves the columns out.\n"
     header = ["model", "head", "T", "method", "states", "P(depth >= d), d = 1..", "calibration: mean target prob. "
               "(T = 0: argmax match) per draft bucket 0-0.1, .., 0.9-1"]
-    body = [[r.model, r.head_sha, f"{r.temperature:g}", r.label, str(r.states), _fmt_list(r.depth_accept),
+    body = [[r.model, r.head_sha, _t(r), r.label, str(r.states), _fmt_list(r.depth_accept),
              _fmt_list(r.calib_target)] for r in mech.itertuples()]
     return "\n".join([title, "", markdown_table(header, body)]) + "\n"
 

@@ -29,6 +29,34 @@ class CommittedOutputsError(RuntimeError):
     user_error = True  # rheo.cli: one line, no traceback
 
 
+def is_committed(path: Path) -> bool:
+    """Whether git tracks the file ``path`` (False outside a checkout)."""
+    path = Path(path)
+    return path.is_file() and path.resolve() in tracked_files(path.parent)
+
+
+def check_growth(archive: Path, old, new, key: Sequence[str], settings: Sequence[str]) -> None:
+    """A committed archive only grows, and only with rows of the study it holds at the settings it
+    holds: raise :class:`CommittedOutputsError` if the rows ``new`` (a DataFrame) that would replace
+    those of ``archive`` (``old``) lack one of its rows (by the columns ``key``: the archive would
+    shrink) or hold a combination of ``settings`` (config hashes) that it does not (rows of another
+    size, length or setting would be mixed in). Holds with ``--update-committed`` too: an archive of
+    other settings is a new file, or the old one removed from git on purpose first."""
+    fix = (f"write it elsewhere (another --archive / --out; for a study, output_dir= and paths.*=), or `git rm "
+           f"{archive}` first to start it again on purpose")
+    lost = old[list(key)].merge(new[list(key)].drop_duplicates(), how="left", indicator=True)
+    lost = int((lost["_merge"] == "left_only").sum())
+    if lost:
+        raise CommittedOutputsError(f"{archive} is committed with {len(old)} rows and would shrink: {lost} of them "
+                                    f"are not in the {len(new)} rows given; nothing was written; {fix}")
+    held = set(map(tuple, old[list(settings)].drop_duplicates().astype(str).values))
+    other = sorted(set(map(tuple, new[list(settings)].drop_duplicates().astype(str).values)) - held)
+    if other:
+        raise CommittedOutputsError(f"{archive} is committed and the rows given hold {len(other)} setting(s) it does "
+                                    f"not ({', '.join(settings)} = {list(other[0])}, ...): rows of another run would "
+                                    f"be mixed into it; nothing was written; {fix}")
+
+
 def tracked_files(folder: Path) -> set[Path]:
     """Resolved paths of the files under ``folder`` that git tracks (empty outside a checkout)."""
     folder = Path(folder)

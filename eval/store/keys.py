@@ -15,8 +15,8 @@ from typing import Optional, Sequence
 from rheo.config import SpecConfig, method_parameters
 from rheo.methods import get_method
 from rheo.models.catalog import MODELS
-from rheo.models.locate import head_fingerprint
-from rheo.models.weights import weights_fingerprint
+from rheo.models.locate import head_fingerprint, target_fingerprint
+from rheo.models.weights import sampled_fingerprint, weights_fingerprint
 
 #: harness suite name -> file under data_dir (file names as in the EAGLE repository)
 SUITE_FILES = {
@@ -57,6 +57,9 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
     key.update({f: _plain(getattr(spec, f)) for f in method.fields if not _at_default(spec, f)})
     if draft_mix is not None and not method.is_reference:
         key["draft_mix"] = float(draft_mix)
+    target_sha = _target_sha(model, target_path)
+    if target_sha is not None:
+        key["target_sha"] = target_sha
     if chat_format is not None:
         key["chat_format"] = str(chat_format)
     if eos_tokens is not None:
@@ -66,6 +69,15 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
     elif not method.is_reference and head_path:  # a pair of your own
         key["head_sha"] = weights_fingerprint(Path(head_path).expanduser())
     return key
+
+
+def _target_sha(model: str, target_path: Optional[str]) -> Optional[str]:
+    """The fingerprint of a target the user chose (method_key's ``target_sha``), None for the catalog's own."""
+    if model in MODELS:
+        return target_fingerprint(model, target_path)
+    if target_path and Path(target_path).expanduser().is_dir():  # a pair of your own
+        return sampled_fingerprint(Path(target_path).expanduser())
+    return None
 
 
 def _at_default(spec: SpecConfig, name: str) -> bool:

@@ -37,7 +37,7 @@ def _arrow_type(annotation) -> pa.DataType:
 
 #: the columns of a row's config key (eval.store.keys.method_key) other than the method parameters
 RUN_KEY_COLUMNS = ("model", "target_path", "head_path", "method", "temperature", "seed", "max_new_tokens",
-                   "paired_with")
+                   "paired_with", "target_sha")
 METHOD_COLUMNS = tuple(name for name, _ in method_columns())
 ROW_SCHEMA = pa.schema([
     ("model", pa.string()), ("target_path", pa.string()), ("head_path", pa.string()), ("dataset", pa.string()),
@@ -64,6 +64,8 @@ ROW_SCHEMA = pa.schema([
     ("expected_accept_lengths", pa.list_(pa.float64())), ("expected_tau", pa.float64()),
     # ... and the tokens the last cycle's verification produced before max_new_tokens / EOS cut them
     ("last_cycle_verified", pa.int64()),
+    # the content of a target folder the user chose (eval.store.keys.method_key); None: the catalog's own
+    ("target_sha", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required

@@ -16,7 +16,7 @@ from eval.store import storage
 from eval.store.state_shards import shard_tables
 from rheo.paths import program
 
-FINGERPRINT = {"project": "rheo", "content": "rheo same-state rows", "layout": 1}
+FINGERPRINT = {"project": "rheo", "content": storage.SAME_STATE_CONTENT, "layout": 1}
 
 _KEY_COLUMNS = [("model", pa.string()), ("dataset", pa.string()), ("item_id", pa.int64()), ("turn", pa.int64()),
                 ("category", pa.string()), ("turns_sha", pa.string()), ("seed", pa.int64()),
@@ -61,11 +61,25 @@ def without_columns(rows, groups=()):
     return rows
 
 
-def archive_bytes(root: Path | str, without=(), depths: Optional[int] = None) -> tuple[bytes, bytes, int]:
+#: what names one evaluated tree: a compared config at one state of one driver's generation
+ROW_KEY = ["model", "temperature", "driver_hash", "config_hash", "dataset", "item_id", "turn", "seed", "state"]
+#: what a study's settings are in its rows: each (model, driver key, compared config key)
+SETTINGS = ["model", "driver_hash", "config_hash"]
+
+
+def archive_bytes(root: Path | str, without=(), depths: Optional[int] = None,
+                  archive: Optional[Path] = None) -> tuple[bytes, bytes, int]:
     """(rows, driver rows) of the results directory ``root`` as the parquet bytes of an archive pair,
     and the number of rows; ``without``: OPTIONAL_COLUMNS groups left out (null); ``depths``: only
-    the first ``depths`` entries of each row's per-depth acceptance kept (None: all)."""
+    the first ``depths`` entries of each row's per-depth acceptance kept (None: all). ``archive``: the
+    file they will replace; if git tracks it, the rows must hold all of its rows and no other settings
+    (eval.store.committed.check_growth)."""
+    from eval.store.committed import check_growth, is_committed
+
     rows, drivers = without_columns(load_rows(root), without), load_rows(root, driver=True)
+    if archive is not None and is_committed(Path(archive)):
+        old = pq.read_table(archive, columns=sorted(set(ROW_KEY + SETTINGS))).to_pandas()
+        check_growth(Path(archive), old, rows, ROW_KEY, SETTINGS)
     if depths is not None:
         rows["depth_accept"] = [None if x is None else list(x)[:depths] for x in rows["depth_accept"]]
     if rows.empty:

@@ -42,8 +42,11 @@ from rheo.paths import program
 log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.json"
+HYDRA_RUNS = ".hydra_runs"  # Hydra's record of each run into the folder (configs/config.yaml: hydra.run.dir)
 ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]  # one row per key
 FINGERPRINT = {"project": "rheo", "content": "rheo-eval result shards", "layout": 1}
+#: the manifest content of a same-state results folder (eval.store.state_archive.FINGERPRINT)
+SAME_STATE_CONTENT = "rheo same-state rows"
 
 
 def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
@@ -82,7 +85,7 @@ def foreign_entries(root: Path) -> list[str]:
     """Names in ``root`` other than the manifest and temporary files (a parallel job may be creating
     the manifest right now). A job writes the manifest before anything else, so an entry listed here
     before the manifest is checked means a foreign folder only if the manifest is still absent."""
-    return [p.name for p in root.iterdir() if p.name != MANIFEST and not p.name.startswith(TMP_PREFIX)]
+    return [p.name for p in root.iterdir() if p.name not in (MANIFEST, HYDRA_RUNS) and not p.name.startswith(TMP_PREFIX)]
 
 
 def is_archive(root: Path | str) -> bool:
@@ -124,6 +127,13 @@ def require_results_dir(root: Path) -> None:
                                 f"committed archive (RESULTS=results/runs.parquet), or fix the path")
     if not (root / MANIFEST).is_file():
         raise OutputDirError(f"{root} has no {MANIFEST}: not a rheo results directory (RESULTS / --results)")
+    try:
+        content = json.loads((root / MANIFEST).read_text()).get("content")
+    except (OSError, ValueError, AttributeError):
+        content = None
+    if content == SAME_STATE_CONTENT:
+        raise OutputDirError(f"{root} is a same-state results folder (measure=same_state), not realized rows: its "
+                             f"tables are `python -m eval.states.tables {root} --out {root}/tables.md`")
 
 
 def prepare_config_dir(root: Path, model: str, chash: str, key: dict) -> Path:

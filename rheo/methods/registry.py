@@ -93,6 +93,14 @@ class PathProbs(Protocol):
         [n] float64, the probability that the verifier's accepted path holds each node (root: 1)."""
 
 
+def label_number(value: float) -> str:
+    """A number in a label, one-to-one with its value: the short form (``0.1``, ``1e-05``) when it reads
+    back as the same float, else the float's repr (``0.1000001``), so two keys never share a label."""
+    value = float(value)
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
+
+
 def _no_checks(cfg: "Spec") -> None:
     return None
 

@@ -8,7 +8,7 @@ import torch
 
 from rheo.candidates import Candidates, select_topk
 from rheo.expected import dynamic_path_probs
-from rheo.methods.registry import Method, register
+from rheo.methods.registry import Method, label_number, register
 from rheo.ot import topk_sets
 from rheo.probs import DraftDist, clamp_probability, draft_distribution
 from rheo.random import RandomSource
@@ -40,7 +40,7 @@ def option_label(row) -> str:
         out += f" rank={rank}"
     probe_min = getattr(row, "probe_min", None)
     if _set(probe_min) and float(probe_min) > 0:
-        out += f" probe_min={float(probe_min):g}"
+        out += f" probe_min={label_number(probe_min)}"
     return out
 
 

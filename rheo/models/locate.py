@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from rheo.models.catalog import BUILTIN_SMOLLM2, ModelEntry, get_entry
-from rheo.models.weights import weights_fingerprint
+from rheo.models.weights import sampled_fingerprint, weights_fingerprint
 from rheo.paths import REPO_ROOT, folder
 
 __all__ = ["ModelWeightsNotFoundError", "ResolvedPaths", "resolve_paths", "head_fingerprint"]
@@ -82,6 +82,22 @@ def head_fingerprint(name: str, head_path: Optional[str] = None) -> Optional[str
     if report or path is None:
         return None
     return weights_fingerprint(path)
+
+
+def target_fingerprint(name: str, target_path: Optional[str] = None) -> Optional[str]:
+    """The sampled fingerprint (rheo.models.weights.sampled_fingerprint) of the target folder that
+    ``load_model_pair`` would read for model ``name`` when that folder is one the user chose: the
+    ``target_path`` argument, ``$RHEO_<NAME>_TARGET`` or ``$RHEO_MODEL_DIR/<name>/target``. None for the
+    catalog's own target (embedded, a project asset or the hub id), whose rows' keys stay as they were,
+    and when the folder is not found. Rows are keyed by it: a target replaced in place is not resumed."""
+    entry = get_entry(name)
+    env = os.environ.get(entry.env_var("target"))
+    root = os.environ.get("RHEO_MODEL_DIR")
+    path, report = _resolve_part(entry, "target", target_path)
+    if report or path is None:
+        return None
+    chosen = target_path or env or (root and path == Path(root).expanduser() / entry.name / "target")
+    return sampled_fingerprint(path) if chosen else None
 
 
 def _resolve_part(entry: ModelEntry, part: str, given: Optional[str]) -> tuple[Optional[Path], str]:

@@ -16,7 +16,9 @@ from typing import Optional
 
 from rheo.files import is_regular
 
-__all__ = ["CorruptWeightsError", "check_weight_files", "weights_fingerprint", "weights_problem"]
+__all__ = ["CorruptWeightsError", "check_weight_files", "sampled_fingerprint", "weights_fingerprint", "weights_problem"]
+#: bytes read at each of SAMPLES evenly spaced offsets of a weight file by :func:`sampled_fingerprint`
+SAMPLE_BYTES, SAMPLES = 1 << 16, 16
 
 
 class CorruptWeightsError(RuntimeError):
@@ -59,6 +61,30 @@ def weights_fingerprint(folder: Path) -> Optional[str]:
         st = f.stat()
         h.update(f.name.encode())
         h.update(_file_digest(str(f), st.st_size, st.st_mtime_ns).encode())
+    return h.hexdigest()[:12]
+
+
+def sampled_fingerprint(folder: Path) -> Optional[str]:
+    """First 12 hex digits of a SHA-256 over a model folder's ``config.json`` and, for each
+    ``*.safetensors`` / ``*.bin`` file, its name, size, header (the first 1 MiB: a safetensors file's
+    tensor names, shapes and offsets) and SAMPLES blocks of SAMPLE_BYTES spread over the file and its
+    end. None without weight files. Cheap for a target of many GB (about 2 MiB read per file), and
+    other weights of the same shapes (a fine-tune, another checkpoint) change it."""
+    folder = Path(folder)
+    files = sorted(f for f in folder.iterdir() if f.suffix in (".safetensors", ".bin") and f.is_file())
+    if not files:
+        return None
+    h = hashlib.sha256()
+    config = folder / "config.json"
+    h.update(config.read_bytes() if config.is_file() else b"")
+    for f in files:
+        size = f.stat().st_size
+        h.update(f"{f.name}\0{size}\0".encode())
+        with open(f, "rb") as fh:
+            h.update(fh.read(1 << 20))
+            for i in range(1, SAMPLES + 1):
+                fh.seek(max(0, size * i // SAMPLES - SAMPLE_BYTES))
+                h.update(fh.read(SAMPLE_BYTES))
     return h.hexdigest()[:12]
 
 

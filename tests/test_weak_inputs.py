@@ -1,0 +1,124 @@
+"""Inputs that used to be accepted meaninglessly, answered misleadingly or ended noisily: repeated
+compared entries, a same-state folder given to the realized tables, a reader that stops reading."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eval.conf.compose import compose_config
+from eval.conf.schema import run_plan
+from eval.store import state_archive, storage
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import make_tables  # noqa: E402
+
+
+def test_repeated_compare_entries_are_refused():
+    twice = compose_config(["measure=same_state", "method=topk", "compare=[{name:topk},{name:rheo,m:1},{name:topk}]"])
+    with pytest.raises(ValueError, match=r"compare\[2\] is compare\[0\] again") as err:
+        run_plan(twice)
+    assert "\n" not in str(err.value)
+    assert len(run_plan(compose_config(["measure=same_state", "method=topk",
+                                        "compare=[{name:topk},{name:rheo,m:1}]"])).compared) == 2
+
+
+def test_a_same_state_folder_given_to_the_realized_tables_names_its_command(tmp_path, capsys):
+    folder = tmp_path / "ss"
+    storage.prepare_output_dir(folder, state_archive.FINGERPRINT)
+    assert make_tables.main(["--results", str(folder), "--out", str(tmp_path / "t"), "--no-theory"]) == 2
+    err = capsys.readouterr().err
+    assert "same-state results folder" in err and "python -m eval.states.tables" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly():
+    writer = ("from rheo.cli import run_main\n"
+              "def main():\n"
+              "    for i in range(200000):\n"
+              "        print('token', i)\n"
+              "run_main(main, 'rheo generate')\n")
+    proc = subprocess.run(f"{sys.executable} -c \"{writer}\" | head -c 10; exit ${{PIPESTATUS[0]}}", shell=True,
+                          executable="/bin/bash", cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout == "token 0\nto" and proc.stderr == "", proc.stderr
+    assert proc.returncode == 141
+
+
+def test_a_run_from_another_folder_writes_nothing_outside_its_output_dir(tmp_path):
+    elsewhere, out = tmp_path / "elsewhere", tmp_path / "out"
+    elsewhere.mkdir()
+    cmd = [sys.executable, "-m", "eval.run", "model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=4",
+           "method.k=4", "method.depth=2", "method.tree_size=6", "method.sparse_top=null", "num_threads=1",
+           "progress=false", "warmup=false", "baseline=false", f"output_dir={out}"]
+    done = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert list(elsewhere.iterdir()) == []
+    assert list((out / storage.HYDRA_RUNS).rglob("run.log")) and len(list(storage.iter_shards(out))) == 1
+    again = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert again.returncode == 0 and len(list(storage.iter_shards(out))) == 1, again.stderr[-2000:]
+
+
+class _Loaded(Exception):
+    """Raised by a stand-in for the model loader: the command got as far as loading."""
+
+
+@pytest.fixture
+def no_load(monkeypatch):
+    import rheo.models
+
+    def load(*args, **kwargs):
+        raise _Loaded()
+    monkeypatch.setattr(rheo.models, "load_model_pair", load)
+
+
+@pytest.mark.parametrize("argv,needle", [(["hi", "--seed", "9" * 40], "seed 9999"),
+                                         (["hi", "--m", "10"], "m must be"),
+                                         (["hi\udcff"], "not UTF-8 text (byte 0xff")])
+def test_the_generate_command_refuses_its_values_before_loading(no_load, argv, needle, capsys):
+    from rheo.generate_cli import generate_main
+
+    with pytest.raises((SystemExit, ValueError)) as err:
+        generate_main(argv)
+    said = str(err.value) if isinstance(err.value, ValueError) else capsys.readouterr().err
+    assert needle in said and len(said.strip().splitlines()) == 1, said
+    with pytest.raises(_Loaded):  # the same command with good values goes on to load the pair
+        generate_main(["hi", "--seed", "7", "--m", "2"])
+
+
+def test_a_prompt_comes_from_stdin_or_a_file_and_must_be_utf8(tmp_path, monkeypatch):
+    import io
+
+    from rheo.cli import text_input
+
+    long_text = "Name three colors. " * 12000  # ~230 KB: more than a shell passes as one argument
+    (tmp_path / "p.txt").write_text(long_text, encoding="utf-8")
+    assert text_input(f"@{tmp_path / 'p.txt'}") == long_text
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("héllo\n".encode())))
+    assert text_input("-") == "héllo\n"
+    (tmp_path / "latin1.txt").write_bytes("héllo".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.txt is not UTF-8 text \(byte 0xe9 at position 1\)"):
+        text_input(f"@{tmp_path / 'latin1.txt'}")
+    with pytest.raises(ValueError, match="does not exist"):
+        text_input(f"@{tmp_path / 'none.txt'}")
+    assert text_input("plain words") == "plain words"
+
+
+def test_an_experiment_file_with_a_duplicate_key_is_named_with_its_line(tmp_path, capsys):
+    from omegaconf import OmegaConf
+
+    from rheo.cli import errors_as_one_line
+
+    bad = tmp_path / "dup.yaml"
+    bad.write_text("limit: 1\nseed: 0\nlimit: 2\n")
+    with pytest.raises(SystemExit) as stop, errors_as_one_line("eval.run"):
+        OmegaConf.load(bad)  # the loader Hydra reads experiment files with
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{bad}:3: found duplicate key limit: give each key once" in err and "unexpected" not in err
