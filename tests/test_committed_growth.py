@@ -91,6 +91,10 @@ def test_a_committed_same_state_archive_never_shrinks_nor_mixes_settings(tmp_pat
     assert state_tables([str(grown), "--archive", str(archive)]) == 2  # grows, but committed: asked only
     assert state_tables([str(grown), "--archive", str(archive), "--update-committed"]) == 0
     assert len(pd.read_parquet(archive)) == 2 * len(full)
+    both = pd.concat([full, full.assign(item_id=full["item_id"] + 10)], ignore_index=True)
+    added = _folder(tmp_path, "added", pd.concat([both, both.assign(config_hash="h_new")], ignore_index=True))
+    assert state_tables([str(added), "--archive", str(archive), "--update-committed"]) == 0  # a method added
+    assert len(pd.read_parquet(archive)) == 4 * len(full)
 
 
 def test_a_committed_runs_archive_refuses_rows_of_other_settings(tmp_path, capsys):

@@ -63,8 +63,13 @@ def without_columns(rows, groups=()):
 
 #: what names one evaluated tree: a compared config at one state of one driver's generation
 ROW_KEY = ["model", "temperature", "driver_hash", "config_hash", "dataset", "item_id", "turn", "seed", "state"]
-#: what a study's settings are in its rows: each (model, driver key, compared config key)
-SETTINGS = ["model", "driver_hash", "config_hash"]
+#: what a study's settings are in its rows: each (model, driver key). The driver key holds the run's
+#: temperature, length, seed, dtype and dial value, so rows of a run at another size or setting are new
+#: settings; a compared method added to the study's list at the same driver grows it (its rows pair
+#: with the others' at the same states)
+SETTINGS = ["model", "driver_hash"]
+#: archives are written once and kept in git: the strongest zstd level (about 6% smaller than the default)
+ARCHIVE_ZSTD_LEVEL = 19
 
 
 def archive_bytes(root: Path | str, without=(), depths: Optional[int] = None,
@@ -87,7 +92,8 @@ def archive_bytes(root: Path | str, without=(), depths: Optional[int] = None,
     out = []
     for frame, schema in ((rows, ROW_SCHEMA), (drivers, DRIVER_SCHEMA)):
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), sink, compression="zstd")
+        pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), sink, compression="zstd",
+                       compression_level=ARCHIVE_ZSTD_LEVEL)
         out.append(sink.getvalue().to_pybytes())
     return out[0], out[1], len(rows)
 
