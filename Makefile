@@ -116,6 +116,8 @@ speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T
 # ------------------------------------------------------------------ draft head (recipes: configs/recipe/)
 corpus corpus-selfinstruct train-head eval-head head-mid heads-top1 head-broad broad-top1: ## a draft-head recipe (configs/recipe/<name>.yaml; ARGS="--resume", "--head DIR", ...)
 	$(RECIPE) $@ $(ARGS)
+calibrate-head: $(VENV_STAMP) ## fit one draft temperature for the embedded head on held-out corpus sequences (minutes) -> results/draft_head/calibration.json
+	PYTHONPATH=$(CURDIR) $(PY) scripts/calibrate_head.py $(ARGS)
 # ------------------------------------------------------------------ GPU (docs/gpu.md)
 GPU_BUNDLE ?= .gpu_bundle
 GPU_OUT ?= results/gpu

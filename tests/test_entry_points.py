@@ -28,6 +28,7 @@ def _script_cases(tmp: Path) -> list[tuple[list[str], str]]:
     return [
         (["backfill_features.py", "--threads", "0"], "argument --threads: must be an integer >= 1"),
         (["bench_core.py", "--cycles", "-1"], "argument --cycles: must be an integer >= 1"),
+        (["calibrate_head.py", "--corpus", "data/benchmarks"], "--corpus data/benchmarks: the benchmarks are the test set"),
         (["eval_draft_head.py", "--head", "/nonexistent"], "--head /nonexistent: no EAGLE-3 head there"),
         (["export_results.py", "--results", "results/runs.parquet", "--out", "results/runs.parquet"],
          "is an archive (a file), not a results directory"),
@@ -54,7 +55,7 @@ def test_every_script_is_covered():
     assert listed == {p.name for p in (ROOT / "scripts").glob("*.py")}
 
 
-@pytest.mark.parametrize("case", range(17))
+@pytest.mark.parametrize("case", range(18))
 def test_a_bad_argument_to_a_script_is_one_line_and_a_nonzero_exit(tmp_path, case):
     args, needle = _script_cases(tmp_path)[case]
     done = _run([PY, f"scripts/{args[0]}", *args[1:]], tmp_path)

@@ -139,6 +139,7 @@ class RunConf:
     ot_bound: bool = True  # same_state: the root's closed-form acceptance and optimal-transport bound (scipy)
     restore_from: Optional[str] = None  # same_state: an archive (X.parquet) whose rows seed output_dir first
     draft_mix: Optional[float] = None  # same_state: the draft-quality dial a in [0, 1]; None: the head
+    draft_temp: Optional[float] = None  # same_state: the head's draft temperature tau > 0; None: as trained
     # the commands that draw this study's tables and figures from its rows (scripts/report.py); a run
     # reads none of it
     report: List[str] = field(default_factory=list)
@@ -185,6 +186,7 @@ def _key(cfg: DictConfig, spec: SpecConfig) -> dict:
     return keys.method_key(spec, model=cfg.model.name, device=cfg.device, dtype=run_dtype(cfg).dtype, seed=cfg.seed,
                            max_new_tokens=cfg.max_new_tokens, target_path=cfg.model.target_path,
                            head_path=cfg.model.head_path, paired_with=paired, draft_mix=cfg.get("draft_mix"),
+                           draft_temp=cfg.get("draft_temp"),
                            chat_format=cfg.model.get("chat_format"), eos_tokens=cfg.model.get("eos_tokens"))
 
 

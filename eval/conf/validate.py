@@ -64,6 +64,10 @@ def check_values(cfg: DictConfig) -> None:
     mix = cfg.get("draft_mix")
     if mix is not None and not (isinstance(mix, (int, float)) and not isinstance(mix, bool) and 0 <= mix <= 1):
         raise ValueError(f"draft_mix must be null (the head) or a number in [0, 1], got {mix!r}")
+    tau = cfg.get("draft_temp")
+    if tau is not None and not (isinstance(tau, (int, float)) and not isinstance(tau, bool) and math.isfinite(tau)
+                                and tau > 0):
+        raise ValueError(f"draft_temp must be null (the head as trained) or a number > 0, e.g. draft_temp=1.2, got {tau!r}")
     if cfg.dtype not in (None, "auto"):
         _choice("dtype", cfg.dtype, ("auto", *DTYPES))
     if cfg.max_new_tokens < 1:
@@ -80,7 +84,7 @@ def check_values(cfg: DictConfig) -> None:
     if cfg.compare:
         raise ValueError("compare lists the methods of a same-state run: add measure=same_state (or leave "
                          "compare empty)")
-    for name in ("draft_mix", "restore_from"):
+    for name in ("draft_mix", "draft_temp", "restore_from"):
         if cfg.get(name) is not None:
             raise ValueError(f"{name} is read by measure=same_state only; leave it null for measure=realized")
 

@@ -134,10 +134,14 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, todo: list[Compared], i
     generator = torch.Generator(device="cuda" if str(cfg.device).startswith("cuda") else "cpu").manual_seed(seed)
     key = f"{item.suite}/{item.item_id}/{turn}/{cfg.seed}"  # the compared methods' streams
     drafter = pair.drafter
+    if cfg.get("draft_temp") is not None:  # the head tempered (before any mixing with the target)
+        from rheo.models.scaled import ScaledDrafter
+
+        drafter = ScaledDrafter(drafter, float(cfg.draft_temp))
     if cfg.get("draft_mix") is not None:  # the draft-quality dial: the head mixed with the target
         from rheo.models.mixture import MixedDrafter
 
-        drafter = MixedDrafter(pair.drafter, pair.target, float(cfg.draft_mix))
+        drafter = MixedDrafter(drafter, pair.target, float(cfg.draft_mix))
     with torch.inference_mode():
         got = same_state_generate(pair.target, drafter, prompt, int(cfg.max_new_tokens), driver,
                                   [c.spec for c in todo], generator, key=key,
@@ -149,7 +153,8 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, todo: list[Compared], i
             "temperature": float(cfg.temperature), "head_sha": dkey.get("head_sha"),
             "max_new_tokens": int(cfg.max_new_tokens), "driver": get_method(driver.method).variant(driver),
             "driver_hash": ddir.name, "device": str(dkey["device"]), "dtype": str(dkey["dtype"]),
-            "draft_mix": cfg.get("draft_mix"), "git_sha": start_git_sha(),
+            "draft_mix": cfg.get("draft_mix"),
+            "draft_temp": cfg.get("draft_temp"), "git_sha": start_git_sha(),
             "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     for i, c in enumerate(todo):
         own = {**base, "method": c.spec.method, "variant": get_method(c.spec.method).variant(c.spec),

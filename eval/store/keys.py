@@ -34,6 +34,7 @@ EVERY_KEY_FIELDS = tuple(f.name for f in method_parameters() if f.metadata.get("
 def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str], seed: int,
                max_new_tokens: int, target_path: Optional[str] = None, head_path: Optional[str] = None,
                paired_with: Optional[str] = None, draft_mix: Optional[float] = None,
+               draft_temp: Optional[float] = None,
                chat_format: Optional[str] = None, eos_tokens: Optional[Sequence[str]] = None) -> dict:
     """Everything that determines the rows of one method: hashed into config_hash.
 
@@ -43,6 +44,7 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
     over m reuses the Top-K and AR rows. The parameters a method reads are its registered ``fields``.
     ``paired_with``: the config hash of the method config an AR row was timed next to.
     ``draft_mix``: the draft-quality dial (rheo.models.mixture), in the key only when set.
+    ``draft_temp``: the head's draft temperature (rheo.models.scaled), in the key only when set.
     ``chat_format``, ``eos_tokens``: a model's prompt format and turn ends when set (a pair of your
     own, or a catalog pair's overridden), in the key only then. A pair outside the catalog is
     fingerprinted by the weight files in its ``head_path``.
@@ -60,6 +62,8 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
     target_sha = _target_sha(model, target_path)
     if target_sha is not None:
         key["target_sha"] = target_sha
+    if draft_temp is not None and not method.is_reference:
+        key["draft_temp"] = float(draft_temp)
     if chat_format is not None:
         key["chat_format"] = str(chat_format)
     if eos_tokens is not None:

@@ -22,7 +22,7 @@ _KEY_COLUMNS = [("model", pa.string()), ("dataset", pa.string()), ("item_id", pa
                 ("category", pa.string()), ("turns_sha", pa.string()), ("seed", pa.int64()),
                 ("temperature", pa.float64()), ("head_sha", pa.string()), ("max_new_tokens", pa.int64()),
                 ("driver", pa.string()), ("driver_hash", pa.string()), ("device", pa.string()),
-                ("dtype", pa.string()), ("draft_mix", pa.float64())]
+                ("dtype", pa.string()), ("draft_mix", pa.float64()), ("draft_temp", pa.float64())]
 ROW_SCHEMA = pa.schema(_KEY_COLUMNS + [
     ("state", pa.int64()), ("method", pa.string()), ("variant", pa.string()), ("config_hash", pa.string()),
     *storage.method_columns(),  # the method parameters (rheo.config.method_parameters)

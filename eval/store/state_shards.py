@@ -28,9 +28,9 @@ from rheo.files import files_at_depth
 log = logging.getLogger("eval.measure.same_states")
 DRIVER = "driver"  # the folder of the driver's rows, beside the compared methods' hash folders
 #: columns that shards written before they existed lack: the driver's device and dtype (filled from
-#: its config.json), the draft-quality dial and the method parameters keyed only when a method
+#: its config.json), the draft-quality dial, the draft temperature and the method parameters keyed only when a method
 #: reads them (null: not set)
-LATE_COLUMNS = ("device", "dtype", "draft_mix") + tuple(sorted(storage.OPTIONAL_COLUMNS & set(storage.METHOD_COLUMNS)))
+LATE_COLUMNS = ("device", "dtype", "draft_mix", "draft_temp") + tuple(sorted(storage.OPTIONAL_COLUMNS & set(storage.METHOD_COLUMNS)))
 
 
 def expect_from_path(path: Path) -> dict:
