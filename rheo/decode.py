@@ -55,6 +55,8 @@ class GenerationOutput:
     #: with record_expected: the expected tokens each cycle emits over the verifier's randomness
     #: (its tree and target logits given; truncation by max_new_tokens / EOS ignored)
     expected_accept_lengths: list[float] = field(default_factory=list)
+    #: adapt="root" (rheo_adaptive): the m each cycle was drafted with (0: Rheo m=0); empty otherwise
+    cycle_m: list[int] = field(default_factory=list)
     #: tokens the last cycle's verification produced before max_new_tokens / EOS cut them (the
     #: realized count its expectation is about; equal to accept_lengths[-1] when nothing was cut)
     last_cycle_verified: int = 0
@@ -212,6 +214,8 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     d2t = drafter.draft_to_target
     draft_fn = tm.wrap("draft", d_sess.draft)
     policy = cycle_policy(config)  # adapt="root": the cycle's setting from earlier roots (rheo.adaptive)
+    if policy is not None:
+        out.cycle_m = policy.chosen  # filled as the cycles are drafted
     while True:
         if on_state is not None:
             on_state(CycleState(len(out.accept_lengths), root, t_sess, draft_fn, d2t, _device_of(drafter)))

@@ -15,6 +15,7 @@ from rheo.exact import cycle_distribution, decoder_distribution, enumerate_outco
 from rheo.methods import get_method
 from rheo.methods.registry import register, unregister
 from rheo.models.toy import PrefixLM
+from rheo.random import TorchRandom
 
 EXACT = 1e-9
 
@@ -77,6 +78,8 @@ def test_greedy_adaptive_is_the_targets_greedy_decode():
     got = enumerate_outcomes(lambda rng: tuple(generate_with_source(target, drafter, [0, 1], 6, cfg, rng).tokens))
     want = target_distribution(t_fn, [0, 1], 6, 0.0)
     assert len(got) == 1 and total_variation(got, want) < EXACT
+    out = generate_with_source(target, drafter, [0, 1], 6, cfg, TorchRandom(torch.Generator().manual_seed(0)))
+    assert out.cycle_m and set(out.cycle_m) == {1} and len(out.cycle_m) == out.target_calls  # T = 0: a - b = 0
 
 
 def test_root_evidence_by_hand():

@@ -59,3 +59,25 @@ def test_the_command_refuses_rows_without_rules_or_rows(tmp_path, capsys):
     empty = tmp_path / "none.parquet"
     with pytest.raises((FileNotFoundError, SystemExit)):
         main([str(empty), str(empty)])
+
+
+def test_the_readme_rule_rows_are_the_committed_table():
+    """The README's rheo_adaptive rows, rebuilt from results/tables/every_drafter.md: each measured dial
+    cell (42 prompts) as 'rule − the best fixed setting (which)', '-' where the cell was not measured."""
+    from pathlib import Path
+
+    from result_tables import tables
+
+    root = Path(__file__).resolve().parents[1]
+    (_, rows), = [(h, r) for h, r in tables(root / "results" / "tables" / "every_drafter.md") if "adapt=root" in h]
+    cells = {r["cell"]: r for r in rows if int(r["prompts"]) >= 42}
+    want = []
+    for t in ("0.7", "1"):
+        line = [f"T = {t} (dial, 42 prompts)"]
+        for a in ("0", "0.5", "1"):
+            r = cells.get(f"dial: T = {t}, a = {a}")
+            line.append("-" if r is None else f"{r['− ' + r['best fixed']]} ({r['best fixed']})")
+        want.append("| " + " | ".join(line) + " |")
+    readme = (root / "README.md").read_text()
+    block = readme.split("<!-- row: every_drafter -->\n")[1].split("<!-- /row -->")[0]
+    assert block.strip().splitlines() == want

@@ -70,6 +70,17 @@ ROW_KEY = ["model", "temperature", "driver_hash", "config_hash", "dataset", "ite
 SETTINGS = ["model", "driver_hash"]
 #: archives are written once and kept in git: the strongest zstd level (about 6% smaller than the default)
 ARCHIVE_ZSTD_LEVEL = 19
+#: a trimmed archive (``depths`` given) keeps its mechanism shares in float32: the tables print them to
+#: three decimals of means over thousands of rows; expected tokens stay float64 (paired differences)
+TRIMMED_FLOAT32 = ("depth_accept", "sampled_share")
+
+
+def _trimmed_schema(schema: pa.Schema) -> pa.Schema:
+    for name in TRIMMED_FLOAT32:
+        field = schema.field(name)
+        kind = pa.list_(pa.float32()) if pa.types.is_list(field.type) else pa.float32()
+        schema = schema.set(schema.get_field_index(name), field.with_type(kind))
+    return schema
 
 
 def archive_bytes(root: Path | str, without=(), depths: Optional[int] = None,
@@ -90,7 +101,8 @@ def archive_bytes(root: Path | str, without=(), depths: Optional[int] = None,
     if rows.empty:
         raise ValueError(f"{root} holds no same-state rows: nothing to export")
     out = []
-    for frame, schema in ((rows, ROW_SCHEMA), (drivers, DRIVER_SCHEMA)):
+    row_schema = ROW_SCHEMA if depths is None else _trimmed_schema(ROW_SCHEMA)
+    for frame, schema in ((rows, row_schema), (drivers, DRIVER_SCHEMA)):
         sink = pa.BufferOutputStream()
         pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), sink, compression="zstd",
                        compression_level=ARCHIVE_ZSTD_LEVEL)
