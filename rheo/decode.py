@@ -203,7 +203,8 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
                          f"({target.vocab_size}) and it has no draft_to_target map: give the drafter a map "
                          f"[draft_vocab] -> target ids, or pair models that share a vocabulary")
     stop = eos_set(eos_token_id)
-    out = GenerationOutput(tokens=[], accept_lengths=[])
+    policy = cycle_policy(config)  # adapt="root": the cycle's setting from earlier roots (rheo.adaptive)
+    out = GenerationOutput(tokens=[], accept_lengths=[], cycle_m=[] if policy is None else policy.chosen)
     if max_new_tokens == 0:
         return out
     tm = timer or NULL_TIMER
@@ -213,9 +214,6 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     root = ids[-1]
     d2t = drafter.draft_to_target
     draft_fn = tm.wrap("draft", d_sess.draft)
-    policy = cycle_policy(config)  # adapt="root": the cycle's setting from earlier roots (rheo.adaptive)
-    if policy is not None:
-        out.cycle_m = policy.chosen  # filled as the cycles are drafted
     while True:
         if on_state is not None:
             on_state(CycleState(len(out.accept_lengths), root, t_sess, draft_fn, d2t, _device_of(drafter)))

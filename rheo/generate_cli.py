@@ -29,6 +29,7 @@ from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, posit
 from rheo.config import PAPER_TREE
 from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
 from rheo.paths import REPO_ROOT
+from rheo.methods import reads
 from rheo.presets import PRESETS
 
 __all__ = ["build_parser", "generate_main"]
@@ -77,7 +78,8 @@ def tree_of(args) -> tuple[dict, str]:
     shape = {f: PAPER_TREE[f] for f in ("k", "depth", "tree_size")}
     name = "paper"
     if tree == "tuned":
-        base = "topk" if args.method == "topk" else "rheo"
+        method = PRESETS[args.method]["method"] if args.method in PRESETS else args.method
+        base = "rheo" if reads(method, "m") else "topk"  # the tuned tree of the sampling methods, or Top-K's
         path = REPO_ROOT / "configs" / "experiment" / f"tuned_{base}.yaml"
         if path.is_file():
             from omegaconf import OmegaConf

@@ -34,9 +34,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from eval.report.markdown import markdown_table
 from rheo.cli import ArgumentParser, positive_float, positive_int, run_main
 from rheo.io import atomic_write_text
-from rheo.paths import REPO_ROOT, start_git_sha
+from rheo.paths import REPO_ROOT, folder, start_git_sha
 
 HEAD = "rheo/assets/eagle3_smollm2_135m"
 CORPUS = "data/draft_corpus/selfinstruct"
@@ -54,8 +55,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--iters", type=positive_int, default=14, help="bisection steps of the 1-D search (in 1 / tau)")
     ap.add_argument("--bins", type=positive_int, default=15, help="ECE bins")
     ap.add_argument("--threads", type=positive_int, default=1)
-    ap.add_argument("--out", default="results/draft_head/calibration.json")
-    ap.add_argument("--table", default="results/tables/head_calibration.md")
+    ap.add_argument("--out", default=str(folder("results", "draft_head", "calibration.json")))
+    ap.add_argument("--table", default=str(folder("tables", "head_calibration.md")))
     args = ap.parse_args(argv)
     if args.tau_min >= args.tau_max:
         ap.error(f"--tau-min {args.tau_min} must be below --tau-max {args.tau_max}")
@@ -194,15 +195,15 @@ def table(r: dict) -> str:
             "KL: mean KL(p || q_tau) in nats, p the target at T = 1 on the draft vocabulary (renormalised; "
             f"{r['in_vocab_mass']:.3f} of its mass on average). ECE of the top-1 in {r['bins']} bins: confidence "
             "max q_tau against accuracy p(top-1). Before: tau = 1 (the head as trained). "
-            f"`{r['command']}`, {r['machine']}, {r['date'][:10]}.\n\n"
-            "| draft step | positions | best tau (step alone) | KL before | KL after | ECE before | ECE after "
-            "| confidence before | confidence after | accuracy |\n|---|---|---|---|---|---|---|---|---|---|\n")
+            f"`{r['command']}`, {r['machine']}, {r['date'][:10]}.\n\n")
+    header = ["draft step", "positions", "best tau (step alone)", "KL before", "KL after", "ECE before", "ECE after",
+              "confidence before", "confidence after", "accuracy"]
     rows = [("pooled", r["positions"], f"{r['tau']:g}", r["kl_before"], r["kl_after"], r["ece_before"], r["ece_after"])]
     rows += [(s["step"], s["positions"], f"{s['best_tau']:g}", s["kl_before"], s["kl_after"], s["ece_before"],
               s["ece_after"]) for s in r["by_step"]]
-    lines = [f"| {a} | {n} | {t} | {kb:.4f} | {ka:.4f} | {eb['ece']:.4f} | {ea['ece']:.4f} | {eb['confidence']:.3f} "
-             f"| {ea['confidence']:.3f} | {eb['accuracy']:.3f} |" for a, n, t, kb, ka, eb, ea in rows]
-    return head + "\n".join(lines) + "\n"
+    cells = [(a, n, t, f"{kb:.4f}", f"{ka:.4f}", f"{eb['ece']:.4f}", f"{ea['ece']:.4f}", f"{eb['confidence']:.3f}",
+              f"{ea['confidence']:.3f}", f"{eb['accuracy']:.3f}") for a, n, t, kb, ka, eb, ea in rows]
+    return head + markdown_table(header, cells) + "\n"
 
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ def test_a_folder_restored_from_its_archive_resumes_where_it_stopped(tmp_path):
 
 
 def test_rows_name_their_precision_and_older_shards_take_it_from_their_config(tmp_path):
-    entry.run(_cfg(tmp_path, COMPARE))
+    entry.run(_cfg(tmp_path, COMPARE, "dtype=null"))  # dtype=null: the pair's own (auto resolves by the CPU)
     rows = same_state_archive.load_rows(tmp_path / "ss")
     assert set(rows["dtype"]) == {"None"} and set(rows["device"]) == {"cpu"}  # the configured dtype: default
     assert set(same_state_archive.load_rows(tmp_path / "ss", driver=True)["dtype"]) == {"None"}

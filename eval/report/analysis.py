@@ -104,6 +104,9 @@ def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
     themselves keep NaN (tau is still usable).
     """
     df = df.drop(columns=[c for c in DERIVED_COLUMNS[1:] if c in df.columns])
+    for col in ("target_path", "target_sha"):  # rows written before the column: the default weights
+        df[col] = (df[col] if col in df.columns else pd.Series(None, index=df.index, dtype=object)
+                   ).fillna(DEFAULT_WEIGHTS).astype(str)
     cols = PAIR_KEY + ["new_tokens", "wall_s"]
     ar = df[df["method"] == AR.name].rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s"})
     ar_cols = [c if c not in ("new_tokens", "wall_s") else f"ar_{c}" for c in cols]

@@ -76,10 +76,17 @@ def _devices(rows: pd.DataFrame) -> str:
     return (f"hardware: {'; '.join(names)}; " if names else "") + told + "\n\n"
 
 
+def _targets(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its ``target_sha`` cells filled (rows written before the column: the default weights)."""
+    sha = df["target_sha"] if "target_sha" in df.columns else pd.Series(None, index=df.index, dtype=object)
+    return df.assign(target_sha=sha.fillna(DEFAULT_WEIGHTS).astype(str))
+
+
 def _timed(df: pd.DataFrame) -> Optional[pd.DataFrame]:
     """The rows that carry phase timings, with their ``tree`` label; None when there are none."""
     if df.empty or "phase_score_ms" not in df:
         return None
+    df = _targets(df)
     timed = df[df["phase_score_ms"].notna()].copy()
     if timed.empty:
         return None
@@ -177,7 +184,7 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
     spec = spec[spec["ar_wall_s"].notna()]
     if spec.empty:
         return None
-    spec = spec.copy()
+    spec = _targets(spec)
     spec["tree"] = [tree_label(r) for _, r in spec.iterrows()]
     blocks = []
     for key, rows in spec.groupby(GROUP, sort=True):
@@ -234,6 +241,7 @@ def agreement_table(df: pd.DataFrame) -> Optional[str]:
     """
     if df.empty or "output_tokens" not in df:
         return None
+    df = _targets(df)
     greedy = df[(df["temperature"] == 0) & df["output_tokens"].notna()]
     ar = greedy[greedy["method"] == AR.name]
     spec = greedy[greedy["method"] != AR.name]
