@@ -18,8 +18,8 @@ import pytest
 from eval.states.tables import main as state_tables
 from eval.store.state_archive import DRIVER_SCHEMA, ROW_SCHEMA, archive_paths
 from eval.store.state_restore import restore_rows
-from tests.synthetic_results import write_synthetic_results
-from tests.test_same_state_tables import synthetic
+from synthetic_results import write_synthetic_results
+from test_same_state_tables import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -15,7 +15,7 @@ from eval.states.tables import paired_markdown
 from eval.store.state_archive import load_rows
 from rheo.config import method_parameters
 from rheo.methods import method_names, reads
-from tests.test_same_state_tables import synthetic
+from test_same_state_tables import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,7 +19,7 @@ from eval.report.analysis import load, settings
 from eval.report.speed import speed_table
 from eval.store.keys import config_hash
 from rheo.models.tiny import make_tiny_llama
-from tests.synthetic_results import write_synthetic_results
+from synthetic_results import write_synthetic_results
 
 LOCAL = ["model=local", "model.name=my-llama", "model.chat_format=template", "method=rheo"]
 
