@@ -26,7 +26,7 @@ import pandas as pd
 
 from eval.report.analysis import mean_ci
 from eval.report.markdown import frame_markdown
-from eval.states.options import AUTO, CI_TEXT, M0, M1, TOLERANCE, TOPK, wide_keys
+from eval.states.options import AUTO, CI_TEXT, M0, M1, TOLERANCE, TOPK, _pm, wide_keys
 from rheo.cli import ArgumentParser, path_arg, run_main
 
 PROG = "python -m eval.states.rule_cells"
@@ -70,10 +70,6 @@ def cell_frame(dial: pd.DataFrame, serving: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _pm(mean: float, half: float) -> str:
-    return "-" if math.isnan(mean) else f"{mean:+.3f} ± {half:.3f}"
-
-
 def verdict_table(frame: pd.DataFrame, rule: str) -> pd.DataFrame:
     """One row per cell of ``rule``: prompts, the difference with each fixed setting, the worst lower
     bound and the verdict."""
@@ -84,7 +80,8 @@ def verdict_table(frame: pd.DataFrame, rule: str) -> pd.DataFrame:
         row = {"cell": f"{study}: T = {t:g}, a = {a:g}", "prompts": int(cell["keys"].min())}
         for fixed in FIXED:
             row[f"− {FIXED_NAMES[fixed]}"] = _pm(by[fixed]["diff"], by[fixed]["half"]) if fixed in by else "-"
-        row["worst lower bound"] = f"{cell['low'].min():+.3f}"
+        low = cell["low"].min()
+        row["worst lower bound"] = "-" if math.isnan(low) else f"{low:+.3f}"
         row["best fixed"] = FIXED_NAMES.get(cell["best"].iloc[0], "-")
         row["verdict"] = ("meets" if cell["meets"].iloc[0] else "does not meet") + (
             ", beats" if cell["beats"].iloc[0] else "")
