@@ -104,6 +104,11 @@ class SpecConfig:
         _choice("adapt", self.adapt, ADAPTS)
         if not (type(self.probe_min) is float and 0.0 <= self.probe_min <= 1.0):
             raise ValueError(f"probe_min must be a number in [0, 1], got {_show(self.probe_min)}")
+        unread = unread_settings(self, method.fields)
+        if unread:
+            shown = ", ".join(f"{name}={value!r}" for name, value in unread.items())
+            raise ValueError(f"method={self.method!r} does not read {shown}: drop {'it' if len(unread) == 1 else 'them'} "
+                             f"(it reads {', '.join(method.fields) or 'none of the tree parameters'} and temperature)")
         _int_at_least("k", self.k, 1)
         _int_at_least("depth", self.depth, 1)
         _int_at_least("tree_size", self.tree_size, 1)
@@ -136,6 +141,14 @@ class SpecConfig:
         """The named preset of rheo.presets (e.g. "rheo_auto") with ``overrides`` (temperature, tree) on top."""
         return cls(**preset_fields(name, **overrides))
 
+    @classmethod
+    def for_method(cls, method: str, **params) -> "SpecConfig":
+        """``method``'s configuration from parameters shared by several methods (a loop over methods with
+        one k and m): those ``method`` does not read are dropped, where the constructor refuses them."""
+        reads = set(get_method(method).fields)
+        harness = {f.name for f in method_parameters(cls)}
+        return cls(method=method, **{f: v for f, v in params.items() if f in reads or f not in harness})
+
     @property
     def max_children(self) -> int:
         """The most children one drafted node can get under this method."""
@@ -151,6 +164,14 @@ def method_parameters(spec_type: type = SpecConfig) -> tuple[dataclasses.Field, 
     method parameters, in declaration order: all but the run's own and the library-only ones."""
     return tuple(f for f in dataclasses.fields(spec_type)
                  if f.name not in RUN_FIELDS and f.metadata.get("harness", True))
+
+
+def unread_settings(cfg: SpecConfig, reads: tuple[str, ...]) -> dict[str, object]:
+    """The method parameters of ``cfg`` that a method reading ``reads`` ignores but that are set away
+    from their defaults (``topk`` with ``m=3``): a value that would mean nothing, refused by SpecConfig
+    and dropped, with a note, from the jobs of a harness sweep over it."""
+    return {f.name: getattr(cfg, f.name) for f in method_parameters(type(cfg))
+            if f.name not in reads and getattr(cfg, f.name) != f.default}
 
 
 def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:

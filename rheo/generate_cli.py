@@ -96,9 +96,12 @@ def tree_of(args) -> tuple[dict, str]:
 
 
 def spec_of(args, shape: dict):
-    """The SpecConfig of the run: a preset's fields or the method's, with the tree, T and --m on top."""
+    """The SpecConfig of the run: a preset's fields or the method's, with the tree, T and --m on top. A
+    tree field the method does not read is dropped unless typed (static's k); a typed one is refused."""
     from rheo.config import SpecConfig
 
+    method = PRESETS[args.method]["method"] if args.method in PRESETS else args.method
+    shape = {f: v for f, v in shape.items() if reads(method, f) or getattr(args, f, None) is not None}
     changes = {**shape, "temperature": args.temperature, **({} if args.m is None else {"m": args.m})}
     if args.method in PRESETS:
         return SpecConfig.preset(args.method, **changes)

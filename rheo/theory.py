@@ -36,7 +36,7 @@ def node_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, meth
     if acceptance is None:
         raise ValueError(f"method {method!r} registers no closed-form acceptance; methods with one: "
                          f"{[n for n in method_names() if get_method(n).acceptance is not None]}")
-    cfg = SpecConfig(method=method, k=k, m=m, temperature=temperature, sparse_top=sparse_top)
+    cfg = SpecConfig.for_method(method=method, k=k, m=m, temperature=temperature, sparse_top=sparse_top)
     return acceptance(p, draft_logits.to(torch.float64), cfg)
 
 

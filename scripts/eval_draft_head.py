@@ -136,7 +136,7 @@ def measure(args) -> tuple[list[dict], float]:
     rows, t0 = [], time.time()
     for group, prompts in groups:
         for method, temp, seed in runs if group == "heldout" else [r for r in runs if r[1] == 0]:
-            cfg = SpecConfig(method=method, k=args.k, m=1, depth=args.depth, tree_size=args.tree_size,
+            cfg = SpecConfig.for_method(method=method, k=args.k, m=1, depth=args.depth, tree_size=args.tree_size,
                              temperature=temp)
             for i, (kind, ids) in enumerate(prompts):
                 out = speculative_generate(target, drafter, ids, args.max_new_tokens, config=cfg,

@@ -240,7 +240,7 @@ def tuned_specs(temperature: float) -> list[SpecConfig]:
             key, _, value = line.strip().partition(":")
             if key in ("k", "m", "depth", "tree_size") and value.strip():
                 vals[key] = int(value)
-        out.append(SpecConfig(method=method, temperature=temperature, **{**dc.PAPER_TREE, **vals}))
+        out.append(SpecConfig.for_method(method=method, temperature=temperature, **{**dc.PAPER_TREE, **vals}))
     return out
 
 

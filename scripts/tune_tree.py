@@ -109,7 +109,7 @@ def measure_dtypes(args, dtypes: list[str], texts: list[str], nodes: list[int], 
         print(f"[{dtype}] head ms per layer by width: " + ", ".join(f"{f}:{v:.1f}" for f, v in costs["head_ms"].items())
               + f"; commit {costs['commit_ms']:.1f} ms")
         for t in report["temperatures"]:
-            ar = tuning.run_tau(pair, prompts, SpecConfig(method=AR.name, temperature=t), args.max_new, args.seed,
+            ar = tuning.run_tau(pair, prompts, SpecConfig.for_method(method=AR.name, temperature=t), args.max_new, args.seed,
                                 args.device)
             report[AR.name].append({"dtype": dtype, "temperature": t, "tokens_per_s": ar.tokens_per_s,
                                  "new_tokens": ar.new_tokens, "wall_s": ar.wall_s})
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     tau_dtype = args.tau_dtype or min(dtypes, key=lambda d: tuning._interp(report["costs"][d]["target_ms"], 16))
     report["tau_dtype"] = tau_dtype
     measure_shapes(args, pairs[tau_dtype], texts, shapes, report)
-    tuned = {label(name, fields): SpecConfig(method=name, **fields) for name, fields in METHODS}
+    tuned = {label(name, fields): SpecConfig.for_method(method=name, **fields) for name, fields in METHODS}
     report["best"] = {m: tuning.pick_best(report["expected"], m) for m in tuned}
     report["wall_s"] = time.perf_counter() - started
     args.out.mkdir(parents=True, exist_ok=True)

@@ -164,7 +164,7 @@ def test_a_twin_whose_choice_sees_the_drawn_token_is_caught():
     name = register(dataclasses.replace(get_method("rheo"), name="peeking_rheo", candidates=_peeking_candidates),
                     replace=True).name
     try:
-        cfg = SpecConfig(method=name, k=2, m=1, depth=1, tree_size=2, temperature=1.0, sparse_top=None)
+        cfg = SpecConfig.for_method(method=name, k=2, m=1, depth=1, tree_size=2, temperature=1.0, sparse_top=None)
         got = decoder_distribution(target, drafter, [0], 1, cfg)
     finally:
         unregister(name)

@@ -31,8 +31,7 @@ def _tree(cfg, rng, recorder_rng=None):
 
 
 @pytest.mark.parametrize("cfg", [SpecConfig(method="rheo", k=3, m=1, depth=2, tree_size=4, sparse_top=None, temperature=0.7),
-                                 SpecConfig(method="rheo", k=3, m=0, depth=2, tree_size=5, sparse_top=None, temperature=1.0,
-                                            proxy="tempered"),
+                                 SpecConfig(method="rheo", k=3, m=0, depth=2, tree_size=5, sparse_top=None, temperature=1.0),
                                  SpecConfig(method="static", branching=(2, 1), sparse_top=None, temperature=0.8)])
 def test_each_tree_is_distributed_as_with_its_own_generator(cfg):
     exact = enumerate_outcomes(lambda scripted: _tree(cfg, scripted))

@@ -31,8 +31,11 @@ def test_invalid_settings_raise_naming_parameter(kwargs, name):
         SpecConfig(**kwargs)
 
 
-def test_m_ignored_by_topk():
-    assert SpecConfig(method="topk", k=3, m=7).method == "topk"
+def test_m_refused_by_topk():
+    """Top-K has no leads: an m set away from its default means nothing and is refused by name."""
+    with pytest.raises(ValueError, match=r"method='topk' does not read m=7"):
+        SpecConfig(method="topk", k=3, m=7)
+    assert SpecConfig.for_method(method="topk", k=3, m=7) == SpecConfig(method="topk", k=3)
 
 
 def test_error_lists_choices():

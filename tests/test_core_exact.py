@@ -31,14 +31,14 @@ GRID = [("topk", 0), ("rheo", 0), ("rheo", 1), ("rheo", 2)]
 @pytest.mark.parametrize("sparse_top", [None, 3])
 def test_lossless_depth2_two_tokens(method, m, temperature, sparse_top):
     k = 3 if m == 2 else 2
-    cfg = SpecConfig(method=method, k=k, m=m, depth=2, tree_size=4, temperature=temperature,
+    cfg = SpecConfig.for_method(method=method, k=k, m=m, depth=2, tree_size=4, temperature=temperature,
                      sparse_top=sparse_top)
     assert _tv(cfg, vocab=4, n_tokens=2) < EXACT
 
 
 @pytest.mark.parametrize("method,m", [("topk", 0), ("rheo", 1)])
 def test_lossless_depth3_three_tokens(method, m):
-    cfg = SpecConfig(method=method, k=2, m=m, depth=3, tree_size=4, temperature=1.0, sparse_top=None)
+    cfg = SpecConfig.for_method(method=method, k=2, m=m, depth=3, tree_size=4, temperature=1.0, sparse_top=None)
     assert _tv(cfg, vocab=3, n_tokens=3, salt=5) < EXACT
 
 

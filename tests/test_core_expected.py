@@ -184,7 +184,7 @@ class _LazyTarget:
 
 @pytest.mark.parametrize("method", ["rheo", "static"])
 def test_free_when_off_lazy_rows(method):
-    cfg = SpecConfig(method=method, k=3, m=1, depth=3, tree_size=8, branching=(2, 2, 1), temperature=1.0,
+    cfg = SpecConfig.for_method(method=method, k=3, m=1, depth=3, tree_size=8, branching=(2, 2, 1), temperature=1.0,
                      sparse_top=None)
     base, drafter, _ = toy_pair(6, salt=2)
     runs = {}
@@ -206,7 +206,7 @@ def test_a_method_without_path_probs_is_refused_up_front():
     plain = register(dataclasses.replace(get_method("topk"), name="no_expectation", path_probs=None))
     try:
         target, drafter, _ = toy_pair(4)
-        cfg = SpecConfig(method=plain.name, k=2, depth=1, tree_size=2)
+        cfg = SpecConfig.for_method(method=plain.name, k=2, depth=1, tree_size=2)
         with pytest.raises(ValueError, match="record_expected needs the method's path_probs"):
             speculative_generate(target, drafter, [1], 4, cfg, record_expected=True)
         assert speculative_generate(target, drafter, [1], 4, cfg).tokens  # off: fine

@@ -35,7 +35,7 @@ def test_greedy_equals_target_greedy(method, m, kind):
     target, _, t_fn = toy_pair(VOCAB, salt=11)
     d_fn = toy_pair(VOCAB, salt=12)[2]
     drafter = drafters(t_fn, d_fn)[kind]
-    cfg = SpecConfig(method=method, k=3, m=m, depth=4, tree_size=10, temperature=0.0, sparse_top=5)
+    cfg = SpecConfig.for_method(method=method, k=3, m=m, depth=4, tree_size=10, temperature=0.0, sparse_top=5)
     out = speculative_generate(target, drafter, [1, 2, 3], 40, cfg, torch.Generator().manual_seed(0))
     want = greedy_reference(t_fn, [1, 2, 3], 40)
     assert out.tokens == want

@@ -201,7 +201,7 @@ def _lemma_case(temperature: float, candidates=None) -> float:
         name = register(dataclasses.replace(get_method("rheo"), name="lossy_tempered", candidates=candidates),
                         replace=True).name
     try:
-        cfg = SpecConfig(method=name, k=3, m=1, depth=1, tree_size=2, temperature=temperature, sparse_top=None,
+        cfg = SpecConfig.for_method(method=name, k=3, m=1, depth=1, tree_size=2, temperature=temperature, sparse_top=None,
                          proxy="tempered")
         got = decoder_distribution(target, drafter, [0], 1, cfg)
     finally:

@@ -21,7 +21,7 @@ CONFIGS = [
     SpecConfig(method="topk", k=4, depth=4, tree_size=12, sparse_top=None, rank="q_T", temperature=0.7),
     SpecConfig(method="topk", k=4, depth=3, tree_size=9, sparse_top=6, rank="q_T", temperature=0.0),
     SpecConfig(k=4, m=1, depth=4, tree_size=12, sparse_top=None, temperature=0.6, proxy="tempered"),
-    SpecConfig(k=4, m=0, depth=4, tree_size=12, sparse_top=6, temperature=0.6, rank="q_T", proxy="tempered"),
+    SpecConfig(k=4, m=0, depth=4, tree_size=12, sparse_top=6, temperature=0.6, rank="q_T"),
     SpecConfig(k=5, m=2, depth=3, tree_size=9, sparse_top=7, temperature=0.0, rank="q_T"),
     SpecConfig(k=5, m=1, depth=3, tree_size=9, sparse_top=7, temperature=0.8, rank="q_T", proxy="tempered",
                probe_min=0.3),

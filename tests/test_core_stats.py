@@ -72,7 +72,7 @@ def test_closed_form_matches_monte_carlo(method, m):
     p_logits = torch.randn(8, generator=g, dtype=torch.float64) * 1.5
     q_logits = torch.randn(8, generator=g, dtype=torch.float64) * 1.5
     k, temperature = 4, 0.8
-    cfg = SpecConfig(method=method, k=k, m=m, depth=1, tree_size=k, temperature=temperature, sparse_top=6)
+    cfg = SpecConfig.for_method(method=method, k=k, m=m, depth=1, tree_size=k, temperature=temperature, sparse_top=6)
     closed = node_acceptance(tempered(p_logits, temperature), q_logits, method, k, m, temperature, 6)
     rate, n = _acceptance_mc(p_logits, q_logits, cfg, 4000, seed=5)
     sigma = (closed * (1 - closed) / n) ** 0.5

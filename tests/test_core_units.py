@@ -118,7 +118,7 @@ def test_sparse_truncation_drops_tail():
 def test_tree_closed_under_ancestors_and_mask():
     target, drafter, _ = toy_pair(8, salt=4)
     for method, m in [("topk", 0), ("rheo", 0), ("rheo", 1), ("rheo", 3)]:
-        cfg = SpecConfig(method=method, k=4, m=m, depth=4, tree_size=9, sparse_top=None)
+        cfg = SpecConfig.for_method(method=method, k=4, m=m, depth=4, tree_size=9, sparse_top=None)
         built = build_tree(_draft_fn(drafter, [0, 1]), 1, cfg, TorchRandom(torch.Generator().manual_seed(1)))
         parents = built.tree.parents.tolist()
         assert built.tree.num_nodes == 10 and parents[0] == -1

@@ -56,7 +56,7 @@ def test_a_draft_temperature_that_is_not_a_positive_number_is_refused(drafter, b
 @pytest.mark.parametrize("tau", [0.4, 2.5])
 def test_decoding_with_a_tempered_drafter_keeps_the_targets_distribution(method, m, temperature, tau):
     target, base, t_fn = toy_pair(4, salt=2)
-    cfg = SpecConfig(method=method, k=2, m=m, depth=2, tree_size=4, temperature=temperature, sparse_top=None)
+    cfg = SpecConfig.for_method(method=method, k=2, m=m, depth=2, tree_size=4, temperature=temperature, sparse_top=None)
     scaled = ScaledDrafter(base, tau)
     got = decoder_distribution(target, scaled, [1, 2], 2, cfg)
     assert abs(sum(got.values()) - 1.0) < EXACT

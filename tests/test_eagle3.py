@@ -89,7 +89,7 @@ def test_greedy_speculative_equals_hf_generate(tiny, drafter, method):
     n_new = 24
     ref = tiny.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
                         max_new_tokens=n_new, do_sample=False, min_new_tokens=n_new)[0, len(prompt):].tolist()
-    cfg = SpecConfig(method=method, k=4, m=1, depth=4, tree_size=10, temperature=0.0, sparse_top=None)
+    cfg = SpecConfig.for_method(method=method, k=4, m=1, depth=4, tree_size=10, temperature=0.0, sparse_top=None)
     out = speculative_generate(target, drafter, prompt, n_new, config=cfg, generator=torch.Generator().manual_seed(0))
     assert_greedy_match(out.tokens, ref, tiny, prompt)
     assert sum(out.accept_lengths) == n_new
@@ -98,7 +98,7 @@ def test_greedy_speculative_equals_hf_generate(tiny, drafter, method):
 @pytest.mark.parametrize("method", ["topk", "rheo"])
 def test_sampling_runs_and_is_seeded(tiny, drafter, method):
     target = HFTarget(tiny)
-    cfg = SpecConfig(method=method, k=4, m=1, depth=4, tree_size=10, temperature=1.0, sparse_top=32)
+    cfg = SpecConfig.for_method(method=method, k=4, m=1, depth=4, tree_size=10, temperature=1.0, sparse_top=32)
     runs = [speculative_generate(target, drafter, [5, 17, 33], 20, config=cfg,
                                  generator=torch.Generator().manual_seed(3)).tokens for _ in range(2)]
     assert runs[0] == runs[1] and len(runs[0]) == 20

@@ -50,7 +50,7 @@ def test_decoding_a_processed_target_is_exactly_its_processed_distribution(name,
     target, drafter, logits_fn = toy_pair(5, salt=3)
     pre, post = _split_at_temperature(LogitsProcessorList(processors), temperature)
     processed = ProcessedTarget(target, pre, post or None, temperature)
-    cfg = SpecConfig(method=method, temperature=temperature, k=2, depth=2, tree_size=4, m=1, sparse_top=None)
+    cfg = SpecConfig.for_method(method=method, temperature=temperature, k=2, depth=2, tree_size=4, m=1, sparse_top=None)
     got = decoder_distribution(processed, drafter, PROMPT, N, cfg)
     want = target_distribution(_reference(logits_fn, processors), PROMPT, N, 1.0)
     plain = target_distribution(logits_fn, PROMPT, N, temperature)

@@ -41,7 +41,7 @@ def test_sampled_tokens_are_those_of_speculative_generate_for_the_same_seed(pair
                                  do_sample=True, temperature=0.7, top_k=0, max_new_tokens=NEW,
                                  return_dict_in_generate=True)  # top_k=0: generate's full vocabulary (its default is 50)
     torch.manual_seed(3)
-    ref = speculative_generate(pair.target, pair.drafter, prompt[0], NEW, SpecConfig(method=method, temperature=0.7),
+    ref = speculative_generate(pair.target, pair.drafter, prompt[0], NEW, SpecConfig.for_method(method=method, temperature=0.7),
                                eos_token_id=pair.hf_model.generation_config.eos_token_id)
     assert out.sequences[0, :prompt.shape[1]].tolist() == prompt[0].tolist()
     assert out.sequences[0, prompt.shape[1]:].tolist() == ref.tokens

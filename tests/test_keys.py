@@ -29,7 +29,7 @@ def test_every_committed_row_rehashes_from_its_columns(archive):
     rows = {r["config_hash"]: r for r in pq.read_table(ROOT / "results" / archive).to_pylist()}
     assert len(rows) >= {"runs.parquet": 2}.get(archive, 10)  # the main table: Top-K and Rheo m=1
     for chash, r in rows.items():
-        spec = SpecConfig(method=r["method"], temperature=r["temperature"],
+        spec = SpecConfig.for_method(method=r["method"], temperature=r["temperature"],
                           **{f: r[f] for f in get_method(r["method"]).fields if r.get(f) is not None})
         found = {keys.config_hash(keys.method_key(
             spec, model=r["model"], device=r["device"], dtype=dtype, seed=r["seed"],
@@ -57,7 +57,9 @@ def test_a_new_spec_field_reaches_the_method_node_the_row_columns_and_the_key():
         key = keys.method_key(_WithTilt(method="tilted", tilt=0.25), **run)
         assert key["tilt"] == 0.25
         assert keys.config_hash(key) != keys.config_hash(keys.method_key(_WithTilt(method="tilted", tilt=0.3), **run))
-        assert "tilt" not in keys.method_key(_WithTilt(method="topk", tilt=0.25), **run)  # other methods' keys stay
+        assert "tilt" not in keys.method_key(_WithTilt(method="topk"), **run)  # other methods' keys stay
+        with pytest.raises(ValueError, match="method='topk' does not read tilt=0.25"):  # and refuse a value of it
+            _WithTilt(method="topk", tilt=0.25)
     finally:
         unregister("tilted")
 

@@ -44,6 +44,6 @@ def test_topk_acceptance_is_its_bound_with_tied_draft_logits(seed, temperature):
 def test_no_method_beats_the_bound_of_its_own_candidate_sets(seed, name, extra):
     recorder, target, d2t = _tied_root(seed)
     for temperature in (0.5, 1.0):
-        cfg = SpecConfig(method=name, k=10, sparse_top=128, temperature=temperature, **extra)
+        cfg = SpecConfig.for_method(method=name, k=10, sparse_top=128, temperature=temperature, **extra)
         cols = root_columns(get_method(name), cfg, recorder, ROOT, target, d2t)
         assert 0.0 <= cols["root_acceptance"] <= cols["root_ot_bound"] + 1e-6 <= 1.0 + 1e-6

@@ -64,9 +64,13 @@ def test_config_is_validated_per_method(kwargs, message):
         SpecConfig(**kwargs)
 
 
-def test_fields_a_method_does_not_read_are_ignored():
+def test_fields_a_method_does_not_read_keep_their_defaults():
+    """A field the method does not read is not checked against the ones it does (chain's default k=10
+    above sparse_top=2), and is refused when set away from its default (static with k=1)."""
     assert SpecConfig(method="chain", depth=3, sparse_top=2).max_children == 1  # k=10 > sparse_top is fine
-    assert SpecConfig(method="static", branching=[3, 1], k=1, sparse_top=3).branching == (3, 1)  # list -> tuple
+    assert SpecConfig(method="static", branching=[3, 1], sparse_top=3).branching == (3, 1)  # list -> tuple
+    with pytest.raises(ValueError, match=r"method='static' does not read k=1: drop it \(it reads branching"):
+        SpecConfig(method="static", branching=[3, 1], k=1, sparse_top=3)
     assert SpecConfig(method="static", branching=(3, 1)).max_children == 3 and SpecConfig().max_children == 10
     target, drafter, _ = toy_pair(4)
     with pytest.raises(ValueError, match="draft vocabulary"):
@@ -133,7 +137,7 @@ def readme_method():
 
 def test_readme_example_method_is_lossless_and_reaches_the_harness(readme_method):
     name = readme_method.name
-    cfg = SpecConfig(method=name, k=3, depth=2, tree_size=4, temperature=1.0, sparse_top=None)
+    cfg = SpecConfig.for_method(method=name, k=3, depth=2, tree_size=4, temperature=1.0, sparse_top=None)
     target, drafter, t_fn = toy_pair(4)
     got = decoder_distribution(target, drafter, [1, 2], 2, cfg)
     assert total_variation(got, target_distribution(t_fn, [1, 2], 2, 1.0)) < 1e-9
@@ -153,7 +157,7 @@ def test_readme_example_method_records_its_expected_acceptance(readme_method):
     from rheo.exact import verifier_path_probs
     from rheo.methods import build_tree
 
-    cfg = SpecConfig(method=readme_method.name, k=3, depth=2, tree_size=4, temperature=1.0, sparse_top=None)
+    cfg = SpecConfig.for_method(method=readme_method.name, k=3, depth=2, tree_size=4, temperature=1.0, sparse_top=None)
     target, drafter, _ = toy_pair(4)
     out = speculative_generate(target, drafter, [1, 2], 8, cfg, torch.Generator().manual_seed(0), record_expected=True)
     assert len(out.expected_accept_lengths) == out.target_calls
@@ -248,11 +252,11 @@ def test_baselines_are_reference_methods_run_through_one_generate():
     prompt = pair.format_chat([{"role": "user", "content": "hi"}])
     want = autoregressive_generate(pair.target, prompt, 6, 0.0).tokens
     for name in (AR.name, HF_GENERATE.name, "topk"):
-        spec = SpecConfig(method=name, k=4, depth=2, tree_size=6, temperature=0.0)
+        spec = SpecConfig.for_method(method=name, k=4, depth=2, tree_size=6, temperature=0.0)
         assert generate(pair, spec, prompt, 6, torch.Generator().manual_seed(0)).tokens == want, name
-    assert phase_timer(SpecConfig(method=HF_GENERATE.name), "cpu") is None  # transformers runs that loop
-    assert phase_timer(SpecConfig(method=AR.name), "cpu") is not None
+    assert phase_timer(SpecConfig.for_method(method=HF_GENERATE.name), "cpu") is None  # transformers runs that loop
+    assert phase_timer(SpecConfig.for_method(method=AR.name), "cpu") is not None
     with pytest.raises(ValueError, match="reference method"):
-        speculative_generate(pair.target, pair.drafter, prompt, 4, config=SpecConfig(method=AR.name))
+        speculative_generate(pair.target, pair.drafter, prompt, 4, config=SpecConfig.for_method(method=AR.name))
     with pytest.raises(ValueError, match="needs generate"):
         Method(name="no_loop", display="No loop", kind="reference")

@@ -34,7 +34,7 @@ ALPHA = 1e-4
 
 
 def static(branching, replacement=False, temperature=1.0, sparse_top=None, method="static"):
-    return SpecConfig(method=method, branching=branching, replacement=replacement, temperature=temperature,
+    return SpecConfig.for_method(method=method, branching=branching, replacement=replacement, temperature=temperature,
                       sparse_top=sparse_top)
 
 

@@ -102,7 +102,7 @@ def test_greedy_decode_with_the_dial_is_the_targets_greedy_decode(tiny, drafter,
     n_new = 24
     ref = tiny.generate(torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
                         max_new_tokens=n_new, do_sample=False, min_new_tokens=n_new)[0, len(PROMPT):].tolist()
-    cfg = SpecConfig(method=method, k=3, m=m, depth=3, tree_size=8, temperature=0.0, sparse_top=16)
+    cfg = SpecConfig.for_method(method=method, k=3, m=m, depth=3, tree_size=8, temperature=0.0, sparse_top=16)
     out = speculative_generate(target, MixedDrafter(drafter, target, mix), PROMPT, n_new, cfg,
                                torch.Generator().manual_seed(0))
     assert_greedy_match(out.tokens, ref, tiny, PROMPT)

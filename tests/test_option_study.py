@@ -122,6 +122,6 @@ def test_rheo_auto_is_the_studied_tempered_rule_and_rheo_stays_the_papers():
         paper = spec_config(compose_config(["method=rheo", f"temperature={t}"]))
         assert paper == SpecConfig(method="rheo", m=1, proxy="rheo", temperature=t)
     study = compose_config(["measure=same_state"] + ["experiment=serving_temps", "temperature=0.7"])
-    compared = [SpecConfig(method=c["name"], temperature=0.7, **{f: v for f, v in dict(c).items() if f != "name"})
+    compared = [SpecConfig.for_method(method=c["name"], temperature=0.7, **{f: v for f, v in dict(c).items() if f != "name"})
                 for c in study.compare]
     assert spec_config(compose_config(["method=rheo_auto", "temperature=0.7"])) in compared

@@ -204,3 +204,24 @@ def test_speed_bench_without_a_local_copy_says_what_to_download(tmp_path):
     text = str(err.value)
     assert "huggingface-cli download nvidia/SPEED-Bench --repo-type dataset" in text and "qualitative" in text
     assert len(text.splitlines()) == 1
+
+
+def test_a_second_prompt_file_under_the_same_suite_name_replaces_nothing(tmp_path):
+    """Two prompt files of one suite name into one folder: the second run is refused in one line
+    before any model loads, and the first file's rows stay; under its own suite name it runs beside."""
+    import eval.run as entry
+    from eval.store.resume import OtherPromptsError
+
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(json.dumps(r) + "\n" for r in _records(1)))
+    second.write_text("".join(json.dumps({**r, "turns": [t + " Briefly." for t in r["turns"]]}) + "\n"
+                              for r in _records(1)))
+    out = [f"output_dir={tmp_path / 'out'}", "dataset=local"]
+    assert entry.run(compose_config(TINY + out + [f"dataset.path={first}"])).computed == 3
+    kept = load_results(tmp_path / "out")
+    with pytest.raises(OtherPromptsError, match=r"suite 'local' item 1 made from other text") as err:
+        entry.run(compose_config(TINY + out + [f"dataset.path={second}"]))
+    assert "\n" not in str(err.value)
+    pd.testing.assert_frame_equal(load_results(tmp_path / "out"), kept)
+    assert entry.run(compose_config(TINY + out + [f"dataset.path={second}", "dataset.suites=[briefly]"])).computed == 3
+    assert set(load_results(tmp_path / "out")["dataset"]) == {"local", "briefly"}

@@ -164,8 +164,14 @@ def test_load_with_explicit_paths_template_format(tmp_path, stub_drafter):
     assert ids == [WORDS.index(w) for w in ("<|begin_of_text|>", "user:", "hi", "<|eot_id|>", "assistant:")]
 
 
-def test_template_entry_without_chat_template_is_rejected(tmp_path, stub_drafter):
+def test_template_entry_without_chat_template_is_rejected_before_loading(tmp_path, stub_drafter, monkeypatch):
+    import rheo.models.loading as loading
+
     target = write_target(tmp_path / "t", bos="<|begin_of_text|>", eos="<|end_of_text|>", template=None)
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the target's weights were read before the chat format was checked")
+    monkeypatch.setattr(loading, "_load_target", no_load)
     with pytest.raises(ValueError, match="no chat template"):
         load_model_pair("llama31_8b_instruct", dtype=torch.float32, target_path=str(target),
                         head_path=str(write_head(tmp_path / "h")))

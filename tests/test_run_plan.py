@@ -32,9 +32,9 @@ def derivations(monkeypatch):
     calls: list[tuple[str, str]] = []
     spec_config, method_key = schema.spec_config, keys.method_key
 
-    def counted_spec(cfg, method=None):
+    def counted_spec(cfg, method=None, typed=None):
         calls.append(("spec", method or cfg.method.name))
-        return spec_config(cfg, method)
+        return spec_config(cfg, method, typed)
 
     def counted_key(spec, **kwargs):
         calls.append(("key", spec.method))

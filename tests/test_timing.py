@@ -48,7 +48,7 @@ def test_phase_timer_splits_a_cycle_and_measures_sleeps():
 @pytest.mark.parametrize("method", ["topk", "rheo"])
 def test_timer_leaves_the_output_unchanged(method):
     target, drafter, _ = toy_pair(6, salt=3)
-    cfg = SpecConfig(method=method, k=3, m=1, depth=3, tree_size=6, temperature=1.0, sparse_top=None)
+    cfg = SpecConfig.for_method(method=method, k=3, m=1, depth=3, tree_size=6, temperature=1.0, sparse_top=None)
     plain = speculative_generate(target, drafter, [0, 1], 12, cfg, torch.Generator().manual_seed(5))
     tm = PhaseTimer()
     timed = speculative_generate(target, drafter, [0, 1], 12, cfg, torch.Generator().manual_seed(5), timer=tm)

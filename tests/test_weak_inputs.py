@@ -122,3 +122,68 @@ def test_an_experiment_file_with_a_duplicate_key_is_named_with_its_line(tmp_path
     err = capsys.readouterr().err
     assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"{bad}:3: found duplicate key limit: give each key once" in err and "unexpected" not in err
+
+
+# ------------------------------------------------------------------ one validation of method/option combinations
+@pytest.mark.parametrize("fields,needle", [
+    ({"method": "topk", "m": 3}, "method='topk' does not read m=3"),
+    ({"method": "topk", "probe_min": 0.1}, "method='topk' does not read probe_min=0.1"),
+    ({"method": "topk", "proxy": "tempered"}, "method='topk' does not read proxy='tempered'"),
+    ({"method": "static", "rank": "q_T"}, "method='static' does not read rank='q_T'"),
+    ({"method": "rheo", "m": 0, "proxy": "tempered"}, "with m=0 there is no lead"),
+    ({"method": "rheo", "m": 0, "probe_min": 0.1}, "give probe_min=0 with m=0"),
+])
+def test_a_value_the_method_does_not_read_is_refused(fields, needle):
+    from rheo.config import SpecConfig
+
+    with pytest.raises(ValueError) as err:
+        SpecConfig(**fields)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="with m=0 there is no lead"):
+        SpecConfig.preset("rheo_auto", m=0)
+    shared = {"k": 4, "m": 3, "probe_min": 0.1}  # one loop over methods: what a method does not read is dropped
+    assert SpecConfig.for_method(method="topk", **shared) == SpecConfig(method="topk", k=4)
+
+
+def test_the_generate_command_refuses_an_unread_value_before_loading(no_load, capsys):
+    from rheo.generate_cli import generate_main
+
+    with pytest.raises(ValueError, match=r"method='topk' does not read m=3: drop it") as err:
+        generate_main(["hi", "--method", "topk", "--m", "3"])
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"with m=0 there is no lead"):
+        generate_main(["hi", "--method", "rheo_auto", "--m", "0"])
+    with pytest.raises(_Loaded):
+        generate_main(["hi", "--method", "rheo", "--m", "0"])
+
+
+def test_the_harness_refuses_a_typed_unread_value_and_drops_a_swept_one():
+    from eval.conf.schema import spec_config
+    from eval.store.keys import config_hash
+
+    topk_m3 = compose_config(["method=topk", "method.m=3"])
+    with pytest.raises(ValueError, match=r"method='topk' does not read m=3"):
+        spec_config(topk_m3, typed={"m"})  # typed on one run's command line
+    plain = run_plan(compose_config(["method=topk"]))
+    swept = [run_plan(compose_config(["method=topk", f"method.m={m}"]), typed=set()) for m in (0, 1, 2)]
+    assert {config_hash(p.key) for p in swept} == {config_hash(plain.key)}  # a sweep's Top-K jobs share rows
+    assert all(p.spec == plain.spec for p in swept)
+    with pytest.raises(ValueError, match=r"compare\[1\].*does not read m=3"):  # a compare entry is written
+        run_plan(compose_config(["measure=same_state", "method=topk", "compare=[{name:topk},{name:topk,m:3}]"]))
+
+
+def test_rows_of_one_name_from_two_chat_formats_are_named_not_merged():
+    """One model name run with two chat formats keys two configs whose rows share every table column:
+    the paired tables refuse them in one line naming both configs (was pandas' "Merge keys are not unique")."""
+    import pandas as pd
+
+    from eval.report.analysis import PAIR_KEY, paired
+
+    base = {k: 0 for k in PAIR_KEY} | {"model": "mine", "dataset": "local", "temperature": 1.0}
+    rows = pd.DataFrame([base | {"variant": "Top-K", "tau": 2.0, "config_hash": "aaa"},
+                         base | {"variant": "Top-K", "tau": 2.5, "config_hash": "bbb"},
+                         base | {"variant": "Rheo m=1", "tau": 3.0, "config_hash": "ccc"}])
+    with pytest.raises(ValueError, match=r"Top-K: 2 rows share their prompt .* configs \['aaa', 'bbb'\]") as err:
+        paired(rows, "Top-K", "Rheo m=1")
+    assert "\n" not in str(err.value)
+    assert paired(rows.iloc[1:], "Top-K", "Rheo m=1")["diff"].tolist() == [0.5]

@@ -16,11 +16,14 @@ the fields.
 
 from __future__ import annotations
 
+import logging
 import typing
 from dataclasses import dataclass, field, make_dataclass
 from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
 from baselines import AR
@@ -33,6 +36,7 @@ from rheo.cpu_dtype import DtypeChoice, resolve_dtype
 from rheo.placement import DTYPE_NAMES
 
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
+log = logging.getLogger(__name__)
 PAPER_MODELS = tuple(REGISTRY)
 TEST_MODELS = ("tiny_random",)
 MODELS = PAPER_MODELS + TEST_MODELS
@@ -153,16 +157,45 @@ def register_configs() -> None:
     ConfigStore.instance().store(name="base_config", node=RunConf)
 
 
-def spec_config(cfg: DictConfig, method: Optional[str] = None) -> SpecConfig:
+def spec_config(cfg: DictConfig, method: Optional[str] = None, typed: Optional[set[str]] = None) -> SpecConfig:
     """The decoding configuration of the run's method, or of ``method`` run next to it (the AR
     baseline, which reads none of the method node's parameters, or an ``alongside`` method, which
-    reads those it shares)."""
+    reads those it shares).
+
+    A method parameter the method does not read (``m`` for Top-K), set away from its default, is
+    refused when the user typed it for this one run (``typed``: default :func:`typed_method_fields`),
+    as :class:`rheo.config.SpecConfig` refuses it; set by a file or a sweep shared by several methods
+    (an experiment's ``method.branching``, ``method=topk,rheo method.m=0,1``), it is dropped with a
+    note: the job runs, and is keyed, without it."""
     fields = {f: v for f, v in to_plain(cfg.method).items() if f != "name" and f in SpecConfig.__dataclass_fields__}
+    name = cfg.method.name if method is None else method
+    reads = set(get_method(name).fields)
     if method is not None and method != cfg.method.name:  # only the parameters it reads (AR: none)
-        reads = set(get_method(method).fields)
         return SpecConfig(method=method, temperature=float(cfg.temperature),
                           **{f: v for f, v in fields.items() if f in reads})
-    return SpecConfig(method=cfg.method.name, temperature=float(cfg.temperature), **fields)
+    unread = sorted(f for f in fields if f not in reads and fields[f] != _default(f))
+    typed = typed_method_fields() if typed is None else typed
+    if set(unread) & typed:
+        SpecConfig(method=name, temperature=float(cfg.temperature), **fields)  # raises, naming what is unread
+    if unread:
+        log.info("method=%s does not read %s: this job runs and is keyed without %s", name,
+                 ", ".join(f"{f}={fields[f]!r}" for f in unread), "it" if len(unread) == 1 else "them")
+        fields = {f: v for f, v in fields.items() if f not in unread}
+    return SpecConfig(method=name, temperature=float(cfg.temperature), **fields)
+
+
+def typed_method_fields() -> set[str]:
+    """The method parameters a user typed on the command line of a single run (``method.m=3`` ->
+    {"m"}); empty in a multirun (a sweep's values are shared by its methods) and outside Hydra."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.RUN:
+        return set()
+    typed = HydraConfig.get().overrides.task
+    return {o.lstrip("+~").split("=", 1)[0].split(".", 1)[1] for o in typed
+            if o.lstrip("+~").startswith("method.") and "=" in o}
+
+
+def _default(name: str):
+    return SpecConfig.__dataclass_fields__[name].default
 
 
 def run_dtype(cfg: DictConfig) -> DtypeChoice:
@@ -179,10 +212,11 @@ def method_key(cfg: DictConfig, method: Optional[str] = None) -> dict:
     return _key(cfg, spec_config(cfg, method))
 
 
-def _key(cfg: DictConfig, spec: SpecConfig) -> dict:
+def _key(cfg: DictConfig, spec: SpecConfig, own: Optional[dict] = None) -> dict:
+    """``own``: the key of the run's method, when known (the AR baseline's ``paired_with``)."""
     paired = None
     if spec.method == AR.name and cfg.method.name != AR.name and cfg.paired_baseline:
-        paired = config_hash(method_key(cfg))
+        paired = config_hash(method_key(cfg) if own is None else own)
     return keys.method_key(spec, model=cfg.model.name, device=cfg.device, dtype=run_dtype(cfg).dtype, seed=cfg.seed,
                            max_new_tokens=cfg.max_new_tokens, target_path=cfg.model.target_path,
                            head_path=cfg.model.head_path, paired_with=paired, draft_mix=cfg.get("draft_mix"),
@@ -202,9 +236,10 @@ class CheckedRun:
     compared: tuple = ()
 
 
-def run_plan(cfg: DictConfig) -> CheckedRun:
+def run_plan(cfg: DictConfig, typed: Optional[set[str]] = None) -> CheckedRun:
     """The :class:`CheckedRun` of a config whose fields are checked (a SpecConfig that cannot be
-    built raises ValueError naming the entry)."""
+    built raises ValueError naming the entry). ``typed``: as for :func:`spec_config` (the run's own
+    method; a ``compare`` entry's values are the user's, written for that entry, and refused when unread)."""
     same_state = cfg.measure == "same_state"
     if same_state:
         entries = [(cfg, None, "")] + [(one, None, f"compare[{i}]: ") for i, one in enumerate(compare_configs(cfg))]
@@ -214,8 +249,8 @@ def run_plan(cfg: DictConfig) -> CheckedRun:
     keyed = []
     for one, method, where in entries:
         try:
-            spec = spec_config(one, method)
-            keyed.append((spec, _key(one, spec)))
+            spec = spec_config(one, method, typed if not where else set(one.method))
+            keyed.append((spec, _key(one, spec, keyed[0][1] if keyed else None)))
         except ValueError as e:
             if not where:
                 raise

@@ -45,7 +45,7 @@ METHODS = (("topk", {}), ("rheo", {"m": 1}))
 
 def label(method: str, fields: dict) -> str:
     """The variant label of a tuned method ("rheo m=1"), as the report and the tables name it."""
-    return get_method(method).variant(SpecConfig(method=method, **fields))
+    return get_method(method).variant(SpecConfig.for_method(method=method, **fields))
 
 
 def tuning_prompts(n: int, seed: int = 0) -> list[str]:
@@ -203,7 +203,7 @@ def run_tau(pair, prompts: Sequence[Sequence[int]], spec: SpecConfig, max_new: i
 def tree_spec(method: str, shape: Shape, temperature: float, **fields) -> SpecConfig:
     """``method`` on the tree ``shape`` = (k, depth, tree_size) at ``temperature``."""
     k, depth, size = shape
-    return SpecConfig(method=method, k=k, depth=depth, tree_size=size, temperature=temperature, **fields)
+    return SpecConfig.for_method(method=method, k=k, depth=depth, tree_size=size, temperature=temperature, **fields)
 
 
 def expected(costs: dict, run: TauRun) -> dict:

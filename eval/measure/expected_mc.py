@@ -87,7 +87,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     pair = load_pair(args.model, "cpu", "bfloat16")
-    cfg = SpecConfig(method=args.method, **PAPER_TREE, **({"m": 1} if reads(args.method, "m") else {}))
+    cfg = SpecConfig.for_method(method=args.method, **PAPER_TREE, **({"m": 1} if reads(args.method, "m") else {}))
     rows = check_states(pair, cfg, args.runs, args.every, args.max_new)
     if not rows:
         raise SystemExit("no state was checked: raise --max-new or lower --every")

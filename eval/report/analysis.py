@@ -91,7 +91,7 @@ def variant_label(row) -> str:
 def variant_of(method: str, **fields) -> str:
     """The label of ``method`` with ``fields`` as its rows get it: ``variant_of("rheo", m=1)`` is
     'rheo m=1' (tables and figures name variants through the registry, never by hand)."""
-    return get_method(method).variant(SpecConfig(method=method, **fields))
+    return get_method(method).variant(SpecConfig.for_method(method=method, **fields))
 
 
 def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
@@ -184,9 +184,25 @@ def paired(df: pd.DataFrame, a: str, b: str, value: str = "tau") -> pd.DataFrame
     """Rows of variants a and b matched on PAIR_KEY: columns value_a, value_b, diff (b - a)."""
     left = df[df["variant"] == a][PAIR_KEY + [value]]
     right = df[df["variant"] == b][PAIR_KEY + [value]]
+    for name, side in ((a, left), (b, right)):
+        _one_row_per_prompt(df.loc[side.index], name)
     both = left.merge(right, on=PAIR_KEY, suffixes=("_a", "_b"), validate="one_to_one")
     both["diff"] = both[f"{value}_b"] - both[f"{value}_a"]
     return both
+
+
+def _one_row_per_prompt(rows: pd.DataFrame, variant: str) -> None:
+    """Refuse, in one line, rows of one variant that share a prompt (PAIR_KEY) but come from several
+    configurations: e.g. one model name run with two chat formats or eos tokens (keyed apart, tabled alike)."""
+    twice = rows[rows.duplicated(PAIR_KEY, keep=False)]
+    if twice.empty:
+        return
+    hashes = sorted(set(twice["config_hash"].astype(str))) if "config_hash" in twice.columns else []
+    first = twice.iloc[0]
+    raise ValueError(f"{variant}: {len(twice)} rows share their prompt and setting (e.g. model {first['model']!r} "
+                     f"{first['dataset']} item {first['item_id']} turn {first['turn']}) but come from configs "
+                     f"{hashes}: one model name run with two chat formats or eos token sets? Give each its own "
+                     f"model.name, or table their folders apart")
 
 
 def settings(df: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple[dict, pd.DataFrame]]:

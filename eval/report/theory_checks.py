@@ -117,7 +117,7 @@ def node_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame:
     p_logits, q_logits = _node_logits(seed)
     rows = []
     for i, (method, m, t) in enumerate(NODE_CASES):
-        config = SpecConfig(method=method, k=NODE_K, m=m, depth=1, tree_size=NODE_K, temperature=t,
+        config = SpecConfig.for_method(method=method, k=NODE_K, m=m, depth=1, tree_size=NODE_K, temperature=t,
                             sparse_top=None)
         target_probs = torch.softmax(p_logits / t, dim=-1)
         closed = float(node_acceptance(target_probs, q_logits, method=method, k=NODE_K, m=m, temperature=t,
@@ -137,7 +137,7 @@ def method_acceptance_table(n_cycles: int = 2000, seed: int = 0) -> pd.DataFrame
     p_logits, q_logits = _node_logits(seed)
     rows = []
     for i, (t, case) in enumerate((t, c) for t in METHOD_TEMPS for c in METHOD_CASES):
-        config = SpecConfig(**{"depth": 1, "tree_size": NODE_K, **case}, temperature=t, sparse_top=None)
+        config = SpecConfig.for_method(**{"depth": 1, "tree_size": NODE_K, **case}, temperature=t, sparse_top=None)
         method = get_method(config.method)
         closed = float(method.acceptance(torch.softmax(p_logits / t, dim=-1), q_logits, config))
         accepted = sum(a == 2 for _, a in _cycles(p_logits, q_logits, config, n_cycles, seed + 100 + i))

@@ -31,6 +31,12 @@ def _validate(cfg: Spec) -> None:
     if not 0 <= cfg.m <= cfg.k - 1:
         raise ValueError(f"m must be in [0, k-1] = [0, {cfg.k - 1}], got m={cfg.m}")
     check_sparse_top(cfg, cfg.k, "k")
+    if cfg.m == 0 and cfg.proxy == "tempered":
+        raise ValueError("proxy='tempered' ranks the sample below the m leads; with m=0 there is no lead and it is "
+                         "the paper's m=0 proxy: give proxy='rheo' for Rheo m=0, or m >= 1 (rheo_auto is m=1)")
+    if cfg.m == 0 and cfg.probe_min > 0:
+        raise ValueError(f"probe_min={cfg.probe_min:g} compares a node's non-lead draft mass with a floor; with m=0 the "
+                         "whole draft is non-lead (mass 1) and every node draws: give probe_min=0 with m=0")
     if getattr(cfg, "adapt", "none") == "root" and cfg.m == 0:
         raise ValueError("adapt='root' chooses between Rheo m=0 and the configured m per cycle: give m >= 1 "
                          "(rheo_adaptive uses m=1), or adapt='none' for Rheo m=0 at every cycle")

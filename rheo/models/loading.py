@@ -98,6 +98,7 @@ def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Opti
     head_config = read_json(paths.head / "config.json")
     if paths.target is not None:
         check_pair(paths.target, paths.head, f"model {entry.name!r}: ")
+        _check_chat_template_file(entry, paths.target)
     hf_model, tokenizer = _load_target(entry, paths.target, device, dtype)
     if len(tokenizer) > int(hf_model.config.vocab_size):
         raise ValueError(f"model {entry.name!r}: the tokenizer has {len(tokenizer)} tokens but the target's "
@@ -161,6 +162,18 @@ def _load_drafter(head_dir: Path, hf_model, device: str, dtype: torch.dtype):
     from rheo.models.eagle3 import load_eagle3_drafter
 
     return load_eagle3_drafter(head_dir, hf_model, device, dtype)
+
+
+def _check_chat_template_file(entry: ModelEntry, folder: Path) -> None:
+    """Refuse chat_format='template' for a target folder whose tokenizer files hold no chat template,
+    before any weight is read (the loaded tokenizer is checked again by :func:`_set_chat_format`)."""
+    if entry.chat_format != "template" or any((folder / f).is_file() for f in ("chat_template.jinja",
+                                                                               "chat_template.json")):
+        return
+    config = folder / "tokenizer_config.json"
+    if config.is_file() and "chat_template" not in (read_json(config) or {}):
+        raise ValueError(f"model {entry.name!r}: chat_format='template' but the tokenizer has no chat template "
+                         f"({config} has none): give chat_format='vicuna_v1.1', or a folder whose tokenizer has one")
 
 
 def _set_chat_format(entry: ModelEntry, tokenizer) -> None:
