@@ -214,6 +214,7 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     root = ids[-1]
     d2t = drafter.draft_to_target
     draft_fn = tm.wrap("draft", d_sess.draft)
+    counts: list[torch.Tensor] = []  # per cycle [2]: sampled nodes kept, and accepted
     while True:
         if on_state is not None:
             on_state(CycleState(len(out.accept_lengths), root, t_sess, draft_fn, d2t, _device_of(drafter)))
@@ -242,16 +243,14 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
         out.last_cycle_verified = len(result.tokens)
         out.drafted_nodes.append(built.drafted)
         out.kept_nodes.append(built.tree.num_nodes - 1)
-        kept, accepted = torch.stack([(built.kind == SAMPLE).sum(), (built.kind[result.path] == SAMPLE).sum()]).tolist()
-        out.sample_kept.append(kept)
-        out.sample_accepted.append(accepted)
+        counts.append(torch.stack([(built.kind == SAMPLE).sum(), (built.kind[result.path] == SAMPLE).sum()]))
         if hit is not None or len(out.tokens) >= max_new_tokens:
-            return out
+            out.sample_kept, out.sample_accepted = (list(c) for c in zip(*torch.stack(counts).tolist()))
+            return out  # the sample counts of every cycle read in one transfer
         with tm.phase("commit"):
-            path = torch.tensor(result.path, dtype=torch.long, device=built.tree.tokens.device)
-            t_sess.commit(path)
-            feats = None if scored.features is None else scored.features[path]
-            d_sess.commit(torch.tensor(result.tokens, dtype=torch.long, device=path.device), feats)
+            t_sess.commit(result.path)  # a list: the session needs no read of its own
+            feats = None if scored.features is None else scored.features[result.path]
+            d_sess.commit(torch.tensor(result.tokens, dtype=torch.long, device=built.tree.tokens.device), feats)
         root = result.tokens[-1]
 
 

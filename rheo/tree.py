@@ -46,6 +46,8 @@ class BuiltTree:
     resid_ids:   [E, S] long target ids of each expansion's support, or None (Top-K)
     resid_probs: [E, S] float q~ (static trees: q_T) of each expansion, or None (Top-K)
     drafted:     number of drafted nodes before pruning (root excluded)
+    host_kind:   kind as a list, when the builder read it with the tree (``tree.host``), else None
+    host_exp_row: exp_row as a list, likewise
     """
 
     tree: DraftTree
@@ -55,6 +57,8 @@ class BuiltTree:
     resid_ids: Optional[torch.Tensor]
     resid_probs: Optional[torch.Tensor]
     drafted: int
+    host_kind: Optional[list[int]] = None
+    host_exp_row: Optional[list[int]] = None
 
 
 def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: int, cfg: "Spec",
@@ -69,10 +73,12 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
     scores: Optional[torch.Tensor] = None  # [N], typed on the first layer
     sample_p: Optional[torch.Tensor] = None  # [N]
     exp_nodes, exp_ids, exp_probs = [], [], []
+    bad = []  # per layer, 0-d bool: a draft row is NaN (read once, with the kept count, in _prune)
     frontier = torch.zeros(1, **long)  # [f]
     for layer in range(cfg.depth):
         logits = draft_fn(TreeView(tokens, parents, depths, layer), frontier)  # [f, Vd]
         dist = draft_distribution(logits, cfg.sparse_top, draft_to_target, check_nan=False)
+        bad.append(nan_rows(dist.log_q))
         cand, support_ids = candidates(dist, cfg, rng, layer), dist.ids
         if scores is None:
             scores = torch.zeros(1, dtype=cand.log_score.dtype, device=device)
@@ -81,59 +87,61 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
         exp_ids.append(support_ids)
         if cand.resid_probs is not None:
             exp_probs.append(cand.resid_probs)
-        n_slots = cand.tokens.shape[1]
-        valid = child_slots(cand.log_score, dist.log_q)  # [c] flat slot indices of the children
-        child_score = (scores[frontier][:, None] + cand.log_score).flatten()[valid]  # [c]
-        child_parent = frontier.repeat_interleave(n_slots)[valid]  # [c]
-        child_kind = cand.kind.flatten()[valid]  # [c]
-        child_sp = cand.sample_prob.repeat_interleave(n_slots)[valid]  # [c]
+        # Every slot becomes a node (fixed shapes, no host read): an empty slot (-inf) is a node of score
+        # -inf, ranked after every drafted child and dropped by _prune; its own children are -inf too.
+        f, n_slots = cand.tokens.shape
+        child_score = (scores[frontier][:, None] + cand.log_score).flatten()  # [f*K]
+        child_parent = frontier[:, None].expand(f, n_slots).flatten()  # [f*K]
+        child_kind = cand.kind.flatten()  # [f*K]
         first = tokens.shape[0]
-        tokens = torch.cat([tokens, cand.tokens.flatten()[valid]])
+        tokens = torch.cat([tokens, cand.tokens.flatten()])
         parents = torch.cat([parents, child_parent])
         depths = torch.cat([depths, torch.full_like(child_parent, layer + 1)])
         kinds = torch.cat([kinds, child_kind])
         scores = torch.cat([scores, child_score])
-        sample_p = torch.cat([sample_p, torch.where(child_kind == SAMPLE, child_sp, 0.0)])
+        sample_p = torch.cat([sample_p, torch.where(child_kind == SAMPLE, cand.sample_prob[:, None].expand(f, n_slots).flatten(), 0.0)])
         if layer + 1 == cfg.depth:
             break
         best = torch.sort(child_score, descending=True, stable=True).indices[: cfg.k]  # [<=K]
         frontier = (first + best).sort().values
-        if frontier.numel() == 0:
-            break
-    return _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids, exp_probs, cfg)
-
-
-def child_slots(log_score: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
-    """log_score: [f, K] (-inf = empty slot), log_q: [f, S] -> [c] long, the flat indices of the
-    non-empty slots in order. One host read per layer: the child count, with the NaN check of the
-    draft rows (a NaN draft raises NonFiniteLogitsError)."""
-    valid = torch.isfinite(log_score).flatten()  # [f*K]
-    order = torch.sort((~valid).to(torch.uint8), stable=True).indices  # [f*K] non-empty slots first
-    count, bad = torch.stack([valid.sum(), nan_rows(log_q).long()]).tolist()
-    if bad:
-        raise NonFiniteLogitsError(DRAFT_NAN)
-    return order[:count]
+    return _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids, exp_probs, cfg,
+                  torch.stack(bad).any())
 
 
 def _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids, exp_probs,
-           cfg: "Spec") -> BuiltTree:
-    """Keep the root and the best ``tree_size`` drafted nodes (stable: ancestors first)."""
+           cfg: "Spec", bad: torch.Tensor) -> BuiltTree:
+    """Keep the root and the best ``tree_size`` drafted nodes (stable: ancestors first), empty slots
+    (score -inf) never. The one host read of the build (of the cycle, but for verification's draws):
+    the count of drafted children, the NaN flag of every layer's draft rows (a NaN draft raises
+    NonFiniteLogitsError), and the kept tree's parents and tokens (``DraftTree.host``)."""
     n_all = tokens.shape[0]
     device = tokens.device
     ranked = torch.sort(scores[1:], descending=True, stable=True).indices[: cfg.tree_size] + 1
-    keep = torch.cat([torch.zeros(1, dtype=torch.long, device=device), ranked.sort().values])  # [n]
-    new_index = torch.full((n_all,), -1, dtype=torch.long, device=device)
-    new_index[keep] = torch.arange(keep.shape[0], device=device)
-    kept_parents = torch.where(parents[keep] >= 0, new_index[parents[keep].clamp(min=0)], -1)  # [n]
+    finite = torch.isfinite(scores[1:]).sum()
     exp_row_all = torch.full((n_all,), -1, dtype=torch.long, device=device)
     exp_cat = torch.cat(exp_nodes)  # [E]
     exp_row_all[exp_cat] = torch.arange(exp_cat.shape[0], device=device)
+    while True:  # twice only when fewer than tree_size slots were drafted (empty slots are not kept)
+        keep = torch.cat([torch.zeros(1, dtype=torch.long, device=device), ranked.sort().values])  # [n]
+        new_index = torch.full((n_all,), -1, dtype=torch.long, device=device)
+        new_index[keep] = torch.arange(keep.shape[0], device=device)
+        kept_parents = torch.where(parents[keep] >= 0, new_index[parents[keep].clamp(min=0)], -1)  # [n]
+        read = torch.cat([torch.stack([finite, bad.long()]), kept_parents, tokens[keep], kinds[keep],
+                          exp_row_all[keep]]).tolist()
+        drafted, nan, n = read[0], read[1], keep.shape[0]
+        if nan:
+            raise NonFiniteLogitsError(DRAFT_NAN)
+        if drafted >= ranked.shape[0]:
+            break
+        ranked = ranked[:drafted]
+    host = (read[2:2 + n], read[2 + n:2 + 2 * n])
     tree = DraftTree(tokens=tokens[keep], parents=kept_parents, depths=depths[keep],
-                     ancestor_mask=ancestor_mask(kept_parents, cfg.depth))
+                     ancestor_mask=ancestor_mask(kept_parents, cfg.depth), host=host)
     resid_ids = torch.cat(exp_ids) if exp_probs else None
     resid_probs = torch.cat(exp_probs) if exp_probs else None
     return BuiltTree(tree=tree, kind=kinds[keep], sample_prob=sample_p[keep], exp_row=exp_row_all[keep],
-                     resid_ids=resid_ids, resid_probs=resid_probs, drafted=n_all - 1)
+                     resid_ids=resid_ids, resid_probs=resid_probs, drafted=drafted, host_kind=read[2 + 2 * n:2 + 3 * n],
+                     host_exp_row=read[2 + 3 * n:])
 
 
 def ancestor_mask(parents: torch.Tensor, max_depth: int) -> torch.Tensor:

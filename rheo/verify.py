@@ -22,8 +22,8 @@ outcome with a single ``y ~ r`` (accept the child whose token is ``y``, else ``y
 is the bonus); ``rheo/reference.py`` keeps the child-by-child form and the tests
 show both give the same output distribution exactly.
 
-Host syncs: one read of the kept tree (parents, tokens, kinds together), then one read per
-visited node (at most ``depth + 1``).
+Host syncs: one read of the kept tree (parents, tokens, kinds together; none when the builder
+read them with its own, ``DraftTree.host``), then one read per visited node (at most ``depth + 1``).
 """
 
 from __future__ import annotations
@@ -54,8 +54,11 @@ class TreeIndex:
 
     def __init__(self, built: BuiltTree) -> None:
         tree = built.tree
-        parents, self.tokens, kinds = torch.stack([tree.parents, tree.tokens.to(tree.parents.dtype),
-                                                   built.kind.to(tree.parents.dtype)]).tolist()
+        if tree.host is not None and built.host_kind is not None:  # read by the builder with the tree
+            (parents, self.tokens), kinds = tree.host, built.host_kind
+        else:
+            parents, self.tokens, kinds = torch.stack([tree.parents, tree.tokens.to(tree.parents.dtype),
+                                                       built.kind.to(tree.parents.dtype)]).tolist()
         self.sample_child: dict[int, int] = {}
         self.det_children: dict[int, dict[int, int]] = {}  # node -> {token: child}
         for child in range(1, len(parents)):
@@ -73,7 +76,7 @@ class TreeIndex:
 
 def residual_draft(built: BuiltTree, node: int, vocab: int, like: torch.Tensor) -> torch.Tensor:
     """q~ of ``node``'s expansion scattered onto the target vocabulary: [V]."""
-    row = int(built.exp_row[node])
+    row = int(built.exp_row[node]) if built.host_exp_row is None else built.host_exp_row[node]
     full = torch.zeros(vocab, dtype=like.dtype, device=like.device)
     return full.scatter_(0, built.resid_ids[row], built.resid_probs[row].to(like.dtype))
 

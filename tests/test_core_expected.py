@@ -177,7 +177,7 @@ class _LazyTarget:
                 return TargetOutput(logits=lazy, features=None)
 
             def commit(self, path):
-                outer.paths.append(path.tolist())
+                outer.paths.append(list(path) if isinstance(path, list) else path.tolist())
                 inner.commit(path)
         return Session()
 

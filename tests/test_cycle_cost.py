@@ -28,16 +28,16 @@ def test_the_counter_counts_kernels_and_host_reads_only():
 #: (method label, T) -> ops and syncs per phase, summed over the calls of 2 new tokens after a 64-token
 #: prompt (prefill excluded)
 PINNED = {
-    ("Top-K", 0.0): {"calls": 2, "ops": {"build": 732, "commit": 201, "draft": 1150, "other": 20, "score": 2478, "verify": 12},
-                     "syncs": {"build": 16, "commit": 2, "other": 2, "score": 2, "verify": 4}},
-    ("Rheo m=1", 0.0): {"calls": 2, "ops": {"build": 1235, "commit": 201, "draft": 1150, "other": 20, "score": 2478,
-                                            "verify": 12},
-                        "syncs": {"build": 16, "commit": 2, "other": 2, "score": 2, "verify": 4}},
-    ("Top-K", 1.0): {"calls": 2, "ops": {"build": 732, "commit": 201, "draft": 1150, "other": 20, "score": 2478, "verify": 24},
-                     "syncs": {"build": 16, "commit": 2, "other": 2, "score": 2, "verify": 6}},
-    ("Rheo m=1", 1.0): {"calls": 2, "ops": {"build": 1202, "commit": 201, "draft": 1150, "other": 20, "score": 2478,
-                                            "verify": 54},
-                        "syncs": {"build": 16, "commit": 2, "other": 2, "score": 2, "verify": 12}},
+    ("Top-K", 0.0): {"calls": 2, "ops": {"build": 514, "commit": 68, "draft": 1019, "other": 22, "score": 2478, "verify": 10},
+                     "syncs": {"build": 2, "other": 1, "verify": 2}},
+    ("Rheo m=1", 0.0): {"calls": 2, "ops": {"build": 1017, "commit": 68, "draft": 1019, "other": 22, "score": 2478,
+                                            "verify": 10},
+                        "syncs": {"build": 2, "other": 1, "verify": 2}},
+    ("Top-K", 1.0): {"calls": 2, "ops": {"build": 514, "commit": 68, "draft": 1019, "other": 22, "score": 2478, "verify": 22},
+                     "syncs": {"build": 2, "other": 1, "verify": 4}},
+    ("Rheo m=1", 1.0): {"calls": 2, "ops": {"build": 984, "commit": 68, "draft": 1019, "other": 22, "score": 2478,
+                                            "verify": 50},
+                        "syncs": {"build": 2, "other": 1, "verify": 8}},
 }
 
 

@@ -60,12 +60,22 @@ class DraftTree:
     parents:       [n] long, -1 for the root
     depths:        [n] long, position offset from the root (root = 0)
     ancestor_mask: [n, n] bool, [i, j] is True iff j is i or an ancestor of i
+    host:          (parents, tokens) as lists when the builder read them already (its one transfer),
+                   so that scoring, verifying and committing need no read of their own; else None
     """
 
     tokens: torch.Tensor
     parents: torch.Tensor
     depths: torch.Tensor
     ancestor_mask: torch.Tensor
+    host: Optional[tuple[list[int], list[int]]] = None
+
+    def host_lists(self) -> tuple[list[int], list[int]]:
+        """(parents, tokens) as lists: the builder's copy, else one read."""
+        if self.host is not None:
+            return self.host
+        parents, tokens = torch.stack([self.parents, self.tokens.to(self.parents.dtype)]).tolist()
+        return parents, tokens
 
     @property
     def num_nodes(self) -> int:
@@ -135,11 +145,24 @@ class LazyLogits:
         return self[:]
 
 
-def first_child_chain(parents: torch.Tensor) -> List[int]:
-    """parents: [n] (parents precede children). The root and, from each node, its lowest-index
-    child: the chain of each layer's first-ranked candidate, the likeliest accepted path."""
+def path_list(path: "torch.Tensor | Sequence[int]") -> List[int]:
+    """A committed path (node indices, root first) as a list: a 1-D integer tensor is read, a list of
+    ints is taken as it is (the verifier's own, so committing needs no read from the device)."""
+    if isinstance(path, torch.Tensor):
+        if path.ndim != 1 or path.dtype.is_floating_point or path.dtype == torch.bool:
+            raise ValueError(f"path must be a 1-D tensor of node indices, got shape {tuple(path.shape)} {path.dtype}")
+        return [int(i) for i in path.tolist()]
+    nodes = list(path)
+    if any(isinstance(i, bool) or not isinstance(i, int) for i in nodes):
+        raise ValueError(f"path must hold node indices (ints), got {nodes!r}")
+    return nodes
+
+
+def first_child_chain(parents: torch.Tensor | List[int]) -> List[int]:
+    """parents: [n] (parents precede children; a tensor or a list). The root and, from each node, its
+    lowest-index child: the chain of each layer's first-ranked candidate, the likeliest accepted path."""
     first: Dict[int, int] = {}
-    for i, p in enumerate(parents.tolist()):
+    for i, p in enumerate(parents.tolist() if isinstance(parents, torch.Tensor) else parents):
         if p >= 0 and p not in first:
             first[p] = i
     chain = [0]
@@ -165,8 +188,9 @@ class TargetSession(Protocol):
     def score_tree(self, tree: DraftTree) -> TargetOutput:
         """Score root + drafted nodes in one call on top of the cache."""
 
-    def commit(self, path: torch.Tensor) -> None:
-        """path: [a+1] long node indices (root first). Keep exactly these in the cache."""
+    def commit(self, path: Union[torch.Tensor, Sequence[int]]) -> None:
+        """path: [a+1] node indices (root first), a list of ints (the verifier's: no device read) or a
+        1-D long tensor (:func:`path_list` reads either). Keep exactly these in the cache."""
 
     # optional, for same-state evaluation (rheo.same_state):
     # def discard(self) -> None: drop the scored tree, keep the committed past unchanged

@@ -57,6 +57,9 @@ class Eagle3Session:
         self.values = torch.zeros(kv, dtype=self.dtype, device=self.device)
         self.root_logits = torch.zeros(cfg.draft_vocab_size, dtype=torch.float32, device=self.device)
         self.root_hidden = torch.zeros(cfg.hidden_size, dtype=self.dtype, device=self.device)
+        self._rope_table: Optional[tuple[torch.Tensor, torch.Tensor]] = None
+        self._true = torch.ones(1, 0, dtype=torch.bool, device=self.device)
+        self._blocks: dict[tuple[int, int], torch.Tensor] = {}
         self._reset_tree(1)
 
     @property
@@ -99,8 +102,8 @@ class Eagle3Session:
         embeds = self.d.embed_weight[tokens].to(self.dtype)[:, None]  # [f, 1, H]
         parent = parents_all[frontier]  # [f]
         hidden = self.node_hidden[parent][:, None]  # [f, 1, H]
-        positions = torch.full((f, 1), self.committed_len - 1 + depth, device=self.device)
-        q, k, v = head.qkv(embeds, hidden, positions)  # q [f, nH, 1, hd]; k, v [f, nKV, 1, hd]
+        at = self.committed_len - 1 + depth  # every node of the layer sits at this position
+        q, k, v = head.qkv(embeds, hidden, None, self._rope(at))  # q [f, nH, 1, hd]; k, v [f, nKV, 1, hd]
         # ancestors at depths d-1 .. 1 (the root's KV is committed): [f, d-1], the parent's row shifted
         chain = (torch.cat([parent[:, None], self.node_chain[parent, : depth - 2]], dim=1) if depth > 1
                  else parent[:, None][:, :0])
@@ -113,8 +116,7 @@ class Eagle3Session:
         s = self.committed_len
         keys = torch.cat([self.keys, tree_k.transpose(0, 1).reshape(1, nkv, f * depth, hd)], dim=2)  # [1, nKV, S+f*d, hd]
         values = torch.cat([self.values, tree_v.transpose(0, 1).reshape(1, nkv, f * depth, hd)], dim=2)
-        mask = torch.ones(f, s + f * depth, dtype=torch.bool, device=self.device)  # [f, S+f*d]
-        mask[:, s:] = torch.eye(f, dtype=torch.bool, device=self.device).repeat_interleave(depth, dim=1)
+        mask = torch.cat([self._visible(s).expand(f, s), self._own_chain(f, depth)], dim=1)  # [f, S+f*d]
         att = attend(q[:, :, 0].transpose(0, 1)[None], keys, values, mask[None, None])  # [1, nH, f, hd]
         out = head.finish(att[0].transpose(0, 1)[:, :, None], hidden)[:, 0]  # [f, H]
         self.node_hidden[frontier] = out
@@ -123,6 +125,29 @@ class Eagle3Session:
         return head.logits(out).float()
 
     # ------------------------------------------------------------------ helpers
+    def _rope(self, position: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, sin) [1, 1, hd] of ``position``: a row of a table made once and doubled when outgrown,
+        so a draft step computes no rotary angles."""
+        if self._rope_table is None or position >= self._rope_table[0].shape[1]:
+            length = max(1024, 2 * (position + 1))
+            self._rope_table = self.d.head.rope_table(length, self.root_hidden)
+        cos, sin = self._rope_table
+        return cos[:, position:position + 1], sin[:, position:position + 1]
+
+    def _visible(self, length: int) -> torch.Tensor:
+        """[1, length] all True (a view of a buffer made once, doubled when outgrown)."""
+        if self._true.shape[1] < length:
+            self._true = torch.ones(1, max(1024, 2 * length), dtype=torch.bool, device=self.device)
+        return self._true[:, :length]
+
+    def _own_chain(self, f: int, depth: int) -> torch.Tensor:
+        """[f, f*depth] bool: row i sees the ``depth`` tree keys of its own chain (made once per shape)."""
+        block = self._blocks.get((f, depth))
+        if block is None:
+            block = torch.eye(f, dtype=torch.bool, device=self.device).repeat_interleave(depth, dim=1)
+            self._blocks[(f, depth)] = block
+        return block
+
     def _append(self, tokens: torch.Tensor, features: torch.Tensor) -> None:
         """Run pairs (features[i], tokens[i]) after the committed cache. tokens: [t]; features: [t, 3Ht].
         The per-node buffers are kept (not cleared): a tree writes every row it reads first."""

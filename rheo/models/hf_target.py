@@ -10,7 +10,10 @@ isolated here:
   mask too, so an additive mask in the model dtype serves both.
 * **tree positions** – ``position_ids = past + tree.depths``.
 * **KV compaction** – after verification only the past plus the accepted path is
-  kept in the ``DynamicCache`` (:meth:`HFTargetSession.commit`).
+  kept (:meth:`HFTargetSession.commit`). The cache's layers are views of one buffer
+  ``[L, 2, 1, heads, capacity, head_dim]`` (:class:`KVArena`): a forward writes each
+  layer's new rows in place (no copy of the past), and the commit moves the accepted
+  rows of every layer at once, one gather and one copy whatever the layer count.
 * **hidden-state capture** – the inputs of decoder layers 2, L//2 and L-3 (in
   ``output_hidden_states`` terms: ``hidden_states[2]``, ``[L//2]``, ``[L-3]``),
   concatenated on the last dim into ``features: [len, 3 * hidden]``. Captured
@@ -30,12 +33,14 @@ from __future__ import annotations
 
 import inspect
 from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, Union
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
-from rheo.models.base import DraftTree, LazyLogits, TargetOutput, first_child_chain
+from rheo.models.base import DraftTree, LazyLogits, TargetOutput, first_child_chain, path_list
+from rheo.models.kv_arena import ArenaLayer, KVArena
 
 __all__ = ["HFTarget", "HFTargetSession", "eagle3_feature_layers"]
 
@@ -106,6 +111,10 @@ class HFTargetSession:
     def __init__(self, target: HFTarget) -> None:
         self.target = target
         self.cache = DynamicCache(config=target.hf_model.config)
+        self.arena: Optional[KVArena] = None
+        if all(type(layer) is DynamicLayer for layer in self.cache.layers):  # full attention everywhere
+            self.arena = KVArena(len(self.cache.layers))
+            self.cache.layers = [ArenaLayer(self.arena, i) for i in range(len(self.cache.layers))]
         self.past_len = 0
         self._pending: Optional[DraftTree] = None  # scored tree whose KV is still in the cache
 
@@ -158,12 +167,13 @@ class HFTargetSession:
         if t.lazy_logits:
             lm_head = t.hf_model.get_output_embeddings()
             logits = LazyLogits(n, t.vocab_size, lambda idx: lm_head(hidden[idx]).float(), hidden.device,
-                                prefetch=first_child_chain(tree.parents.cpu()))
+                                prefetch=first_child_chain(tree.host_lists()[0]))
         return TargetOutput(logits=logits, features=self._features(captured))
 
     @torch.no_grad()
-    def commit(self, path: torch.Tensor) -> None:
-        """path: [a+1] node indices, root first, each the parent of the next.
+    def commit(self, path: Union[torch.Tensor, Sequence[int]]) -> None:
+        """path: [a+1] node indices, root first, each the parent of the next (a 1-D tensor, or a list:
+        the verifier's, which needs no read from the device).
 
         Keeps past + the KV of the nodes on ``path`` (in that order), drops the rest
         of the scored tree.
@@ -171,14 +181,20 @@ class HFTargetSession:
         tree = self._pending
         if tree is None:
             raise RuntimeError("commit without a scored tree")
-        if path.ndim != 1 or not 1 <= path.numel() <= tree.num_nodes:
-            raise ValueError(f"path must be [a+1] with 1 <= a+1 <= {tree.num_nodes}, got {tuple(path.shape)}")
-        path_cpu = path.detach().to("cpu", torch.long)
-        parents = tree.parents.to("cpu", torch.long)
-        if path_cpu[0] != 0 or not bool((parents[path_cpu[1:]] == path_cpu[:-1]).all()):
-            raise ValueError(f"path {path_cpu.tolist()} is not a root-first chain of the scored tree")
-        past, keep = self.past_len, path_cpu.numel()
-        src = (past + path_cpu).to(self.target.device)
+        nodes = path_list(path)
+        if not 1 <= len(nodes) <= tree.num_nodes:
+            raise ValueError(f"path must be [a+1] with 1 <= a+1 <= {tree.num_nodes}, got {len(nodes)} nodes")
+        parents = tree.host_lists()[0]  # the builder's copy: no read
+        if nodes[0] != 0 or any(parents[child] != parent for parent, child in zip(nodes, nodes[1:])):
+            raise ValueError(f"path {nodes} is not a root-first chain of the scored tree")
+        past, keep = self.past_len, len(nodes)
+        src = torch.tensor([past + i for i in nodes], dtype=torch.long).to(self.target.device)
+        if self.arena is not None:
+            self.arena.keep(past, src)
+            self.past_len = past + keep
+            self._pending = None
+            self._check_cache_len()
+            return
         for layer in self.cache.layers:
             # Gather the accepted rows (a copy), write them behind the past, crop.
             layer.keys[..., past:past + keep, :] = layer.keys.index_select(-2, src)
@@ -196,6 +212,11 @@ class HFTargetSession:
         if self._pending is None:
             raise RuntimeError("discard without a scored tree")
         past = self.past_len
+        if self.arena is not None:
+            self.arena.crop(past)
+            self._pending = None
+            self._check_cache_len()
+            return
         for layer in self.cache.layers:
             layer.keys = layer.keys[..., :past, :]
             layer.values = layer.values[..., :past, :]

@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from rheo.models.base import DraftTree, LazyLogits, TargetModel, TargetOutput
+from rheo.models.base import DraftTree, LazyLogits, TargetModel, TargetOutput, path_list
 
 __all__ = ["ProcessedTarget", "Processor"]
 
@@ -86,10 +86,11 @@ class ProcessedSession:
         logits.dtype = raw.dtype
         return TargetOutput(logits=logits, features=out.features)
 
-    def commit(self, path: torch.Tensor) -> None:
-        """path: [a+1] node indices, root first: their tokens join the context."""
+    def commit(self, path) -> None:
+        """path: [a+1] node indices, root first (a list or a 1-D tensor): their tokens join the context."""
         if self._scored is not None:
-            self.context += self._scored.tokens[path].tolist()
+            tokens = self._scored.host_lists()[1]
+            self.context += [tokens[i] for i in path_list(path)]
         self._scored = None
         self.session.commit(path)
 

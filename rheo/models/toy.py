@@ -11,7 +11,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from rheo.models.base import DraftTree, TargetOutput, TreeView
+from rheo.models.base import DraftTree, TargetOutput, TreeView, path_list
 
 LogitsFn = Callable[[tuple[int, ...]], torch.Tensor]
 
@@ -71,7 +71,7 @@ class PrefixSession:
 
     def commit(self, tokens_or_path: torch.Tensor, features: Optional[torch.Tensor] = None) -> None:
         if self._scored is not None:  # target role: a path of node indices
-            self.seq += [self._scored[i] for i in tokens_or_path.tolist()]
+            self.seq += [self._scored[i] for i in path_list(tokens_or_path)]
         else:  # drafter role: accepted tokens then the bonus
             self.seq += tokens_or_path.tolist()
 
