@@ -127,3 +127,24 @@ def test_training_time_test_matches_tree_drafting(tiny, drafter):
             for depth in range(n):
                 logits = sess.draft(tree, torch.tensor([depth]))
             assert torch.allclose(train_logits[k - 1][0, j], logits[0], atol=ATOL), (k, j)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_fast_draft_step_has_the_reference_steps_bits(drafter, dtype):
+    """qkv_at (one position, rotation from a table, norms in one pass, q and k rotated together) gives
+    exactly the bits of Eagle3Head.qkv at that position: a faster draft step draws the same trees."""
+    import copy
+
+    from rheo.models.eagle3_fast import qkv_at, rope_table
+
+    head = copy.deepcopy(drafter.head).to(dtype)
+    gen = torch.Generator().manual_seed(3)
+    f = 5
+    embeds = torch.randn(f, 1, H, generator=gen).to(dtype)
+    hidden = (3 * torch.randn(f, 1, H, generator=gen)).to(dtype)
+    table = rope_table(head, 64, hidden)
+    for position in (0, 1, 17, 63):
+        want = head.qkv(embeds, hidden, torch.full((f, 1), position))
+        got = qkv_at(head, embeds, hidden, table.row(position))
+        for name, w, g in zip("qkv", want, got):
+            assert w.shape == g.shape and torch.equal(w, g), f"{name} differs at position {position} ({dtype})"

@@ -21,6 +21,7 @@ import torch
 
 from rheo.models.base import TreeView
 from rheo.models.eagle3_checkpoint import Eagle3LoadError, load_head
+from rheo.models.eagle3_fast import RopeRow, RopeTable, qkv_at, rope_table
 from rheo.models.eagle3_head import Eagle3Head, attend
 
 __all__ = ["Eagle3Drafter", "Eagle3Session", "load_eagle3_drafter", "Eagle3LoadError"]
@@ -57,8 +58,8 @@ class Eagle3Session:
         self.values = torch.zeros(kv, dtype=self.dtype, device=self.device)
         self.root_logits = torch.zeros(cfg.draft_vocab_size, dtype=torch.float32, device=self.device)
         self.root_hidden = torch.zeros(cfg.hidden_size, dtype=self.dtype, device=self.device)
-        self._rope_table: Optional[tuple[torch.Tensor, torch.Tensor]] = None
-        self._true = torch.ones(1, 0, dtype=torch.bool, device=self.device)
+        self._rope_table: Optional[RopeTable] = None
+        self._open = torch.zeros(1, 0, dtype=self.dtype, device=self.device)
         self._blocks: dict[tuple[int, int], torch.Tensor] = {}
         self._reset_tree(1)
 
@@ -103,7 +104,7 @@ class Eagle3Session:
         parent = parents_all[frontier]  # [f]
         hidden = self.node_hidden[parent][:, None]  # [f, 1, H]
         at = self.committed_len - 1 + depth  # every node of the layer sits at this position
-        q, k, v = head.qkv(embeds, hidden, None, self._rope(at))  # q [f, nH, 1, hd]; k, v [f, nKV, 1, hd]
+        q, k, v = qkv_at(head, embeds, hidden, self._rope(at))  # q [f, nH, 1, hd]; k, v [f, nKV, 1, hd]
         # ancestors at depths d-1 .. 1 (the root's KV is committed): [f, d-1], the parent's row shifted
         chain = (torch.cat([parent[:, None], self.node_chain[parent, : depth - 2]], dim=1) if depth > 1
                  else parent[:, None][:, :0])
@@ -116,7 +117,7 @@ class Eagle3Session:
         s = self.committed_len
         keys = torch.cat([self.keys, tree_k.transpose(0, 1).reshape(1, nkv, f * depth, hd)], dim=2)  # [1, nKV, S+f*d, hd]
         values = torch.cat([self.values, tree_v.transpose(0, 1).reshape(1, nkv, f * depth, hd)], dim=2)
-        mask = torch.cat([self._visible(s).expand(f, s), self._own_chain(f, depth)], dim=1)  # [f, S+f*d]
+        mask = torch.cat([self._visible(s).expand(f, s), self._own_chain(f, depth)], dim=1)  # [f, S+f*d] additive
         att = attend(q[:, :, 0].transpose(0, 1)[None], keys, values, mask[None, None])  # [1, nH, f, hd]
         out = head.finish(att[0].transpose(0, 1)[:, :, None], hidden)[:, 0]  # [f, H]
         self.node_hidden[frontier] = out
@@ -125,26 +126,26 @@ class Eagle3Session:
         return head.logits(out).float()
 
     # ------------------------------------------------------------------ helpers
-    def _rope(self, position: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cos, sin) [1, 1, hd] of ``position``: a row of a table made once and doubled when outgrown,
-        so a draft step computes no rotary angles."""
-        if self._rope_table is None or position >= self._rope_table[0].shape[1]:
-            length = max(1024, 2 * (position + 1))
-            self._rope_table = self.d.head.rope_table(length, self.root_hidden)
-        cos, sin = self._rope_table
-        return cos[:, position:position + 1], sin[:, position:position + 1]
+    def _rope(self, position: int) -> RopeRow:
+        """The rotation of ``position``: a row of a table made once and doubled when outgrown, so a
+        draft step computes no rotary angles."""
+        if self._rope_table is None or position >= self._rope_table.length:
+            self._rope_table = rope_table(self.d.head, max(1024, 2 * (position + 1)), self.root_hidden)
+        return self._rope_table.row(position)
 
     def _visible(self, length: int) -> torch.Tensor:
-        """[1, length] all True (a view of a buffer made once, doubled when outgrown)."""
-        if self._true.shape[1] < length:
-            self._true = torch.ones(1, max(1024, 2 * length), dtype=torch.bool, device=self.device)
-        return self._true[:, :length]
+        """[1, length] additive mask of zeros (a view of a buffer made once, doubled when outgrown)."""
+        if self._open.shape[1] < length:
+            self._open = torch.zeros(1, max(1024, 2 * length), dtype=self.dtype, device=self.device)
+        return self._open[:, :length]
 
     def _own_chain(self, f: int, depth: int) -> torch.Tensor:
-        """[f, f*depth] bool: row i sees the ``depth`` tree keys of its own chain (made once per shape)."""
+        """[f, f*depth] additive mask: row i sees (0) the ``depth`` tree keys of its own chain and no
+        other (-inf), the float mask attention would make of the boolean one (made once per shape)."""
         block = self._blocks.get((f, depth))
         if block is None:
-            block = torch.eye(f, dtype=torch.bool, device=self.device).repeat_interleave(depth, dim=1)
+            own = torch.eye(f, dtype=torch.bool, device=self.device).repeat_interleave(depth, dim=1)
+            block = torch.zeros(own.shape, dtype=self.dtype, device=self.device).masked_fill_(~own, float("-inf"))
             self._blocks[(f, depth)] = block
         return block
 

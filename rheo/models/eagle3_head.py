@@ -153,11 +153,9 @@ class Eagle3Head(nn.Module):
         return self.fc(features)
 
     def qkv(
-        self, embeds: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor,
-        rope: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+        self, embeds: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """embeds, hidden: [B, T, H]; positions: [B, T] long; ``rope``: (cos, sin) of those positions,
-        [B or 1, T, hd] (:meth:`rope_table` rows), when the caller has them.
+        """embeds, hidden: [B, T, H]; positions: [B, T] long.
 
         Returns rotated q [B, nH, T, hd], rotated k [B, nKV, T, hd], v [B, nKV, T, hd].
         """
@@ -168,14 +166,9 @@ class Eagle3Head(nn.Module):
         q = attn.q_proj(x).view(b, t, cfg.num_attention_heads, cfg.head_dim).transpose(1, 2)
         k = attn.k_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
         v = attn.v_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
-        cos, sin = self.rotary(v, positions) if rope is None else rope
+        cos, sin = self.rotary(v, positions)
         q, k = apply_rotary_pos_emb(q, k, cos, sin)
         return q, k, v
-
-    def rope_table(self, length: int, like: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(cos, sin) [1, length, hd] of positions 0 .. length-1 in ``like``'s dtype: row p is what
-        :meth:`qkv` computes for position p (each entry one product and a cos / sin, so the same bits)."""
-        return self.rotary(like, torch.arange(length, device=like.device)[None])
 
     def finish(self, attn_out: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """attn_out: [B, nH, T, hd] (softmax-weighted values); hidden: [B, T, H] (the residual).
@@ -199,7 +192,8 @@ class Eagle3Head(nn.Module):
 def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     """Grouped-query attention.
 
-    q: [B, nH, T, hd]; keys, values: [B, nKV, S, hd]; mask: [B or 1, 1, T, S] bool (True = attend) or None.
+    q: [B, nH, T, hd]; keys, values: [B, nKV, S, hd]; mask: [B or 1, 1, T, S] bool (True = attend), or
+    additive (0 = attend, -inf = not: the float mask attention makes of a boolean one), or None.
     Returns [B, nH, T, hd].
     """
     return nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
