@@ -50,7 +50,7 @@ class Candidates:
 
     tokens:      [n, K] long, target-vocabulary ids
     log_score:   [n, K] float, log q, or log proxy for the sample; -inf = empty slot
-    kind:        [n, K] long, LEAD / SAMPLE / FILL (Top-K children are LEAD)
+    kind:        [n, K] long, LEAD / SAMPLE / FILL (Top-K children are LEAD; a read-only expanded view there)
     resid_probs: [n, S] float, q~ over the node's support slots (0 on leads), or None
     sample_prob: [n] float, q~(sampled token); 0 where the node has no sample
     """
@@ -81,7 +81,7 @@ def draws_probe(dist: DraftDist, m: int, temperature: float, probe_min: float,
                 z_t: Optional[torch.Tensor] = None) -> torch.Tensor:
     """[n] bool: the node draws a sample (a tail slot is drawable, and z_T >= probe_min; z_t: [n]
     z_T when the caller has it)."""
-    has_tail = torch.isfinite(dist.logits[:, m])  # [n] (sorted: any finite <=> first finite)
+    has_tail = dist.logits[:, m] != float("-inf")  # [n] (sorted: any finite <=> first finite; NaN rows raise later)
     if probe_min > 0:
         has_tail = has_tail & ((nonlead_mass(dist, m, temperature) if z_t is None else z_t) >= probe_min)
     return has_tail
@@ -93,10 +93,16 @@ def select_topk(dist: DraftDist, k: int, rank: str = "q", temperature: float = 1
     return Candidates(
         tokens=dist.ids[:, :slots],
         log_score=rank_scores(dist, rank, temperature)[:, :slots],
-        kind=torch.full((n, slots), LEAD, dtype=torch.long, device=dist.ids.device),
+        kind=_constant(LEAD, torch.long, dist.ids.device).expand(n, slots),  # a view: nothing launched
         resid_probs=None,
-        sample_prob=torch.zeros(n, dtype=dist.log_q.dtype, device=dist.ids.device),
+        sample_prob=_constant(0, dist.log_q.dtype, dist.ids.device).expand(n),
     )
+
+
+@functools.lru_cache(maxsize=32)
+def _constant(value: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A 0-d tensor of ``value``, made once per (dtype, device): expanded views of it fill Top-K's kinds."""
+    return torch.tensor(value, dtype=dtype, device=device)
 
 
 def proxy_prob(q: torch.Tensor, m: int, proxy: str, proxy_value: float, eps: float,
@@ -129,7 +135,7 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
                 proxy: str = "rheo", proxy_value: float = 0.25, eps: float = 1e-6, rank: str = "q",
                 probe_min: float = 0.0) -> Candidates:
     """Every node of the layer at once: one categorical draw of [n] rows, slots, scores and kinds as
-    [n, K] tensors built from per-(m, K) column templates (:func:`slot_templates`); no host read.
+    [n, K] tensors read from a per-(m, K, S) table of slot columns (:func:`slot_table`); no host read.
     ``rheo.reference.reference_select`` is the node-by-node twin."""
     n, support = dist.log_q.shape
     slots = min(k, support)
@@ -139,18 +145,35 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
     has_tail = draws_probe(dist, m, temperature, probe_min, z_t)[:, None]  # [n, 1]
     resid = tempered(dist.logits[:, m:], temperature).masked_fill(~has_tail, 1.0)  # [n, S-m], rows without a tail drawable
     pick = rng.categorical(resid)  # [n] in [0, S-m)
-    col, fill_rank, sample_col, kind_row, plain = slot_templates(m, slots, dist.ids.device)
-    # slot of column j: j for a lead, m + pick for the sample, m + r + (r >= pick) for the r-th fill
-    slot = col + torch.where(sample_col, pick[:, None], (fill_rank >= pick[:, None]).long())  # [n, K]
-    slot = torch.where(has_tail, slot, plain)
+    by_pick, sample_col, kind_row, plain = slot_table(m, slots, support, dist.ids.device)
+    # slot of column j for a draw at tail position p: j for a lead, m + p for the sample, m + r + (r >= p)
+    # for the r-th fill: row p of a table made once per (m, K, S)
+    slot = torch.where(has_tail, by_pick[pick], plain)  # [n, K]
     scores = rank_scores(dist, rank, temperature)  # [n, S]
     sample_score = log_proxy(dist, scores, m, temperature, proxy, proxy_value, eps, rank, z_t)  # [n]
     log_score = torch.where(sample_col & has_tail, sample_score[:, None], scores.gather(1, slot))  # [n, K]
     resid = resid * has_tail  # [n, S-m], 0 on rows without a sample
     return Candidates(tokens=dist.ids.gather(1, slot), log_score=log_score,
-                      kind=torch.where(has_tail, kind_row, LEAD),
+                      kind=torch.where(has_tail, kind_row, plain_kind(dist.ids.device)),
                       resid_probs=torch.nn.functional.pad(resid, (m, 0)),
                       sample_prob=resid.gather(1, pick[:, None]).squeeze(1))
+
+
+@functools.lru_cache(maxsize=64)
+def slot_table(m: int, slots: int, support: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Rheo's K slot columns for every draw, made once per (m, K, S, device): by_pick [S-m, K] (row p:
+    the support column of each slot when the sample is tail position p; :func:`slot_templates`),
+    sample_col [K] bool, kind_row [K] (LEAD / SAMPLE / FILL), plain [K] = j (a node without a sample)."""
+    col, fill_rank, sample_col, kind_row, plain = slot_templates(m, slots, torch.device("cpu"))
+    pick = torch.arange(support - m)[:, None]  # [S-m, 1]
+    by_pick = col + torch.where(sample_col, pick, (fill_rank >= pick).long())  # [S-m, K]
+    return tuple(t.to(device) for t in (by_pick, sample_col, kind_row, plain))
+
+
+@functools.lru_cache(maxsize=8)
+def plain_kind(device: torch.device) -> torch.Tensor:
+    """A 0-d LEAD: the kind of every slot of a node without a sample."""
+    return torch.tensor(LEAD, device=device)
 
 
 @functools.lru_cache(maxsize=64)

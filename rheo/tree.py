@@ -23,7 +23,7 @@ import torch
 
 from rheo.candidates import LEAD, SAMPLE, Candidates
 from rheo.models.base import DraftTree, TreeView
-from rheo.probs import DRAFT_NAN, DraftDist, NonFiniteLogitsError, draft_distribution, nan_rows
+from rheo.probs import DRAFT_NAN, DraftDist, NonFiniteLogitsError, draft_distribution
 from rheo.random import RandomSource
 
 if TYPE_CHECKING:
@@ -66,46 +66,43 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
                        device: torch.device | str = "cpu") -> BuiltTree:
     """The EAGLE-2/3 tree (module docstring) with the candidate rule ``candidates`` at every node."""
     long = dict(dtype=torch.long, device=device)
-    tokens = torch.tensor([root_token], **long)  # [N]
-    parents = torch.tensor([-1], **long)  # [N]
-    depths = torch.zeros(1, **long)  # [N]
-    kinds = torch.full((1,), LEAD, **long)  # [N]
+    # one row each: token, parent, depth, kind (LEAD / SAMPLE / FILL) of every node, root first
+    nodes = torch.tensor([[root_token], [-1], [0], [LEAD]], **long)  # [4, N]
+    layer_depth = torch.arange(1, cfg.depth + 1, **long)  # [depth]: a layer's depth, read as a view
     scores: Optional[torch.Tensor] = None  # [N], typed on the first layer
-    sample_p: Optional[torch.Tensor] = None  # [N]
-    exp_nodes, exp_ids, exp_probs = [], [], []
-    bad = []  # per layer, 0-d bool: a draft row is NaN (read once, with the kept count, in _prune)
+    sample_p: list[torch.Tensor] = []  # per layer [f*K]: q~ of a SAMPLE node, 0 elsewhere (Rheo)
+    exp_nodes, exp_ids, exp_probs, first_cols = [], [], [], []
     frontier = torch.zeros(1, **long)  # [f]
     for layer in range(cfg.depth):
-        logits = draft_fn(TreeView(tokens, parents, depths, layer), frontier)  # [f, Vd]
+        logits = draft_fn(TreeView(nodes[0], nodes[1], nodes[2], layer), frontier)  # [f, Vd]
         dist = draft_distribution(logits, cfg.sparse_top, draft_to_target, check_nan=False)
-        bad.append(nan_rows(dist.log_q))
+        first_cols.append(dist.log_q[:, 0])  # NaN iff the row is (nan_rows), checked once in _prune
         cand, support_ids = candidates(dist, cfg, rng, layer), dist.ids
         if scores is None:
             scores = torch.zeros(1, dtype=cand.log_score.dtype, device=device)
-            sample_p = torch.zeros(1, dtype=cand.log_score.dtype, device=device)
         exp_nodes.append(frontier)
         exp_ids.append(support_ids)
         if cand.resid_probs is not None:
             exp_probs.append(cand.resid_probs)
+            sample_p.append((cand.sample_prob[:, None] * (cand.kind == SAMPLE)).flatten())
         # Every slot becomes a node (fixed shapes, no host read): an empty slot (-inf) is a node of score
         # -inf, ranked after every drafted child and dropped by _prune; its own children are -inf too.
         f, n_slots = cand.tokens.shape
+        block = torch.stack([cand.tokens, frontier[:, None].expand(f, n_slots),
+                             layer_depth[layer].expand(f, n_slots), cand.kind.expand(f, n_slots)])  # [4, f, K]
         child_score = (scores[frontier][:, None] + cand.log_score).flatten()  # [f*K]
-        child_parent = frontier[:, None].expand(f, n_slots).flatten()  # [f*K]
-        child_kind = cand.kind.flatten()  # [f*K]
-        first = tokens.shape[0]
-        tokens = torch.cat([tokens, cand.tokens.flatten()])
-        parents = torch.cat([parents, child_parent])
-        depths = torch.cat([depths, torch.full_like(child_parent, layer + 1)])
-        kinds = torch.cat([kinds, child_kind])
+        first = nodes.shape[1]
+        nodes = torch.cat([nodes, block.view(4, f * n_slots)], dim=1)
         scores = torch.cat([scores, child_score])
-        sample_p = torch.cat([sample_p, torch.where(child_kind == SAMPLE, cand.sample_prob[:, None].expand(f, n_slots).flatten(), 0.0)])
         if layer + 1 == cfg.depth:
             break
         best = torch.sort(child_score, descending=True, stable=True).indices[: cfg.k]  # [<=K]
         frontier = (first + best).sort().values
-    return _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids, exp_probs, cfg,
-                  torch.stack(bad).any())
+    sample_probs = (torch.cat([scores.new_zeros(1), *sample_p]) if sample_p
+                    else torch.zeros_like(scores))  # [N]
+    bad = torch.isnan(torch.cat(first_cols)).any()
+    return _prune(nodes[0], nodes[1], nodes[2], nodes[3], scores, sample_probs, exp_nodes, exp_ids, exp_probs,
+                  cfg, bad)
 
 
 def _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids, exp_probs,
