@@ -55,6 +55,19 @@ class TorchRandom:
     def bernoulli(self, probs: torch.Tensor) -> torch.Tensor:
         return self._uniform(probs.shape[0], probs.device) < probs.to(torch.float64)
 
+    def bernoulli_else_categorical(self, accept: torch.Tensor, probs: torch.Tensor) -> tuple[bool, int]:
+        """accept: [1] in [0, 1]; probs: [1, V]. ``bernoulli(accept)``, and when it is False,
+        ``categorical(probs)``, with one read from the device: both are drawn, then the generator is
+        set back to its state after the first draw when the second was not needed. The stream is the
+        one the two calls make in turn, so the same seed gives the same tokens."""
+        hit = self.bernoulli(accept)  # [1] bool
+        after_first = self.generator.get_state()
+        y = self.categorical(probs)  # [1]
+        hit, y = torch.stack([hit.long(), y]).flatten().tolist()
+        if hit:
+            self.generator.set_state(after_first)
+        return bool(hit), int(y)
+
 
 class PathRandom:
     """Common random numbers for trees built at one decoding state, coupled node by node.

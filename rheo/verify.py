@@ -85,7 +85,7 @@ def subtract_draft(r: torch.Tensor, q_tilde: torch.Tensor) -> torch.Tensor:
     """Residual after rejecting a draw from q~: max(r - q~, 0) / beta.  [V] -> [V]."""
     left = (r - q_tilde).clamp_(min=0)
     beta = left.sum()
-    return left / beta if beta > 0 else r
+    return torch.where(beta > 0, left / beta, r)  # no host read: the same values as a branch on beta
 
 
 def verify_dynamic(built: BuiltTree, target_logits: torch.Tensor, cfg: "Spec",
@@ -110,14 +110,22 @@ def verify_dynamic(built: BuiltTree, target_logits: torch.Tensor, cfg: "Spec",
             r[list(det)] = 0
             r = r / r.sum()
             det = {}
+        y = None
         if sample is not None:
             s_tok = index.tokens[sample]
             accept = (r[s_tok] / built.sample_prob[sample].to(r.dtype)).clamp(max=1.0)
-            if bool(rng.bernoulli(accept[None])[0]):
+            both = getattr(rng, "bernoulli_else_categorical", None)
+            if both is not None:  # the accept/reject draw and the draw after a rejection in one read
+                rejected = subtract_draft(r, residual_draft(built, node, vocab, r))
+                hit, y = both(accept[None], rejected[None])
+            else:
+                hit = bool(rng.bernoulli(accept[None])[0])
+            if hit:
                 path.append(sample); out.append(s_tok); n_samples += 1
                 continue
-            r = subtract_draft(r, residual_draft(built, node, vocab, r))
-        y = int(rng.categorical(r[None])[0])
+            r = rejected if both is not None else subtract_draft(r, residual_draft(built, node, vocab, r))
+        if y is None:
+            y = int(rng.categorical(r[None])[0])
         if y in det:
             path.append(det[y]); out.append(y)
             continue

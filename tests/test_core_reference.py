@@ -70,3 +70,42 @@ def test_tree_matches_reference(cfg, seed):
 def test_verify_matches_reference_exactly(cfg):
     """Same output distribution of verification on every random tree, to float64 precision."""
     assert_verify_matches_reference(cfg, reference_verify, vocab=5)
+
+
+class _OneDrawAtATime:
+    """A TorchRandom without bernoulli_else_categorical: the verifier draws and reads each in turn."""
+
+    def __init__(self, generator: torch.Generator) -> None:
+        self.inner = TorchRandom(generator)
+
+    def categorical(self, probs):
+        return self.inner.categorical(probs)
+
+    def bernoulli(self, probs):
+        return self.inner.bernoulli(probs)
+
+
+@pytest.mark.parametrize("temperature", [0.6, 1.0])
+def test_one_read_per_sampled_node_keeps_the_random_stream(temperature):
+    """The verifier's accept/reject draw and the draw after a rejection, read together (the generator set
+    back when the second was not needed), give the tokens and leave the generator exactly as drawing
+    them one at a time does: on many trees and seeds, with both outcomes of the sampled child."""
+    from rheo.methods import verify_tree
+
+    target, drafter, _ = toy_pair(12, salt=4)
+    t_sess = target.new_session()
+    t_sess.prefill([0])
+    cfg = SpecConfig(k=3, m=1, depth=3, tree_size=8, sparse_top=None, temperature=temperature)
+    accepted_sample = rejected_sample = 0
+    for seed in range(60):
+        built = build_tree(_draft_fn(drafter, [0, 1]), 1, cfg, TorchRandom(torch.Generator().manual_seed(seed)))
+        logits = t_sess.score_tree(built.tree).logits
+        t_sess.discard()
+        one, two = torch.Generator().manual_seed(1000 + seed), torch.Generator().manual_seed(1000 + seed)
+        fast = verify_tree(built, logits, cfg, TorchRandom(one))
+        slow = verify_tree(built, logits, cfg, _OneDrawAtATime(two))
+        assert (fast.tokens, fast.path) == (slow.tokens, slow.path)
+        assert torch.equal(torch.rand(4, generator=one), torch.rand(4, generator=two))  # the same stream after
+        accepted_sample += fast.sample_accepted > 0
+        rejected_sample += fast.sample_accepted == 0
+    assert accepted_sample > 0 and rejected_sample > 0  # the restoring branch ran, and the other
