@@ -46,6 +46,9 @@ STUDIES = {
     "speed_options": [("tuned_topk", ["temperature=0.7,1.0", "limit=2", "max_new_tokens=64"]), ("speed_options", [])],
     "speed": [("speed", ["limit=1", "max_new_tokens=64", "dtype=bfloat16"]), ("tuned_topk", ["max_new_tokens=64"]),
               ("tuned_rheo", ["max_new_tokens=64"])],
+    # the same protocol's rows from another CPU kind (an Intel Xeon VM), kept beside this one's
+    "speed_xeon": [("speed", ["limit=1", "max_new_tokens=64", "dtype=bfloat16"]), ("tuned_topk", ["max_new_tokens=64"]),
+                   ("tuned_rheo", ["max_new_tokens=64"])],
 }
 
 
