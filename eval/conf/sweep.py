@@ -46,14 +46,20 @@ def validate_sweep(config: DictConfig) -> int:
 
     loader = GlobalHydra.instance().config_loader()
     jobs = sweep_combinations(config)
-    for overrides in jobs:
-        job_cfg = loader.load_sweep_config(config, list(overrides))
-        with open_dict(job_cfg):
-            job_cfg.pop("hydra", None)  # the task function never sees it
-        try:
-            validate(job_cfg)
-        except ValueError as e:
-            raise ValueError(f"sweep job [{' '.join(overrides)}]: {e} (no job of the sweep was started)") from None
+    notes = logging.getLogger("eval.conf.schema")  # its per-job notes are said by the job itself, once
+    level = notes.level
+    notes.setLevel(logging.WARNING)
+    try:
+        for overrides in jobs:
+            job_cfg = loader.load_sweep_config(config, list(overrides))
+            with open_dict(job_cfg):
+                job_cfg.pop("hydra", None)  # the task function never sees it
+            try:
+                validate(job_cfg)
+            except ValueError as e:
+                raise ValueError(f"sweep job [{' '.join(overrides)}]: {e} (no job of the sweep was started)") from None
+    finally:
+        notes.setLevel(level)
     return len(jobs)
 
 
