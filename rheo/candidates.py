@@ -101,7 +101,8 @@ def select_topk(dist: DraftDist, k: int, rank: str = "q", temperature: float = 1
 
 @functools.lru_cache(maxsize=32)
 def _constant(value: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A 0-d tensor of ``value``, made once per (dtype, device): expanded views of it fill Top-K's kinds."""
+    """A 0-d tensor of ``value``, made once per (dtype, device): Top-K's kinds and zero sample
+    probabilities are expanded views of it, and it is the LEAD kind of a Rheo node without a sample."""
     return torch.tensor(value, dtype=dtype, device=device)
 
 
@@ -154,7 +155,7 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
     log_score = torch.where(sample_col & has_tail, sample_score[:, None], scores.gather(1, slot))  # [n, K]
     resid = resid * has_tail  # [n, S-m], 0 on rows without a sample
     return Candidates(tokens=dist.ids.gather(1, slot), log_score=log_score,
-                      kind=torch.where(has_tail, kind_row, plain_kind(dist.ids.device)),
+                      kind=torch.where(has_tail, kind_row, _constant(LEAD, torch.long, dist.ids.device)),
                       resid_probs=torch.nn.functional.pad(resid, (m, 0)),
                       sample_prob=resid.gather(1, pick[:, None]).squeeze(1))
 
@@ -168,12 +169,6 @@ def slot_table(m: int, slots: int, support: int, device: torch.device) -> tuple[
     pick = torch.arange(support - m)[:, None]  # [S-m, 1]
     by_pick = col + torch.where(sample_col, pick, (fill_rank >= pick).long())  # [S-m, K]
     return tuple(t.to(device) for t in (by_pick, sample_col, kind_row, plain))
-
-
-@functools.lru_cache(maxsize=8)
-def plain_kind(device: torch.device) -> torch.Tensor:
-    """A 0-d LEAD: the kind of every slot of a node without a sample."""
-    return torch.tensor(LEAD, device=device)
 
 
 @functools.lru_cache(maxsize=64)

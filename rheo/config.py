@@ -14,7 +14,7 @@ import numbers
 import dataclasses
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Optional
+from typing import Iterable, Mapping, Optional
 
 from rheo.methods.registry import get_method
 from rheo.presets import PRESETS, preset_fields
@@ -104,7 +104,7 @@ class SpecConfig:
         _choice("adapt", self.adapt, ADAPTS)
         if not (type(self.probe_min) is float and 0.0 <= self.probe_min <= 1.0):
             raise ValueError(f"probe_min must be a number in [0, 1], got {_show(self.probe_min)}")
-        unread = unread_settings(self, method.fields)
+        unread = unread_settings({f: getattr(self, f) for f in self.__dataclass_fields__}, method.fields, type(self))
         if unread:
             shown = ", ".join(f"{name}={value!r}" for name, value in unread.items())
             raise ValueError(f"method={self.method!r} does not read {shown}: drop {'it' if len(unread) == 1 else 'them'} "
@@ -166,12 +166,14 @@ def method_parameters(spec_type: type = SpecConfig) -> tuple[dataclasses.Field, 
                  if f.name not in RUN_FIELDS and f.metadata.get("harness", True))
 
 
-def unread_settings(cfg: SpecConfig, reads: tuple[str, ...]) -> dict[str, object]:
-    """The method parameters of ``cfg`` that a method reading ``reads`` ignores but that are set away
-    from their defaults (``topk`` with ``m=3``): a value that would mean nothing, refused by SpecConfig
-    and dropped, with a note, from the jobs of a harness sweep over it."""
-    return {f.name: getattr(cfg, f.name) for f in method_parameters(type(cfg))
-            if f.name not in reads and getattr(cfg, f.name) != f.default}
+def unread_settings(values: Mapping[str, object], reads: Iterable[str],
+                    spec_type: type = SpecConfig) -> dict[str, object]:
+    """The method parameters among ``values`` that a method reading ``reads`` ignores but that are set
+    away from their defaults (``topk`` with ``m=3``): a value that would mean nothing, refused by
+    SpecConfig and dropped, with a note, from the jobs of a harness sweep over it."""
+    reads = set(reads)
+    return {f.name: values[f.name] for f in method_parameters(spec_type)
+            if f.name in values and f.name not in reads and values[f.name] != f.default}
 
 
 def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:

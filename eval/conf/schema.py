@@ -29,7 +29,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from baselines import AR
 from eval.store import keys
 from eval.store.keys import SUITE_FILES, config_hash
-from rheo.config import SpecConfig, method_parameters
+from rheo.config import SpecConfig, method_parameters, unread_settings
 from rheo.methods import get_method, method_names
 from rheo.models.catalog import MODELS as REGISTRY
 from rheo.cpu_dtype import DtypeChoice, resolve_dtype
@@ -168,18 +168,14 @@ def spec_config(cfg: DictConfig, method: Optional[str] = None, typed: Optional[s
     (an experiment's ``method.branching``, ``method=topk,rheo method.m=0,1``), it is dropped with a
     note: the job runs, and is keyed, without it."""
     fields = {f: v for f, v in to_plain(cfg.method).items() if f != "name" and f in SpecConfig.__dataclass_fields__}
-    name = cfg.method.name if method is None else method
-    reads = set(get_method(name).fields)
     if method is not None and method != cfg.method.name:  # only the parameters it reads (AR: none)
-        return SpecConfig(method=method, temperature=float(cfg.temperature),
-                          **{f: v for f, v in fields.items() if f in reads})
-    unread = sorted(f for f in fields if f not in reads and fields[f] != _default(f))
+        return SpecConfig.for_method(method=method, temperature=float(cfg.temperature), **fields)
+    name = cfg.method.name
+    unread = unread_settings(fields, get_method(name).fields)
     typed = typed_method_fields() if typed is None else typed
-    if set(unread) & typed:
-        SpecConfig(method=name, temperature=float(cfg.temperature), **fields)  # raises, naming what is unread
-    if unread:
+    if unread and not set(unread) & typed:  # typed ones are left to SpecConfig, which refuses them by name
         log.info("method=%s does not read %s: this job runs and is keyed without %s", name,
-                 ", ".join(f"{f}={fields[f]!r}" for f in unread), "it" if len(unread) == 1 else "them")
+                 ", ".join(f"{f}={v!r}" for f, v in unread.items()), "it" if len(unread) == 1 else "them")
         fields = {f: v for f, v in fields.items() if f not in unread}
     return SpecConfig(method=name, temperature=float(cfg.temperature), **fields)
 
@@ -192,10 +188,6 @@ def typed_method_fields() -> set[str]:
     typed = HydraConfig.get().overrides.task
     return {o.lstrip("+~").split("=", 1)[0].split(".", 1)[1] for o in typed
             if o.lstrip("+~").startswith("method.") and "=" in o}
-
-
-def _default(name: str):
-    return SpecConfig.__dataclass_fields__[name].default
 
 
 def run_dtype(cfg: DictConfig) -> DtypeChoice:

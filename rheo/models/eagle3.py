@@ -21,7 +21,7 @@ import torch
 
 from rheo.models.base import TreeView
 from rheo.models.eagle3_checkpoint import Eagle3LoadError, load_head
-from rheo.models.eagle3_fast import RopeRow, RopeTable, qkv_at, rope_table
+from rheo.models.eagle3_fast import RopeRow, RopeTable, norm_pair, qkv_at, rope_table
 from rheo.models.eagle3_head import Eagle3Head, attend
 
 __all__ = ["Eagle3Drafter", "Eagle3Session", "load_eagle3_drafter", "Eagle3LoadError"]
@@ -59,6 +59,7 @@ class Eagle3Session:
         self.root_logits = torch.zeros(cfg.draft_vocab_size, dtype=torch.float32, device=self.device)
         self.root_hidden = torch.zeros(cfg.hidden_size, dtype=self.dtype, device=self.device)
         self._rope_table: Optional[RopeTable] = None
+        self._norms = norm_pair(drafter.head)  # [2, H]: the head's input and hidden norm weights
         self._open = torch.zeros(1, 0, dtype=self.dtype, device=self.device)
         self._blocks: dict[tuple[int, int], torch.Tensor] = {}
         self._reset_tree(1)
@@ -104,7 +105,7 @@ class Eagle3Session:
         parent = parents_all[frontier]  # [f]
         hidden = self.node_hidden[parent][:, None]  # [f, 1, H]
         at = self.committed_len - 1 + depth  # every node of the layer sits at this position
-        q, k, v = qkv_at(head, embeds, hidden, self._rope(at))  # q [f, nH, 1, hd]; k, v [f, nKV, 1, hd]
+        q, k, v = qkv_at(head, embeds, hidden, self._rope(at), self._norms)  # q [f, nH, 1, hd]; k, v [f, nKV, 1, hd]
         # ancestors at depths d-1 .. 1 (the root's KV is committed): [f, d-1], the parent's row shifted
         chain = (torch.cat([parent[:, None], self.node_chain[parent, : depth - 2]], dim=1) if depth > 1
                  else parent[:, None][:, :0])

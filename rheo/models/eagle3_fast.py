@@ -11,13 +11,13 @@ two bit for bit), so a faster draft step draws the same trees.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 
 from rheo.models.eagle3_head import Eagle3Head
 
-__all__ = ["RopeRow", "RopeTable", "qkv_at", "rope_table"]
+__all__ = ["RopeRow", "RopeTable", "norm_pair", "qkv_at", "rope_table"]
 
 
 @dataclass(frozen=True)
@@ -56,31 +56,26 @@ def rope_table(head: Eagle3Head, length: int, like: torch.Tensor) -> RopeTable:
     return RopeTable(cos[0], sin_signed[0], perm)
 
 
-def norm_pair(head: Eagle3Head) -> Tuple[torch.Tensor, float]:
-    """The input and hidden norms' weights stacked [2, H] (made again only when a weight changed) and
-    their epsilon."""
+def norm_pair(head: Eagle3Head) -> torch.Tensor:
+    """The input and hidden norms' weights stacked [2, H] (a drafting session makes it once)."""
     a, c = head.midlayer.input_layernorm, head.midlayer.hidden_norm
     if a.variance_epsilon != c.variance_epsilon:
         raise ValueError("the head's input and hidden norms have different epsilons")
-    key = (a.weight.data_ptr(), c.weight.data_ptr(), a.weight._version, c.weight._version, a.weight.dtype)
-    cached = head.__dict__.get("_norm_pair")
-    if cached is None or cached[0] != key:
-        cached = (key, torch.stack([a.weight.detach(), c.weight.detach()]))
-        head.__dict__["_norm_pair"] = cached
-    return cached[1], a.variance_epsilon
+    return torch.stack([a.weight.detach(), c.weight.detach()])
 
 
-def qkv_at(head: Eagle3Head, embeds: torch.Tensor, hidden: torch.Tensor, rope: RopeRow
-           ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def qkv_at(head: Eagle3Head, embeds: torch.Tensor, hidden: torch.Tensor, rope: RopeRow,
+           norms: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``head.qkv(embeds, hidden, positions)`` for B nodes at the one position ``rope`` rotates.
 
-    embeds, hidden: [B, T, H]. Returns rotated q [B, nH, T, hd], rotated k [B, nKV, T, hd], v [B, nKV, T, hd].
+    embeds, hidden: [B, T, H]; norms: :func:`norm_pair` when the caller keeps it. Returns rotated q [B, nH, T, hd], rotated k [B, nKV, T, hd], v [B, nKV, T, hd].
     Both norms in one pass over [B, T, 2, H] (each row its own reduction; the result viewed as the
     [B, T, 2H] concatenation), and q and k rotated together as x cos + x[perm] sin_signed
     (= rotate_half(x) sin: a sign moved onto an exact product)."""
     cfg = head.cfg
     b, t, h = hidden.shape
-    weight, eps = norm_pair(head)
+    weight = norm_pair(head) if norms is None else norms
+    eps = head.midlayer.input_layernorm.variance_epsilon
     both = torch.stack([embeds, hidden], dim=-2)  # [B, T, 2, H]
     dtype = both.dtype
     both = both.to(torch.float32)

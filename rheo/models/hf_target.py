@@ -189,18 +189,15 @@ class HFTargetSession:
             raise ValueError(f"path {nodes} is not a root-first chain of the scored tree")
         past, keep = self.past_len, len(nodes)
         src = torch.tensor([past + i for i in nodes], dtype=torch.long).to(self.target.device)
-        if self.arena is not None:
+        if self.arena is not None:  # every layer at once
             self.arena.keep(past, src)
-            self.past_len = past + keep
-            self._pending = None
-            self._check_cache_len()
-            return
-        for layer in self.cache.layers:
-            # Gather the accepted rows (a copy), write them behind the past, crop.
-            layer.keys[..., past:past + keep, :] = layer.keys.index_select(-2, src)
-            layer.values[..., past:past + keep, :] = layer.values.index_select(-2, src)
-            layer.keys = layer.keys[..., :past + keep, :]
-            layer.values = layer.values[..., :past + keep, :]
+        else:
+            for layer in self.cache.layers:
+                # Gather the accepted rows (a copy), write them behind the past, crop.
+                layer.keys[..., past:past + keep, :] = layer.keys.index_select(-2, src)
+                layer.values[..., past:past + keep, :] = layer.values.index_select(-2, src)
+                layer.keys = layer.keys[..., :past + keep, :]
+                layer.values = layer.values[..., :past + keep, :]
         self.past_len = past + keep
         self._pending = None
         self._check_cache_len()
@@ -214,12 +211,10 @@ class HFTargetSession:
         past = self.past_len
         if self.arena is not None:
             self.arena.crop(past)
-            self._pending = None
-            self._check_cache_len()
-            return
-        for layer in self.cache.layers:
-            layer.keys = layer.keys[..., :past, :]
-            layer.values = layer.values[..., :past, :]
+        else:
+            for layer in self.cache.layers:
+                layer.keys = layer.keys[..., :past, :]
+                layer.values = layer.values[..., :past, :]
         self._pending = None
         self._check_cache_len()
 
