@@ -18,6 +18,7 @@ RESULTS ?= results/runs
 TABLES ?= results/tables
 FIGURES ?= results/figures
 SMOKE ?= results/smoke
+DRAFT_TEMP ?= 1.07
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_ -]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-26s %s\n", $$1, $$2}'
@@ -49,6 +50,9 @@ reproduce-speed: $(VENV_STAMP) ## speed, alone, one thread: paper tree (+ the tu
 	$(RUN) experiment=speed output_dir=results/speed limit=1 max_new_tokens=64 dtype=bfloat16 num_threads=1 $(ARGS)
 	[ ! -f configs/experiment/tuned_topk.yaml ] || $(RUN) experiment=tuned_topk output_dir=results/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
 	[ ! -f configs/experiment/tuned_rheo.yaml ] || $(RUN) experiment=tuned_rheo output_dir=results/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
+speed-launches: $(VENV_STAMP) ## ops, syncs and predicted GPU speedup of the speed tables' configurations next to their measured CPU speedup (embedded pair, counted; minutes)
+	$(PY) scripts/cycle_cost.py --rows results/speed.parquet --shape smollm2 --out $(TABLES)/speed $(UPDATE)
+	$(PY) scripts/cycle_cost.py --rows results/speed_options.parquet --shape smollm2 --out $(TABLES)/speed_options $(UPDATE)
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m ablation, T sweep, speed (ARGS="model=... device=cuda dtype=bfloat16")
 	$(RUN) experiment=main_table limit=null max_new_tokens=1024 $(ARGS)
 	$(RUN) experiment=m_ablation limit=null max_new_tokens=1024 $(ARGS)
@@ -112,12 +116,19 @@ speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T
 	$(RUN) experiment=tuned_topk temperature=0.7,1.0 output_dir=results/speed_options limit=2 max_new_tokens=64 $(ARGS)
 	$(RUN) experiment=speed_options $(ARGS)
 	$(REPORT) speed_options $(UPDATE)
+speed-rule: $(VENV_STAMP) ## speed table: rheo_adaptive next to rheo_auto at T=0.7 and 1 on Rheo's tuned tree (alone)
+	$(RUN) experiment=speed_rule $(ARGS)
+	$(REPORT) speed_rule $(UPDATE)
 
 # ------------------------------------------------------------------ draft head (recipes: configs/recipe/)
 corpus corpus-selfinstruct train-head eval-head head-mid heads-top1 head-broad broad-top1: ## a draft-head recipe (configs/recipe/<name>.yaml; ARGS="--resume", "--head DIR", ...)
 	$(RECIPE) $@ $(ARGS)
 calibrate-head: $(VENV_STAMP) ## fit one draft temperature for the embedded head on held-out corpus sequences (minutes) -> results/draft_head/calibration.json
 	PYTHONPATH=$(CURDIR) $(PY) scripts/calibrate_head.py $(ARGS)
+calibrated-cells: $(VENV_STAMP) ## the dial's a = 0 cells (T = 0.7, 1) with the calibrated head (DRAFT_TEMP, results/draft_head/calibration.json); Rheo's gain paired with the trained head's
+	$(RUN) experiment=draft_dial draft_mix=0.0 draft_temp=$(DRAFT_TEMP) temperature=0.7,1.0 output_dir=results/same_state_calibrated $(ARGS)
+	$(PY) -m eval.states.calibrated results/same_state_dial.parquet results/same_state_calibrated \
+	  --archive results/same_state_calibrated.parquet --out $(TABLES)/calibrated_head.md $(UPDATE)
 # ------------------------------------------------------------------ GPU (docs/gpu.md)
 GPU_BUNDLE ?= .gpu_bundle
 GPU_OUT ?= results/gpu

@@ -135,8 +135,9 @@ def log_proxy(dist: DraftDist, scores: torch.Tensor, m: int, temperature: float,
 def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: RandomSource,
                 proxy: str = "rheo", proxy_value: float = 0.25, eps: float = 1e-6, rank: str = "q",
                 probe_min: float = 0.0) -> Candidates:
-    """Every node of the layer at once: one categorical draw of [n] rows, slots, scores and kinds as
-    [n, K] tensors read from a per-(m, K, S) table of slot columns (:func:`slot_table`); no host read.
+    """Every node of the layer at once: one categorical draw of [n] rows (none at T = 0, where the
+    residual is a one-hot), slots, scores and kinds as [n, K] tensors read from a per-(m, K, S) table
+    of slot columns (:func:`slot_table`); no host read.
     ``rheo.reference.reference_select`` is the node-by-node twin."""
     n, support = dist.log_q.shape
     slots = min(k, support)
@@ -144,20 +145,36 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
         raise ValueError(f"m must be in [0, {slots - 1}] for {slots} candidate slots, got m={m}")
     z_t = nonlead_mass(dist, m, temperature) if probe_min > 0 or proxy == "tempered" else None  # [n]
     has_tail = draws_probe(dist, m, temperature, probe_min, z_t)[:, None]  # [n, 1]
-    resid = tempered(dist.logits[:, m:], temperature).masked_fill(~has_tail, 1.0)  # [n, S-m], rows without a tail drawable
-    pick = rng.categorical(resid)  # [n] in [0, S-m)
     by_pick, sample_col, kind_row, plain = slot_table(m, slots, support, dist.ids.device)
-    # slot of column j for a draw at tail position p: j for a lead, m + p for the sample, m + r + (r >= p)
-    # for the r-th fill: row p of a table made once per (m, K, S)
-    slot = torch.where(has_tail, by_pick[pick], plain)  # [n, K]
     scores = rank_scores(dist, rank, temperature)  # [n, S]
+    if temperature == 0:
+        # q~ at T = 0 is the one-hot of the tail's first slot: the sample is x_{m+1}, its slot column m,
+        # every slot where a node without a sample has it (by_pick[0] == plain), and nothing is drawn
+        resid = torch.where(has_tail, _one_hot_row(support - m, dist.logits.dtype, dist.ids.device),
+                            _constant(0, dist.logits.dtype, dist.ids.device))  # [n, S-m]
+        tokens, slot_scores = dist.ids[:, :slots], scores[:, :slots]  # views
+        sample_prob = resid[:, 0]
+    else:
+        resid = tempered(dist.logits[:, m:], temperature)  # [n, S-m]
+        one, zero = (_constant(v, resid.dtype, resid.device) for v in (1, 0))  # cached 0-d: no fill launched
+        pick = rng.categorical(torch.where(has_tail, resid, one))  # [n] in [0, S-m); rows without a tail drawable
+        # slot of column j for a draw at tail position p: j for a lead, m + p for the sample, m + r + (r >= p)
+        # for the r-th fill: row p of a table made once per (m, K, S)
+        slot = torch.where(has_tail, by_pick[pick], plain)  # [n, K]
+        tokens, slot_scores = dist.ids.gather(1, slot), scores.gather(1, slot)
+        resid = torch.where(has_tail, resid, zero)  # [n, S-m], 0 on rows without a sample
+        sample_prob = resid.gather(1, pick[:, None]).squeeze(1)
     sample_score = log_proxy(dist, scores, m, temperature, proxy, proxy_value, eps, rank, z_t)  # [n]
-    log_score = torch.where(sample_col & has_tail, sample_score[:, None], scores.gather(1, slot))  # [n, K]
-    resid = resid * has_tail  # [n, S-m], 0 on rows without a sample
-    return Candidates(tokens=dist.ids.gather(1, slot), log_score=log_score,
+    log_score = torch.where(sample_col & has_tail, sample_score[:, None], slot_scores)  # [n, K]
+    return Candidates(tokens=tokens, log_score=log_score,
                       kind=torch.where(has_tail, kind_row, _constant(LEAD, torch.long, dist.ids.device)),
-                      resid_probs=torch.nn.functional.pad(resid, (m, 0)),
-                      sample_prob=resid.gather(1, pick[:, None]).squeeze(1))
+                      resid_probs=torch.nn.functional.pad(resid, (m, 0)), sample_prob=sample_prob)
+
+
+@functools.lru_cache(maxsize=32)
+def _one_hot_row(length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """[length] 1 in column 0, 0 elsewhere: q~ over a tail at T = 0 (made once per shape)."""
+    return torch.nn.functional.one_hot(torch.zeros((), dtype=torch.long), length).to(dtype=dtype, device=device)
 
 
 @functools.lru_cache(maxsize=64)

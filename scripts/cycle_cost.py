@@ -5,6 +5,10 @@ what counts as an op and a sync: eval.device.op_counter; docs/gpu.md).
 
     python scripts/cycle_cost.py [--shape tiny32|llama31_8b|vicuna_13b|smollm2] [--device cuda]
         [--dtype bfloat16] [--reduce 8] [--new-tokens 24] [--tau 5.0] [--no-time] [--out DIR]
+    python scripts/cycle_cost.py --rows results/speed.parquet --shape smollm2 --out results/tables/speed
+
+``--rows``: count the configurations of a speed study's rows instead (eval.device.row_cost): ops, syncs
+and predicted GPU speedup next to the CPU speedup the rows measured, written to DIR/launches.md.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ def main() -> None:
     ap.add_argument("--tau", type=positive_float, default=5.0, help="tokens per call for the predicted speedup")
     ap.add_argument("--threads", type=positive_int, default=None, help="torch threads (CPU)")
     ap.add_argument("--no-time", action="store_true", help="count only (no timed generations)")
+    ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git (--rows)")
+    ap.add_argument("--rows", default=None, help="a speed study's rows (folder or archive): count their configurations")
     ap.add_argument("--out", default=None, help="folder for cycle_cost_<shape>.{md,parquet} (default: none, print)")
     args = ap.parse_args()
     if args.threads:
@@ -38,6 +44,8 @@ def main() -> None:
 
         torch.set_num_threads(args.threads)
     pair = load_cost_pair(args.shape, args.device, args.dtype, args.reduce)
+    if args.rows:
+        return launches(pair, args)
     rows = cost_rows(pair, args.new_tokens, args.prompt_len, timed=not args.no_time,
                      progress=lambda r: print(f"  {r['method']:<10} T={r['temperature']:g}: {r['ops']:,.0f} ops, "
                                               f"{r['syncs']:.1f} syncs per call", file=sys.stderr, flush=True))
@@ -52,6 +60,34 @@ def main() -> None:
         (out / f"{name}.md").write_text(f"# Cycle cost: {args.shape} on {args.device} ({args.dtype})\n\n{text}")
         pd.DataFrame(rows).to_parquet(out / f"{name}.parquet", index=False)
         print(f"wrote {out / name}.md and .parquet", file=sys.stderr)
+
+
+def launches(pair, args) -> None:
+    """--rows: the launch table of a speed study's configurations (module docstring)."""
+    from eval.device.row_cost import row_costs
+    from eval.report.analysis import load
+    from eval.store.storage import require_results_dir, rows_or_archive
+
+    source = rows_or_archive(Path(args.rows))
+    require_results_dir(source)
+    counts, _, text = row_costs(pair, load(source), args.new_tokens, args.prompt_len,
+                                progress=lambda r: print(f"  {r['method']:<10} T={r['temperature']:g} "
+                                                         f"{r['config_hash']}: {r['ops']:,.0f} ops, {r['syncs']:.1f} "
+                                                         "syncs per call", file=sys.stderr, flush=True))
+    print(text)
+    if args.out:
+        import io
+
+        from eval.store.committed import Outputs
+
+        out = Path(args.out)
+        blob = io.BytesIO()
+        counts.to_parquet(blob, index=False)
+        outputs = Outputs(out, update_committed=args.update_committed)
+        outputs.add(out / "launches.md", text.encode())
+        outputs.add(out / "launches.parquet", blob.getvalue())
+        outputs.write((), source)
+        print(f"wrote {out / 'launches'}.md and .parquet", file=sys.stderr)
 
 
 if __name__ == "__main__":

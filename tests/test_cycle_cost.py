@@ -30,13 +30,13 @@ def test_the_counter_counts_kernels_and_host_reads_only():
 PINNED = {
     ("Top-K", 0.0): {"calls": 2, "ops": {"build": 296, "commit": 68, "draft": 849, "other": 23, "score": 2478, "verify": 10},
                      "syncs": {"build": 2, "other": 1, "verify": 2}},
-    ("Rheo m=1", 0.0): {"calls": 2, "ops": {"build": 750, "commit": 68, "draft": 849, "other": 23, "score": 2478,
+    ("Rheo m=1", 0.0): {"calls": 2, "ops": {"build": 494, "commit": 68, "draft": 849, "other": 23, "score": 2478,
                                             "verify": 10},
                         "syncs": {"build": 2, "other": 1, "verify": 2}},
-    ("Top-K", 1.0): {"calls": 2, "ops": {"build": 296, "commit": 68, "draft": 849, "other": 23, "score": 2478, "verify": 22},
+    ("Top-K", 1.0): {"calls": 2, "ops": {"build": 296, "commit": 68, "draft": 849, "other": 23, "score": 2478, "verify": 20},
                      "syncs": {"build": 2, "other": 1, "verify": 4}},
-    ("Rheo m=1", 1.0): {"calls": 2, "ops": {"build": 734, "commit": 68, "draft": 849, "other": 23, "score": 2478,
-                                            "verify": 50},
+    ("Rheo m=1", 1.0): {"calls": 2, "ops": {"build": 702, "commit": 68, "draft": 849, "other": 23, "score": 2478,
+                                            "verify": 48},
                         "syncs": {"build": 2, "other": 1, "verify": 4}},
 }
 
@@ -59,3 +59,28 @@ def test_op_and_sync_counts_of_the_tiny_32_layer_pair_are_pinned(tiny32, label, 
     ops, syncs, calls, _ = count_run(tiny32, dict(METHODS)[label], temperature, prompt, 2)
     got = {"calls": calls, "ops": dict(sorted(ops.items())), "syncs": dict(sorted(syncs.items()))}
     assert got == PINNED.get((label, temperature)), f"{label} T={temperature}: {got}"
+
+
+def test_the_launch_table_counts_each_measured_configuration_and_predicts_from_its_own_tau(tiny32):
+    """eval.device.row_cost on the committed speed rows at T = 1 (their small trees only): each tree
+    configuration is counted once, AR at the rows' temperature, and the predicted GPU speedup is the
+    rows' mean tau times AR's ops over the configuration's."""
+    from pathlib import Path
+
+    from eval.device.row_cost import configs_of, row_costs
+    from eval.measure.expected_replay import row_spec
+    from eval.report.analysis import load
+    from eval.store.storage import rows_or_archive
+
+    rows = load(rows_or_archive(Path(__file__).resolve().parents[1] / "results" / "speed.parquet"))
+    rows = rows[(rows["temperature"] == 1.0) & ((rows["tree_size"] <= 8) | rows["k"].isna())]
+    counts, frame, text = row_costs(tiny32, rows, new_tokens=2, prompt_len=8)
+    assert sorted(counts["config_hash"]) == sorted(["AR@1"] + list(configs_of(rows).query("method != 'ar'")["config_hash"]))
+    assert len(frame) == 2 and set(frame["variant"]) == {"topk", "rheo m=1"}
+    prompt = torch.randint(10, max(11, tiny32.vocab_size // 4), (8,), generator=torch.Generator().manual_seed(0)).tolist()
+    for _, r in frame.iterrows():
+        config = rows[rows["variant"] == r["variant"]].iloc[0]
+        ops, _, calls, _ = count_run(tiny32, row_spec(config), 1.0, prompt, 2)
+        assert r["ops"] == sum(ops.values()) / calls
+        assert r["gpu_speedup"] == pytest.approx(rows[rows["variant"] == r["variant"]]["tau"].mean() * r["ar_ops"] / r["ops"])
+    assert "### T = 1" in text and "predicted GPU speedup" in text

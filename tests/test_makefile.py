@@ -41,9 +41,11 @@ STUDIES = {
     "same_state_heads": [("same_state_heads", [])],
     "same_state_serving": [("serving_temps", [])],
     "same_state_dial": [("draft_dial", [])],
+    "same_state_calibrated": [("draft_dial", ["draft_mix=0.0", "draft_temp=1.07", "temperature=0.7,1.0"])],
     "sampled_studies": [("sampled_m_ablation", []), ("sampled_temperature", [])],
     "speed_cost": [("speed_cost", [])],
     "speed_options": [("tuned_topk", ["temperature=0.7,1.0", "limit=2", "max_new_tokens=64"]), ("speed_options", [])],
+    "speed_rule": [("speed_rule", [])],
     "speed": [("speed", ["limit=1", "max_new_tokens=64", "dtype=bfloat16"]), ("tuned_topk", ["max_new_tokens=64"]),
               ("tuned_rheo", ["max_new_tokens=64"])],
     # the same protocol's rows from another CPU kind (an Intel Xeon VM), kept beside this one's

@@ -42,9 +42,10 @@ def spec_for(fields: dict, temperature: float) -> SpecConfig:
     return SpecConfig(**{**dict(PAPER_TREE), **fields, "temperature": temperature})
 
 
-def generate_once(pair: CostPair, fields: Optional[dict], temperature: float, prompt: list[int], new_tokens: int,
-                  timer, seed: int = 1):
-    """One generation of ``new_tokens`` after ``prompt`` with ``timer``; returns the GenerationOutput."""
+def generate_once(pair: CostPair, fields: Optional[dict | SpecConfig], temperature: float, prompt: list[int],
+                  new_tokens: int, timer, seed: int = 1):
+    """One generation of ``new_tokens`` after ``prompt`` with ``timer``; returns the GenerationOutput.
+    ``fields``: None (AR), a method's fields on the paper tree, or a whole SpecConfig."""
     from baselines.autoregressive import autoregressive_generate
     from rheo.decode import speculative_generate
 
@@ -53,11 +54,12 @@ def generate_once(pair: CostPair, fields: Optional[dict], temperature: float, pr
     if fields is None:
         return autoregressive_generate(pair.target, prompt, new_tokens, temperature=temperature, generator=generator,
                                        device=device, timer=timer)
-    return speculative_generate(pair.target, pair.drafter, prompt, new_tokens, spec_for(fields, temperature),
+    spec = fields if isinstance(fields, SpecConfig) else spec_for(fields, temperature)
+    return speculative_generate(pair.target, pair.drafter, prompt, new_tokens, spec,
                                 generator=generator, timer=timer)
 
 
-def count_run(pair: CostPair, fields: Optional[dict], temperature: float, prompt: list[int],
+def count_run(pair: CostPair, fields: Optional[dict | SpecConfig], temperature: float, prompt: list[int],
               new_tokens: int) -> tuple[dict, dict, int, OpCounter]:
     """(ops by phase, syncs by phase, target calls, the counter) of one generation, prefill excluded."""
     counter = OpCounter()

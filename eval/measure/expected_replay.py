@@ -46,7 +46,7 @@ from rheo.paths import folder
 from rheo.random import TorchRandom
 
 PROG = "python -m eval.measure.expected_replay"
-SPEC_COLUMNS = ("k", "m", "depth", "tree_size", "sparse_top", "proxy", "verify_order")
+SPEC_COLUMNS = ("k", "m", "depth", "tree_size", "sparse_top", "proxy", "verify_order", "rank", "probe_min", "adapt")
 
 
 def row_spec(row) -> SpecConfig:
