@@ -81,3 +81,20 @@ def test_the_readme_rule_rows_are_the_committed_table():
     readme = (root / "README.md").read_text()
     block = readme.split("<!-- row: every_drafter -->\n")[1].split("<!-- /row -->")[0]
     assert block.strip().splitlines() == want
+
+
+def test_what_the_bar_asks_names_cells_where_even_the_best_fixed_setting_fails():
+    from eval.states.rule_cells import reach_frame, reach_markdown
+
+    clear = _rows(FIXED_GOOD, 0.7, 1.0)  # m=0 best by 0.18 over the next, exactly
+    tied = _rows({**FIXED_GOOD, "rheo m=1 proxy=tempered": 0.3}, 1.0, 1.0)
+    noise = np.random.default_rng(3).normal(0, 0.05, (tied["variant"] == "rheo m=0").sum())
+    tied.loc[tied["variant"] == "rheo m=0", "expected_emitted"] += noise  # m=0 and rheo_auto tied, in noise
+    reach = reach_frame(pd.concat([clear, tied]), clear.iloc[:0]).set_index("cell")
+    assert reach.loc["dial: T = 0.7, a = 1", "best fixed"] == "m=0"
+    assert reach.loc["dial: T = 0.7, a = 1", "best's worst lower bound"] == "+0.180"
+    assert reach.loc["dial: T = 0.7, a = 1", "best meets"] == "yes"
+    assert reach.loc["dial: T = 1, a = 1", "best meets"] == "no"
+    tied_cell = reach.loc["dial: T = 1, a = 1"]  # the per-prompt best is at or above each setting on every prompt
+    assert float(tied_cell["per-prompt best's worst lower bound"]) > float(tied_cell["best's worst lower bound"])
+    assert "meets the bar in 1 of 2 cells; where it does not (dial: T = 1, a = 1)" in reach_markdown(reach.reset_index())
