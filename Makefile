@@ -51,8 +51,7 @@ reproduce-speed: $(VENV_STAMP) ## speed, alone, one thread: paper tree (+ the tu
 	[ ! -f configs/experiment/tuned_topk.yaml ] || $(RUN) experiment=tuned_topk output_dir=results/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
 	[ ! -f configs/experiment/tuned_rheo.yaml ] || $(RUN) experiment=tuned_rheo output_dir=results/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
 speed-launches: $(VENV_STAMP) ## ops, syncs and predicted GPU speedup of the speed tables' configurations next to their measured CPU speedup (embedded pair, counted; minutes)
-	$(PY) scripts/cycle_cost.py --rows results/speed.parquet --shape smollm2 --out $(TABLES)/speed $(UPDATE)
-	$(PY) scripts/cycle_cost.py --rows results/speed_options.parquet --shape smollm2 --out $(TABLES)/speed_options $(UPDATE)
+	for s in speed speed_options speed_rule; do $(PY) scripts/cycle_cost.py --rows results/$$s.parquet --shape smollm2 --out $(TABLES)/$$s $(UPDATE) || exit 1; done
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m ablation, T sweep, speed (ARGS="model=... device=cuda dtype=bfloat16")
 	$(RUN) experiment=main_table limit=null max_new_tokens=1024 $(ARGS)
 	$(RUN) experiment=m_ablation limit=null max_new_tokens=1024 $(ARGS)
@@ -127,8 +126,7 @@ calibrate-head: $(VENV_STAMP) ## fit one draft temperature for the embedded head
 	PYTHONPATH=$(CURDIR) $(PY) scripts/calibrate_head.py $(ARGS)
 calibrated-cells: $(VENV_STAMP) ## the dial's a = 0 cells (T = 0.7, 1) with the calibrated head (DRAFT_TEMP, results/draft_head/calibration.json); Rheo's gain paired with the trained head's
 	$(RUN) experiment=draft_dial draft_mix=0.0 draft_temp=$(DRAFT_TEMP) temperature=0.7,1.0 output_dir=results/same_state_calibrated $(ARGS)
-	$(PY) -m eval.states.calibrated results/same_state_dial.parquet results/same_state_calibrated \
-	  --archive results/same_state_calibrated.parquet --out $(TABLES)/calibrated_head.md $(UPDATE)
+	$(PY) -m eval.states.calibrated results/same_state_dial.parquet results/same_state_calibrated --archive results/same_state_calibrated.parquet --out $(TABLES)/calibrated_head.md $(UPDATE)
 # ------------------------------------------------------------------ GPU (docs/gpu.md)
 GPU_BUNDLE ?= .gpu_bundle
 GPU_OUT ?= results/gpu

@@ -21,7 +21,7 @@ the configured setting (Top-K's tree, for the tempered proxy) is used.
 Lossless: the setting of a cycle is a function of rows scored in earlier cycles only, never of a
 token drawn in the cycle; given that history, the cycle is an ordinary lossless Rheo cycle, so
 every emitted token has the target's conditional distribution (``docs/algorithm.md``). Cost: one
-host read per cycle (the sign), and two reductions over the root's ``S`` support slots.
+host read per cycle (the evidence), and two reductions over the root's ``S`` support slots.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Optional
 import torch
 
 from rheo.models.base import TreeView
-from rheo.probs import draft_distribution, target_probs, tempered
+from rheo.probs import draft_distribution, prob_dtype, tempered
 
 if TYPE_CHECKING:
     from rheo.spec import Spec
@@ -42,9 +42,11 @@ def root_evidence(root_draft_logits: torch.Tensor, root_target_logits: torch.Ten
                   draft_to_target: Optional[torch.Tensor] = None) -> torch.Tensor:
     """root_draft_logits: [Vd], root_target_logits: [V] (untempered) -> 0-d ``a - b`` (module
     docstring) on the truncated draft support, at ``cfg.temperature``; float64 for float64 input."""
-    dist = draft_distribution(root_draft_logits[None], cfg.sparse_top, draft_to_target)  # [1, S]
+    # no NaN checks here (each a host read): the tree builder checks the draft row and the verifier the
+    # target row, in the same cycle
+    dist = draft_distribution(root_draft_logits[None], cfg.sparse_top, draft_to_target, check_nan=False)  # [1, S]
     q_t = tempered(dist.logits[0], cfg.temperature)  # [S]
-    p_t = target_probs(root_target_logits, cfg.temperature)  # [V]
+    p_t = tempered(root_target_logits.to(prob_dtype(root_target_logits)), cfg.temperature)  # [V], as target_probs
     p_support = p_t[dist.ids[0]].to(q_t.dtype)  # [S]
     return torch.minimum(p_support, q_t).sum() - p_support[0]
 

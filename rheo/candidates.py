@@ -53,6 +53,8 @@ class Candidates:
     kind:        [n, K] long, LEAD / SAMPLE / FILL (Top-K children are LEAD; a read-only expanded view there)
     resid_probs: [n, S] float, q~ over the node's support slots (0 on leads), or None
     sample_prob: [n] float, q~(sampled token); 0 where the node has no sample
+    slot_prob:   [n, K] float, sample_prob in the sample's slot, 0 in every other slot, or None (then
+                 the tree builder makes it from sample_prob and kind)
     """
 
     tokens: torch.Tensor
@@ -60,6 +62,7 @@ class Candidates:
     kind: torch.Tensor
     resid_probs: Optional[torch.Tensor]
     sample_prob: torch.Tensor
+    slot_prob: Optional[torch.Tensor] = None
 
 
 def rank_scores(dist: DraftDist, rank: str, temperature: float) -> torch.Tensor:
@@ -147,34 +150,35 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
     has_tail = draws_probe(dist, m, temperature, probe_min, z_t)[:, None]  # [n, 1]
     by_pick, sample_col, kind_row, plain = slot_table(m, slots, support, dist.ids.device)
     scores = rank_scores(dist, rank, temperature)  # [n, S]
+    zero = _constant(0, dist.logits.dtype, dist.ids.device)  # cached 0-d: no fill launched
+    sampled = sample_col & has_tail  # [n, K]: the slot holds a drawn sample
     if temperature == 0:
         # q~ at T = 0 is the one-hot of the tail's first slot: the sample is x_{m+1}, its slot column m,
         # every slot where a node without a sample has it (by_pick[0] == plain), and nothing is drawn
-        resid = torch.where(has_tail, _one_hot_row(support - m, dist.logits.dtype, dist.ids.device),
-                            _constant(0, dist.logits.dtype, dist.ids.device))  # [n, S-m]
+        resid_probs = torch.where(has_tail, _one_hot_row(support, m, dist.logits.dtype, dist.ids.device), zero)  # [n, S]
         tokens, slot_scores = dist.ids[:, :slots], scores[:, :slots]  # views
-        sample_prob = resid[:, 0]
+        sample_prob, slot_prob = resid_probs[:, m], sampled.to(resid_probs.dtype)
     else:
         resid = tempered(dist.logits[:, m:], temperature)  # [n, S-m]
-        one, zero = (_constant(v, resid.dtype, resid.device) for v in (1, 0))  # cached 0-d: no fill launched
-        pick = rng.categorical(torch.where(has_tail, resid, one))  # [n] in [0, S-m); rows without a tail drawable
+        pick = rng.categorical(torch.where(has_tail, resid, _constant(1, resid.dtype, resid.device)))  # [n] in [0, S-m)
         # slot of column j for a draw at tail position p: j for a lead, m + p for the sample, m + r + (r >= p)
-        # for the r-th fill: row p of a table made once per (m, K, S)
+        # for the r-th fill: row p of a table made once per (m, K, S); rows without a tail drew from ones
         slot = torch.where(has_tail, by_pick[pick], plain)  # [n, K]
         tokens, slot_scores = dist.ids.gather(1, slot), scores.gather(1, slot)
         resid = torch.where(has_tail, resid, zero)  # [n, S-m], 0 on rows without a sample
         sample_prob = resid.gather(1, pick[:, None]).squeeze(1)
+        resid_probs, slot_prob = torch.nn.functional.pad(resid, (m, 0)), torch.where(sampled, sample_prob[:, None], zero)
     sample_score = log_proxy(dist, scores, m, temperature, proxy, proxy_value, eps, rank, z_t)  # [n]
-    log_score = torch.where(sample_col & has_tail, sample_score[:, None], slot_scores)  # [n, K]
+    log_score = torch.where(sampled, sample_score[:, None], slot_scores)  # [n, K]
     return Candidates(tokens=tokens, log_score=log_score,
                       kind=torch.where(has_tail, kind_row, _constant(LEAD, torch.long, dist.ids.device)),
-                      resid_probs=torch.nn.functional.pad(resid, (m, 0)), sample_prob=sample_prob)
+                      resid_probs=resid_probs, sample_prob=sample_prob, slot_prob=slot_prob)
 
 
 @functools.lru_cache(maxsize=32)
-def _one_hot_row(length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """[length] 1 in column 0, 0 elsewhere: q~ over a tail at T = 0 (made once per shape)."""
-    return torch.nn.functional.one_hot(torch.zeros((), dtype=torch.long), length).to(dtype=dtype, device=device)
+def _one_hot_row(length: int, column: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """[length] 1 in ``column``, 0 elsewhere: q~ over a node's support at T = 0 (made once per shape)."""
+    return torch.nn.functional.one_hot(torch.tensor(column), length).to(dtype=dtype, device=device)
 
 
 @functools.lru_cache(maxsize=64)
