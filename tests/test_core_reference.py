@@ -26,6 +26,11 @@ CONFIGS = [
     SpecConfig(k=5, m=1, depth=3, tree_size=9, sparse_top=7, temperature=0.8, rank="q_T", proxy="tempered",
                probe_min=0.3),
     SpecConfig(k=4, m=1, depth=3, tree_size=9, sparse_top=None, temperature=0.0, proxy="tempered"),
+    # the paper's rule at T = 0 (no draw: the sample is x_{m+1}); m = 4 leaves node 0 of the select test
+    # (4 finite logits) without a tail, at T = 0 and above
+    SpecConfig(k=4, m=1, depth=3, tree_size=9, sparse_top=6, temperature=0.0),
+    SpecConfig(k=6, m=4, depth=3, tree_size=9, sparse_top=None, temperature=0.0),
+    SpecConfig(k=6, m=4, depth=3, tree_size=9, sparse_top=None, temperature=0.9),
 ]
 
 

@@ -98,6 +98,25 @@ def test_candidate_slots_rheo():
         assert math.isclose(float(cand.sample_prob[0]), float(q_tilde[pick]), rel_tol=1e-12)
 
 
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_rheo_slot_probabilities_and_residuals_hold_the_sample_alone(temperature):
+    """slot_prob holds sample_prob in the sample's slot and 0 elsewhere; a node without a tail (its 4
+    finite logits all leads) has neither residual nor sample; at T = 0 the residual is the one-hot of
+    x_{m+1} and nothing is drawn (a scripted source with no draws left would raise)."""
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.5, 0.0, -1.0], [2.0, 1.5, 1.0, 0.0, -9, -9]], dtype=torch.float64)
+    logits[1, 4:] = -torch.inf
+    dist = draft_distribution(logits, None)
+    cand = select_rheo(dist, k=5, m=4, temperature=temperature, rng=ScriptedRandom([] if temperature == 0 else [1, 0]))
+    assert cand.kind.tolist() == [[LEAD] * 4 + [SAMPLE], [LEAD] * 5]
+    want = cand.sample_prob[:, None] * (cand.kind == SAMPLE)
+    assert torch.equal(cand.slot_prob, want) and cand.slot_prob[1].abs().sum() == 0
+    assert cand.resid_probs[1].abs().sum() == 0 and cand.resid_probs[0, :4].abs().sum() == 0
+    if temperature == 0:
+        assert cand.resid_probs[0].tolist() == [0, 0, 0, 0, 1, 0] and cand.tokens[0, 4] == 4
+    else:
+        assert math.isclose(float(cand.resid_probs[0].sum()), 1.0, rel_tol=1e-12) and cand.tokens[0, 4] == 5
+
+
 def test_m0_proxy_takes_first_slot_and_topk_slots():
     logits = torch.tensor([[1.0, 0.0, -1.0]], dtype=torch.float64)
     dist = draft_distribution(logits, None)
