@@ -53,8 +53,8 @@ class Candidates:
     kind:        [n, K] long, LEAD / SAMPLE / FILL (Top-K children are LEAD; a read-only expanded view there)
     resid_probs: [n, S] float, q~ over the node's support slots (0 on leads), or None
     sample_prob: [n] float, q~(sampled token); 0 where the node has no sample
-    slot_prob:   [n, K] float, sample_prob in the sample's slot, 0 in every other slot, or None (then
-                 the tree builder makes it from sample_prob and kind)
+    slot_prob:   [n, K] float, sample_prob in the sample's slot, 0 in every other slot; the dynamic
+                 tree builder reads it wherever resid_probs is set (None for Top-K)
     """
 
     tokens: torch.Tensor

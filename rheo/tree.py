@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 
-from rheo.candidates import LEAD, SAMPLE, Candidates
+from rheo.candidates import LEAD, Candidates
 from rheo.models.base import DraftTree, TreeView
 from rheo.probs import DRAFT_NAN, DraftDist, NonFiniteLogitsError, draft_distribution
 from rheo.random import RandomSource
@@ -84,8 +84,7 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
         exp_ids.append(support_ids)
         if cand.resid_probs is not None:
             exp_probs.append(cand.resid_probs)
-            slot_prob = cand.slot_prob if cand.slot_prob is not None else cand.sample_prob[:, None] * (cand.kind == SAMPLE)
-            sample_p.append(slot_prob.flatten())  # [f*K]
+            sample_p.append(cand.slot_prob.flatten())  # [f*K]
         # Every slot becomes a node (fixed shapes, no host read): an empty slot (-inf) is a node of score
         # -inf, ranked after every drafted child and dropped by _prune; its own children are -inf too.
         f, n_slots = cand.tokens.shape

@@ -154,7 +154,8 @@ def _peeking_candidates(dist, cfg, rng, layer):
     pick_rows = lambda a, b: torch.where(top if a.dim() == 2 else top[:, 0], a, b)  # noqa: E731
     return dataclasses.replace(m0, tokens=pick_rows(m0.tokens, m1.tokens), log_score=pick_rows(m0.log_score, m1.log_score),
                                kind=pick_rows(m0.kind, m1.kind), resid_probs=pick_rows(m0.resid_probs, m1.resid_probs),
-                               sample_prob=pick_rows(m0.sample_prob, m1.sample_prob))
+                               sample_prob=pick_rows(m0.sample_prob, m1.sample_prob),
+                               slot_prob=pick_rows(m0.slot_prob, m1.slot_prob))
 
 
 def test_a_twin_whose_choice_sees_the_drawn_token_is_caught():

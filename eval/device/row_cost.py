@@ -28,9 +28,8 @@ from eval.measure.expected_replay import row_spec
 
 
 def configs_of(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration (``config_hash``) of AR and the tree methods, plus AR at every
-    temperature of the rows (counted even where the rows hold no AR row)."""
-    spec = rows[rows["k"].notna() | (rows["method"] == AR.name)].drop_duplicates("config_hash")
+    """One row per tree configuration (``config_hash``) of the rows."""
+    spec = rows[rows["k"].notna()].drop_duplicates("config_hash")
     return spec.sort_values(["temperature", "method", "config_hash"]).reset_index(drop=True)
 
 
@@ -41,8 +40,7 @@ def count_configs(pair: CostPair, configs: pd.DataFrame, new_tokens: int = 24, p
     prompt = torch.randint(10, max(11, pair.vocab_size // 4), (prompt_len,),
                            generator=torch.Generator().manual_seed(0)).tolist()
     jobs = [(f"AR@{t:g}", AR.name, float(t), None) for t in sorted(configs["temperature"].unique())]
-    jobs += [(r["config_hash"], r["method"], float(r["temperature"]), row_spec(r))
-             for _, r in configs.iterrows() if r["method"] != AR.name]
+    jobs += [(r["config_hash"], r["method"], float(r["temperature"]), row_spec(r)) for _, r in configs.iterrows()]
     out = []
     for key, method, temperature, spec in jobs:
         count_run(pair, spec, temperature, prompt, 2)  # warm: tables made once per process are not counted

@@ -28,19 +28,22 @@ from rheo.cli import ArgumentParser, path_arg, run_main
 PROG = "python -m eval.states.calibrated"
 
 
+def _head_rows(rows: pd.DataFrame, tempered: bool) -> pd.DataFrame:
+    """Rows at ``draft_mix`` 0 (or unset), drafted with a draft temperature or without one."""
+    def column(name: str) -> pd.Series:
+        return rows[name] if name in rows else pd.Series(float("nan"), index=rows.index)
+
+    return rows[(column("draft_mix").fillna(0.0) == 0.0) & (column("draft_temp").notna() == tempered)]
+
+
 def trained_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The dial's rows of the head as trained: ``draft_mix`` 0 (or unset) and no ``draft_temp``."""
-    mix = rows["draft_mix"].fillna(0.0) if "draft_mix" in rows else pd.Series(0.0, index=rows.index)
-    temp = rows["draft_temp"] if "draft_temp" in rows else pd.Series(float("nan"), index=rows.index)
-    return rows[(mix == 0.0) & temp.isna()]
+    return _head_rows(rows, tempered=False)
 
 
 def calibrated_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows drafted with a draft temperature, at ``draft_mix`` 0 (or unset)."""
-    if "draft_temp" not in rows:
-        return rows.iloc[:0]
-    mix = rows["draft_mix"].fillna(0.0) if "draft_mix" in rows else pd.Series(0.0, index=rows.index)
-    return rows[(mix == 0.0) & rows["draft_temp"].notna()]
+    return _head_rows(rows, tempered=True)
 
 
 def gain_frame(trained: pd.DataFrame, calibrated: pd.DataFrame) -> pd.DataFrame:
@@ -90,7 +93,7 @@ def gain_markdown(frame: pd.DataFrame, draft_temps: list[float]) -> str:
 def main(argv=None) -> Optional[int]:
     """The command line (module docstring): exit status 2 with one line for a refused input."""
     from eval.store.committed import Outputs
-    from eval.store.state_archive import archive_bytes, archive_paths, load_rows
+    from eval.store.state_archive import archive_files, load_rows
     from eval.store.storage import report_source
 
     ap = ArgumentParser(prog=PROG, description="Rheo's gain at a = 0 with the head as trained and calibrated.")
@@ -115,8 +118,7 @@ def main(argv=None) -> Optional[int]:
     if args.out:
         outputs.add(args.out, text.encode())
     if args.archive:  # the table reads expected tokens only: no per-depth lists, no calibration lists
-        data, driver_data, _ = archive_bytes(args.calibrated, without=("calibration", "depth"), archive=args.archive)
-        for path, blob in zip(archive_paths(args.archive), (data, driver_data)):
+        for path, blob in archive_files(args.calibrated, args.archive, without=("calibration", "depth"))[0]:
             outputs.add(path, blob)
     outputs.write((), args.calibrated)
     if not args.out:

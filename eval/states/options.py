@@ -259,7 +259,7 @@ def dial_markdown(rows: pd.DataFrame) -> str:
 def main(argv=None) -> Optional[int]:
     """The command line (module docstring): exit status 2 with one line for a refused input."""
     from eval.store.committed import Outputs
-    from eval.store.state_archive import archive_bytes, archive_paths, load_rows
+    from eval.store.state_archive import archive_files, load_rows
     from eval.store.storage import report_source
 
     ap = ArgumentParser(prog=PROG, description="Tables and figures of the ranking-option studies.")
@@ -285,8 +285,7 @@ def main(argv=None) -> Optional[int]:
         if path and blob is not None:
             outputs.add(path, blob)
     if args.archive:
-        data, driver_data, _ = archive_bytes(args.results, depths=args.archive_depths, archive=args.archive)
-        for path, blob in zip(archive_paths(args.archive), (data, driver_data)):
+        for path, blob in archive_files(args.results, args.archive, depths=args.archive_depths)[0]:
             outputs.add(path, blob)
     outputs.write((), args.results)
     if not args.out:

@@ -15,7 +15,7 @@ from typing import Callable
 import pandas as pd
 
 from eval.store.committed import Outputs
-from eval.store.state_archive import ROW_KEY, archive_bytes, archive_paths, load_rows, without_columns
+from eval.store.state_archive import ROW_KEY, archive_files, load_rows, without_columns
 
 FIGURE_NAMES = ("m_ablation", "temperature", "families", "depth", "probe", "calibration", "root_gap")
 
@@ -74,8 +74,8 @@ def plan_outputs(args, markdown: Callable[[pd.DataFrame], str]) -> tuple[pd.Data
     if args.archive:
         if Path(args.archive).resolve() == Path(args.results).resolve():
             raise ValueError(f"--archive {args.archive} is the input itself: give another file")
-        data, driver_data, n = archive_bytes(args.results, without, archive=args.archive)
-        for path, blob in zip(archive_paths(args.archive), (data, driver_data)):
+        files, n = archive_files(args.results, args.archive, without)
+        for path, blob in files:
             plan.add(path, blob)
         messages.append(f"{n} rows -> {args.archive}")
     if args.out:

@@ -110,13 +110,22 @@ def archive_bytes(root: Path | str, without=(), depths: Optional[int] = None,
     return out[0], out[1], len(rows)
 
 
+def archive_files(root: Path | str, archive: Path | str, without=(), depths: Optional[int] = None,
+                  check: bool = True) -> tuple[list[tuple[Path, bytes]], int]:
+    """([(path, bytes)] of the archive pair ``archive`` holding the rows of ``root``, number of rows):
+    :func:`archive_bytes` (``check``: against the committed archive it replaces) under
+    :func:`archive_paths`."""
+    data, driver_data, n = archive_bytes(root, without, depths, archive if check else None)
+    return list(zip(archive_paths(archive), (data, driver_data))), n
+
+
 def export_rows(root: Path | str, archive: Path | str) -> int:
     """Every row (and driver row) of the results directory ``root`` into one archive pair, for git.
     Returns the number of rows."""
     from rheo.io import atomic_write_bytes
 
-    data, driver_data, n = archive_bytes(root)
-    for path, blob in zip(archive_paths(archive), (data, driver_data)):
+    files, n = archive_files(root, archive, check=False)
+    for path, blob in files:
         atomic_write_bytes(path, blob)
     return n
 
