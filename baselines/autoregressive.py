@@ -16,7 +16,7 @@ import torch
 from rheo.decode import EosSpec, GenerationOutput, check_prompt, eos_set
 from rheo.methods import Method, register
 from rheo.models.base import DraftTree, TargetModel
-from rheo.probs import target_probs
+from rheo.probs import raise_nan, target_probs
 from rheo.random import RandomSource, TorchRandom
 from rheo.timing import NULL_TIMER
 
@@ -50,9 +50,15 @@ def autoregressive_generate(target: TargetModel, prompt: Sequence[int], max_new_
         tree = DraftTree(tokens=torch.tensor([root], dtype=torch.long, device=device), **single)
         with tm.phase("score"):
             logits = session.score_tree(tree).logits[0]  # [V]
-        with tm.phase("verify"):  # the AR "verification": pick the next token
-            p = target_probs(logits, temperature)
-            token = int(p.argmax()) if temperature == 0 else int(rng.categorical(p[None])[0])
+        with tm.phase("verify"):  # the AR "verification": pick the next token, read with the NaN check
+            if temperature == 0:  # the first argmax, as of the one-hot target_probs makes at T = 0
+                draw, nan = logits.argmax(), torch.isnan(logits).any()
+            else:
+                p = target_probs(logits, temperature, check=False)
+                draw, nan = rng.categorical(p[None])[0], torch.isnan(p[0])  # a NaN logit: an all-NaN row
+            token, bad = torch.stack([draw, nan.long()]).tolist()  # one host read
+            if bad:
+                raise_nan(logits, temperature)
         out.tokens.append(token)
         out.accept_lengths.append(1)
         if token in stop:

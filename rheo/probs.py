@@ -83,14 +83,21 @@ def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.softmax(logits if temperature == 1 else logits / temperature, dim=-1)  # x / 1 == x: one op fewer
 
 
-def target_probs(target_logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """target_logits: [V] -> p: [V] at ``temperature`` (float32, or float64 if given)."""
+def target_probs(target_logits: torch.Tensor, temperature: float, check: bool = True) -> torch.Tensor:
+    """target_logits: [V] -> p: [V] at ``temperature`` (float32, or float64 if given). ``check=False``
+    (T > 0 only) leaves the NaN check to the caller, who reads ``isnan(p[0])`` with its own draw and
+    raises with :func:`raise_nan` (one host read instead of two)."""
     logits = target_logits.to(prob_dtype(target_logits))
     probs = tempered(logits, temperature)
     # softmax turns one NaN logit (or an all -inf row) into an all-NaN row
-    if torch.isnan(probs[0]) or (temperature == 0 and torch.isnan(logits).any()):
-        raise NonFiniteLogitsError(nan_cause(logits, temperature))
+    if (check or temperature == 0) and (torch.isnan(probs[0]) or (temperature == 0 and torch.isnan(logits).any())):
+        raise_nan(target_logits, temperature)
     return probs
+
+
+def raise_nan(target_logits: torch.Tensor, temperature: float) -> None:
+    """Raise the NonFiniteLogitsError of NaN target probabilities made from ``target_logits`` [V]."""
+    raise NonFiniteLogitsError(nan_cause(target_logits.to(prob_dtype(target_logits)), temperature))
 
 
 def nan_cause(logits: torch.Tensor, temperature: float) -> str:

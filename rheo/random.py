@@ -55,18 +55,20 @@ class TorchRandom:
     def bernoulli(self, probs: torch.Tensor) -> torch.Tensor:
         return self._uniform(probs.shape[0], probs.device) < probs.to(torch.float64)
 
-    def bernoulli_else_categorical(self, accept: torch.Tensor, probs: torch.Tensor) -> tuple[bool, int]:
-        """accept: [1] in [0, 1]; probs: [1, V]. ``bernoulli(accept)``, and when it is False,
-        ``categorical(probs)``, with one read from the device: both are drawn, then the generator is
-        set back to its state after the first draw when the second was not needed. The stream is the
-        one the two calls make in turn, so the same seed gives the same tokens."""
+    def bernoulli_else_categorical(self, accept: torch.Tensor, probs: torch.Tensor,
+                                   also: torch.Tensor) -> tuple[bool, int, int]:
+        """accept: [1] in [0, 1]; probs: [1, V]; also: a 0-d integer or bool tensor the caller reads
+        with the draws. ``bernoulli(accept)``, and when it is False, ``categorical(probs)``, with one
+        read from the device: both are drawn, then the generator is set back to its state after the
+        first draw when the second was not needed. The stream is the one the two calls make in turn,
+        so the same seed gives the same tokens. Returns (hit, y, also)."""
         hit = self.bernoulli(accept)  # [1] bool
         after_first = self.generator.get_state()
         y = self.categorical(probs)  # [1]
-        hit, y = torch.stack([hit.long(), y]).flatten().tolist()
+        hit, y, extra = torch.stack([hit.long(), y, also.long()[None]]).flatten().tolist()
         if hit:
             self.generator.set_state(after_first)
-        return bool(hit), int(y)
+        return bool(hit), int(y), int(extra)
 
 
 class PathRandom:

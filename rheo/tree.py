@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 
-from rheo.candidates import LEAD, Candidates
+from rheo.candidates import LEAD, Candidates, _constant
 from rheo.models.base import DraftTree, TreeView
 from rheo.probs import DRAFT_NAN, DraftDist, NonFiniteLogitsError, draft_distribution
 from rheo.random import RandomSource
@@ -66,65 +66,69 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
                        device: torch.device | str = "cpu") -> BuiltTree:
     """The EAGLE-2/3 tree (module docstring) with the candidate rule ``candidates`` at every node."""
     long = dict(dtype=torch.long, device=device)
-    # one row each: token, parent, depth, kind (LEAD / SAMPLE / FILL) of every node, root first
-    nodes = torch.tensor([[root_token], [-1], [0], [LEAD]], **long)  # [4, N]
+    # one row each: token, parent, depth, kind (LEAD / SAMPLE / FILL) of every node, root first, in a
+    # buffer of the most nodes the tree can draft (written layer by layer, grown if a rule offers more)
+    nodes = torch.cat([torch.tensor([[root_token, -1, 0, LEAD]], **long),
+                       torch.empty(cfg.k * (1 + (cfg.depth - 1) * cfg.k), 4, **long)])  # [N, 4]
     layer_depth = torch.arange(1, cfg.depth + 1, **long)  # [depth]: a layer's depth, read as a view
-    scores: Optional[torch.Tensor] = None  # [N], typed on the first layer
+    scores: Optional[torch.Tensor] = None  # [N] path scores, typed on the first layer
     sample_p: list[torch.Tensor] = []  # per layer [f*K]: q~ of a SAMPLE node, 0 elsewhere (Rheo)
     exp_nodes, exp_ids, exp_probs, first_cols = [], [], [], []
-    frontier = torch.zeros(1, **long)  # [f]
+    frontier, end = _ROOT.to(device), 1  # [f]; nodes[:end] are drafted
     for layer in range(cfg.depth):
-        logits = draft_fn(TreeView(nodes[0], nodes[1], nodes[2], layer), frontier)  # [f, Vd]
+        columns = nodes[:end].T  # [4, end] views
+        logits = draft_fn(TreeView(columns[0], columns[1], columns[2], layer), frontier)  # [f, Vd]
         dist = draft_distribution(logits, cfg.sparse_top, draft_to_target, check_nan=False)
         first_cols.append(dist.log_q[:, 0])  # NaN iff the row is (nan_rows), checked once in _prune
-        cand, support_ids = candidates(dist, cfg, rng, layer), dist.ids
-        if scores is None:
-            scores = torch.zeros(1, dtype=cand.log_score.dtype, device=device)
+        cand = candidates(dist, cfg, rng, layer)
         exp_nodes.append(frontier)
-        exp_ids.append(support_ids)
+        exp_ids.append(dist.ids)
         if cand.resid_probs is not None:
             exp_probs.append(cand.resid_probs)
             sample_p.append(cand.slot_prob.flatten())  # [f*K]
         # Every slot becomes a node (fixed shapes, no host read): an empty slot (-inf) is a node of score
         # -inf, ranked after every drafted child and dropped by _prune; its own children are -inf too.
         f, n_slots = cand.tokens.shape
-        block = torch.stack([cand.tokens, frontier[:, None].expand(f, n_slots),
-                             layer_depth[layer].expand(f, n_slots), cand.kind.expand(f, n_slots)])  # [4, f, K]
-        child_score = (scores[frontier][:, None] + cand.log_score).flatten()  # [f*K]
-        first = nodes.shape[1]
-        nodes = torch.cat([nodes, block.view(4, f * n_slots)], dim=1)
-        scores = torch.cat([scores, child_score])
+        first, end = end, end + f * n_slots
+        if scores is None:
+            scores = torch.zeros(nodes.shape[0], dtype=cand.log_score.dtype, device=device)
+        if end > nodes.shape[0]:  # a rule with more slots than k (host-known shapes: no read)
+            nodes, scores = torch.cat([nodes, torch.empty_like(nodes)]), torch.cat([scores, torch.empty_like(scores)])
+        torch.stack([cand.tokens, frontier[:, None].expand(f, n_slots), layer_depth[layer].expand(f, n_slots),
+                     cand.kind.expand(f, n_slots)], dim=-1, out=nodes[first:end].view(f, n_slots, 4))
+        child_score = torch.add(scores[frontier][:, None], cand.log_score,
+                                out=scores[first:end].view(f, n_slots)).flatten()  # [f*K]
         if layer + 1 == cfg.depth:
             break
         best = torch.sort(child_score, descending=True, stable=True).indices[: cfg.k]  # [<=K]
         frontier = (first + best).sort().values
     sample_probs = (torch.cat([scores.new_zeros(1), *sample_p]) if sample_p
-                    else torch.zeros_like(scores))  # [N]
-    bad = torch.isnan(torch.cat(first_cols)).any()
-    return _prune(nodes[0], nodes[1], nodes[2], nodes[3], scores, sample_probs, exp_nodes, exp_ids, exp_probs,
-                  cfg, bad)
+                    else _zero_like(scores).expand(end))  # [N]: a view where no node is a sample
+    bad = torch.isnan(torch.cat(first_cols)).sum()
+    return _prune(nodes[:end], scores[:end], sample_probs, exp_nodes, exp_ids, exp_probs, cfg, bad)
 
 
-def _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids, exp_probs,
-           cfg: "Spec", bad: torch.Tensor) -> BuiltTree:
+def _prune(nodes, scores, sample_p, exp_nodes, exp_ids, exp_probs, cfg: "Spec", bad: torch.Tensor) -> BuiltTree:
     """Keep the root and the best ``tree_size`` drafted nodes (stable: ancestors first), empty slots
-    (score -inf) never. The one host read of the build (of the cycle, but for verification's draws):
-    the count of drafted children, the NaN flag of every layer's draft rows (a NaN draft raises
-    NonFiniteLogitsError), and the kept tree's parents and tokens (``DraftTree.host``)."""
-    n_all = tokens.shape[0]
-    device = tokens.device
+    (score -inf) never. nodes: [N, 4] (token, parent, depth, kind); scores, sample_p: [N]; bad: 0-d
+    count of NaN draft rows. The one host read of the build (of the cycle, but for verification's
+    draws): the count of drafted children, the NaN flag (a NaN draft raises NonFiniteLogitsError), and
+    the kept tree's parents, tokens, kinds and expansion rows (``DraftTree.host``)."""
+    n_all = nodes.shape[0]
+    device = nodes.device
     ranked = torch.sort(scores[1:], descending=True, stable=True).indices[: cfg.tree_size] + 1
-    finite = torch.isfinite(scores[1:]).sum()
-    exp_row_all = torch.full((n_all,), -1, dtype=torch.long, device=device)
+    finite = (scores[1:] > float("-inf")).sum()  # +inf is not a log score; NaN raises below
     exp_cat = torch.cat(exp_nodes)  # [E]
+    # one slot past the end holds -1: a parent index of -1 (the root's) reads it
+    exp_row_all = torch.full((n_all + 1,), -1, dtype=torch.long, device=device)
     exp_row_all[exp_cat] = torch.arange(exp_cat.shape[0], device=device)
     while True:  # twice only when fewer than tree_size slots were drafted (empty slots are not kept)
-        keep = torch.cat([torch.zeros(1, dtype=torch.long, device=device), ranked.sort().values])  # [n]
-        new_index = torch.full((n_all,), -1, dtype=torch.long, device=device)
+        keep = torch.cat([_ROOT.to(device), ranked.sort().values])  # [n]
+        new_index = torch.full((n_all + 1,), -1, dtype=torch.long, device=device)
         new_index[keep] = torch.arange(keep.shape[0], device=device)
-        kept_parents = torch.where(parents[keep] >= 0, new_index[parents[keep].clamp(min=0)], -1)  # [n]
-        read = torch.cat([torch.stack([finite, bad.long()]), kept_parents, tokens[keep], kinds[keep],
-                          exp_row_all[keep]]).tolist()
+        kept = nodes.T[:, keep]  # [4, n]: token, parent, depth, kind
+        kept_parents, exp_row = new_index[kept[1]], exp_row_all[keep]  # [n], [n]
+        read = torch.cat([torch.stack([finite, bad]), kept_parents, kept[0], kept[3], exp_row]).tolist()
         drafted, nan, n = read[0], read[1], keep.shape[0]
         if nan:
             raise NonFiniteLogitsError(DRAFT_NAN)
@@ -132,24 +136,31 @@ def _prune(tokens, parents, depths, kinds, scores, sample_p, exp_nodes, exp_ids,
             break
         ranked = ranked[:drafted]
     host = (read[2:2 + n], read[2 + n:2 + 2 * n])
-    tree = DraftTree(tokens=tokens[keep], parents=kept_parents, depths=depths[keep],
+    tree = DraftTree(tokens=kept[0], parents=kept_parents, depths=kept[2],
                      ancestor_mask=ancestor_mask(kept_parents, cfg.depth), host=host)
     resid_ids = torch.cat(exp_ids) if exp_probs else None
     resid_probs = torch.cat(exp_probs) if exp_probs else None
-    return BuiltTree(tree=tree, kind=kinds[keep], sample_prob=sample_p[keep], exp_row=exp_row_all[keep],
+    return BuiltTree(tree=tree, kind=kept[3], sample_prob=sample_p[keep], exp_row=exp_row,
                      resid_ids=resid_ids, resid_probs=resid_probs, drafted=drafted, host_kind=read[2 + 2 * n:2 + 3 * n],
                      host_exp_row=read[2 + 3 * n:])
 
 
+def _zero_like(x: torch.Tensor) -> torch.Tensor:
+    return _constant(0, x.dtype, x.device)
+
+
+#: the root's index, the first of every kept set (a CPU constant, moved once per build where needed)
+_ROOT = torch.zeros(1, dtype=torch.long)
+
+
 def ancestor_mask(parents: torch.Tensor, max_depth: int) -> torch.Tensor:
-    """parents: [n] (-1 for the root) -> [n, n] bool, [i, j] = j is i or an ancestor of i."""
+    """parents: [n] (-1 for the root) -> [n, n] bool, [i, j] = j is i or an ancestor of i.
+    Each node's chain of ``max_depth`` ancestors (the root repeats itself) is gathered level by level,
+    then set in one scatter."""
     n = parents.shape[0]
     rows = torch.arange(n, device=parents.device)
     up = torch.where(parents >= 0, parents, rows)  # root points at itself
-    mask = torch.zeros(n, n, dtype=torch.bool, device=parents.device)
-    cur = rows
-    mask[rows, cur] = True
+    chain = [rows]
     for _ in range(max_depth):
-        cur = up[cur]
-        mask[rows, cur] = True
-    return mask
+        chain.append(up[chain[-1]])
+    return torch.zeros(n, n, dtype=torch.bool, device=parents.device).scatter_(1, torch.stack(chain, dim=1), True)

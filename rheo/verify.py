@@ -23,7 +23,9 @@ is the bonus); ``rheo/reference.py`` keeps the child-by-child form and the tests
 show both give the same output distribution exactly.
 
 Host syncs: one read of the kept tree (parents, tokens, kinds together; none when the builder
-read them with its own, ``DraftTree.host``), then one read per visited node (at most ``depth + 1``).
+read them with its own, ``DraftTree.host``), then one read per draw at a visited node (the node's NaN
+check travels with its first; at most ``depth + 1`` reads, and one more at a node whose sample was
+rejected by a random source without ``bernoulli_else_categorical``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from rheo.candidates import SAMPLE
-from rheo.probs import NonFiniteLogitsError, target_probs
+from rheo.probs import NonFiniteLogitsError, raise_nan, target_probs
 from rheo.random import RandomSource
 from rheo.tree import BuiltTree
 
@@ -98,11 +100,15 @@ def verify_dynamic(built: BuiltTree, target_logits: torch.Tensor, cfg: "Spec",
     path, out, n_samples = [0], [], 0
     while True:
         node = path[-1]
-        r = target_probs(target_logits[node], cfg.temperature)  # [V]
+        r = target_probs(target_logits[node], cfg.temperature, check=False)  # [V]
+        # a NaN logit makes the row all NaN: the flag is read with the node's first draw, and raises
+        # before any outcome is used
+        nan = torch.isnan(r[0])
+        read = _Reader(nan, target_logits[node], cfg.temperature)
         det = index.det_children.get(node, {})
         sample = index.sample_child.get(node)
         if sample is not None and cfg.verify_order == "deterministic_first":
-            y = int(rng.categorical(r[None])[0])
+            y = read(rng.categorical(r[None])[0])
             if y in det:
                 path.append(det[y]); out.append(y)
                 continue
@@ -117,20 +123,42 @@ def verify_dynamic(built: BuiltTree, target_logits: torch.Tensor, cfg: "Spec",
             both = getattr(rng, "bernoulli_else_categorical", None)
             if both is not None:  # the accept/reject draw and the draw after a rejection in one read
                 rejected = subtract_draft(r, residual_draft(built, node, vocab, r))
-                hit, y = both(accept[None], rejected[None])
+                hit, y, flag = both(accept[None], rejected[None], nan)
+                read.check(flag)
             else:
-                hit = bool(rng.bernoulli(accept[None])[0])
+                hit = bool(read(rng.bernoulli(accept[None])[0]))
             if hit:
                 path.append(sample); out.append(s_tok); n_samples += 1
                 continue
             r = rejected if both is not None else subtract_draft(r, residual_draft(built, node, vocab, r))
         if y is None:
-            y = int(rng.categorical(r[None])[0])
+            y = read(rng.categorical(r[None])[0])
         if y in det:
             path.append(det[y]); out.append(y)
             continue
         out.append(y)
         return VerifyResult(path=path, tokens=out, sample_accepted=n_samples)
+
+
+class _Reader:
+    """One visited node's host reads: the first carries the node's NaN flag along with its draw (one
+    transfer), and raises NonFiniteLogitsError if it is set; later reads carry the draw alone."""
+
+    def __init__(self, nan: torch.Tensor, logits: torch.Tensor, temperature: float) -> None:
+        self.nan, self.logits, self.temperature = nan, logits, temperature
+
+    def __call__(self, draw: torch.Tensor) -> int:
+        """draw: a 0-d integer or bool tensor -> its value."""
+        if self.nan is None:
+            return int(draw)
+        value, flag = torch.stack([draw.long(), self.nan.long()]).tolist()
+        self.check(flag)
+        return value
+
+    def check(self, flag: int) -> None:
+        self.nan = None
+        if flag:
+            raise_nan(self.logits, self.temperature)
 
 
 def walk_greedy(index: TreeIndex, target_logits: torch.Tensor) -> VerifyResult:

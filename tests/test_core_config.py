@@ -67,6 +67,25 @@ def test_nan_logits_raise(who):
             speculative_generate(target, drafter, [0], 4, SpecConfig(k=2, depth=2, temperature=temperature))
 
 
+@pytest.mark.parametrize("method", ["ar", "topk", "rheo"])
+@pytest.mark.parametrize("temperature", [0.0, 0.7, 1.0])
+def test_nan_logits_past_the_root_raise_before_a_token_is_emitted_from_them(method, temperature):
+    """The verifier reads a node's NaN flag with its first draw (one host read, rheo.verify): a target
+    whose rows turn NaN three tokens in still raises, wherever the walk meets them (uniform draft and
+    target: every draft is accepted at T > 0, so the walk reaches deep nodes)."""
+    def logits(prefix):
+        return torch.full((4,), math.nan) if len(prefix) >= 3 else torch.zeros(4, dtype=torch.float64)
+    target, drafter = PrefixLM(logits, 4), PrefixLM(lambda p: torch.zeros(4, dtype=torch.float64), 4)
+    generator = torch.Generator().manual_seed(0)
+    with pytest.raises(NonFiniteLogitsError, match="NaN"):
+        if method == "ar":
+            autoregressive_generate(target, [0], 6, temperature=temperature, generator=generator)
+        else:
+            speculative_generate(target, drafter, [0], 6, SpecConfig(method=method, k=2, depth=3, tree_size=6,
+                                                                     sparse_top=None, temperature=temperature),
+                                 generator=generator)
+
+
 # ------------------------------------------------------------------ wrong types
 @pytest.mark.parametrize("prompt, needle", [
     ("123", "prompt must be token ids .* got str"),  # would otherwise be decoded as ids 1, 2, 3

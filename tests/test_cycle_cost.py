@@ -28,16 +28,16 @@ def test_the_counter_counts_kernels_and_host_reads_only():
 #: (method label, T) -> ops and syncs per phase, summed over the calls of 2 new tokens after a 64-token
 #: prompt (prefill excluded)
 PINNED = {
-    ("Top-K", 0.0): {"calls": 2, "ops": {"build": 296, "commit": 68, "draft": 849, "other": 23, "score": 2478, "verify": 10},
+    ("Top-K", 0.0): {"calls": 2, "ops": {"build": 216, "commit": 68, "draft": 782, "other": 20, "score": 2478, "verify": 10},
                      "syncs": {"build": 2, "other": 1, "verify": 2}},
-    ("Rheo m=1", 0.0): {"calls": 2, "ops": {"build": 462, "commit": 68, "draft": 849, "other": 23, "score": 2478,
+    ("Rheo m=1", 0.0): {"calls": 2, "ops": {"build": 384, "commit": 68, "draft": 782, "other": 20, "score": 2478,
                                             "verify": 10},
                         "syncs": {"build": 2, "other": 1, "verify": 2}},
-    ("Top-K", 1.0): {"calls": 2, "ops": {"build": 296, "commit": 68, "draft": 849, "other": 23, "score": 2478, "verify": 20},
-                     "syncs": {"build": 2, "other": 1, "verify": 4}},
-    ("Rheo m=1", 1.0): {"calls": 2, "ops": {"build": 686, "commit": 68, "draft": 849, "other": 23, "score": 2478,
+    ("Top-K", 1.0): {"calls": 2, "ops": {"build": 216, "commit": 68, "draft": 782, "other": 20, "score": 2478, "verify": 20},
+                     "syncs": {"build": 2, "other": 1, "verify": 2}},
+    ("Rheo m=1", 1.0): {"calls": 2, "ops": {"build": 608, "commit": 68, "draft": 782, "other": 20, "score": 2478,
                                             "verify": 48},
-                        "syncs": {"build": 2, "other": 1, "verify": 4}},
+                        "syncs": {"build": 2, "other": 1, "verify": 2}},
 }
 
 

@@ -46,27 +46,35 @@ class Eagle3Drafter:
 
 
 class Eagle3Session:
-    """One sequence. Committed KV: [1, nKV, S, hd]; per-node tree state keyed by node index."""
+    """One sequence. Committed keys and values in one tensor, kv: [2, 1, nKV, S, hd]; per-node tree
+    state keyed by node index."""
 
     def __init__(self, drafter: Eagle3Drafter) -> None:
         self.d = drafter
         cfg = drafter.head.cfg
         p = next(drafter.head.parameters())
         self.dtype, self.device = p.dtype, p.device
-        kv = (1, cfg.num_key_value_heads, 0, cfg.head_dim)
-        self.keys = torch.zeros(kv, dtype=self.dtype, device=self.device)
-        self.values = torch.zeros(kv, dtype=self.dtype, device=self.device)
+        self.kv = torch.zeros(2, 1, cfg.num_key_value_heads, 0, cfg.head_dim, dtype=self.dtype, device=self.device)
         self.root_logits = torch.zeros(cfg.draft_vocab_size, dtype=torch.float32, device=self.device)
         self.root_hidden = torch.zeros(cfg.hidden_size, dtype=self.dtype, device=self.device)
         self._rope_table: Optional[RopeTable] = None
         self._norms = norm_pair(drafter.head)  # [2, H]: the head's input and hidden norm weights
-        self._open = torch.zeros(1, 0, dtype=self.dtype, device=self.device)
-        self._blocks: dict[tuple[int, int], torch.Tensor] = {}
+        self._masks: dict[tuple[int, int], torch.Tensor] = {}  # (f, depth) -> [f, room + f*depth]
         self._reset_tree(1)
 
     @property
     def committed_len(self) -> int:
-        return int(self.keys.shape[2])
+        return int(self.kv.shape[3])
+
+    @property
+    def keys(self) -> torch.Tensor:
+        """[1, nKV, S, hd] committed keys (a view)."""
+        return self.kv[0]
+
+    @property
+    def values(self) -> torch.Tensor:
+        """[1, nKV, S, hd] committed values (a view)."""
+        return self.kv[1]
 
     # ------------------------------------------------------------------ protocol
     @torch.no_grad()
@@ -77,7 +85,7 @@ class Eagle3Session:
         if features is None or features.shape[0] != n:
             got = None if features is None else tuple(features.shape)
             raise ValueError(f"EAGLE-3 prefill needs features [{n}, F] for a {n + 1}-token prompt, got {got}")
-        self.keys, self.values = self.keys[:, :, :0], self.values[:, :, :0]
+        self.kv = self.kv[:, :, :, :0]
         self._append(ids[1:], features)
 
     @torch.no_grad()
@@ -110,20 +118,17 @@ class Eagle3Session:
         chain = (torch.cat([parent[:, None], self.node_chain[parent, : depth - 2]], dim=1) if depth > 1
                  else parent[:, None][:, :0])
         self.node_chain[frontier, : depth - 1] = chain
-        tree_k = torch.cat([self.node_k[chain], k.transpose(1, 2)], dim=1).transpose(1, 2)  # [f, nKV, d, hd]
-        tree_v = torch.cat([self.node_v[chain], v.transpose(1, 2)], dim=1).transpose(1, 2)
+        new_kv = torch.stack([k[:, :, 0], v[:, :, 0]], dim=1)  # [f, 2, nKV, hd]
+        tree_kv = torch.cat([self.node_kv[chain], new_kv[:, None]], dim=1)  # [f, d, 2, nKV, hd]: ancestors, then self
         # One attention call for the whole layer: the f queries share the committed keys (not copied
         # f times; that copy dominated drafting on long prompts) and see only their own chain's keys.
-        nkv, hd = tree_k.shape[1], tree_k.shape[3]
+        nkv, hd = tree_kv.shape[3], tree_kv.shape[4]
         s = self.committed_len
-        keys = torch.cat([self.keys, tree_k.transpose(0, 1).reshape(1, nkv, f * depth, hd)], dim=2)  # [1, nKV, S+f*d, hd]
-        values = torch.cat([self.values, tree_v.transpose(0, 1).reshape(1, nkv, f * depth, hd)], dim=2)
-        mask = torch.cat([self._visible(s).expand(f, s), self._own_chain(f, depth)], dim=1)  # [f, S+f*d] additive
-        att = attend(q[:, :, 0].transpose(0, 1)[None], keys, values, mask[None, None])  # [1, nH, f, hd]
+        kv = torch.cat([self.kv, tree_kv.permute(2, 3, 0, 1, 4).reshape(2, 1, nkv, f * depth, hd)], dim=3)  # [2, 1, nKV, S+f*d, hd]
+        att = attend(q[:, :, 0].transpose(0, 1)[None], kv[0], kv[1], self._mask(s, f, depth)[None, None])  # [1, nH, f, hd]
         out = head.finish(att[0].transpose(0, 1)[:, :, None], hidden)[:, 0]  # [f, H]
         self.node_hidden[frontier] = out
-        self.node_k[frontier] = k[:, :, 0]
-        self.node_v[frontier] = v[:, :, 0]
+        self.node_kv[frontier] = new_kv
         return head.logits(out).float()
 
     # ------------------------------------------------------------------ helpers
@@ -134,21 +139,19 @@ class Eagle3Session:
             self._rope_table = rope_table(self.d.head, max(1024, 2 * (position + 1)), self.root_hidden)
         return self._rope_table.row(position)
 
-    def _visible(self, length: int) -> torch.Tensor:
-        """[1, length] additive mask of zeros (a view of a buffer made once, doubled when outgrown)."""
-        if self._open.shape[1] < length:
-            self._open = torch.zeros(1, max(1024, 2 * length), dtype=self.dtype, device=self.device)
-        return self._open[:, :length]
-
-    def _own_chain(self, f: int, depth: int) -> torch.Tensor:
-        """[f, f*depth] additive mask: row i sees (0) the ``depth`` tree keys of its own chain and no
-        other (-inf), the float mask attention would make of the boolean one (made once per shape)."""
-        block = self._blocks.get((f, depth))
-        if block is None:
-            own = torch.eye(f, dtype=torch.bool, device=self.device).repeat_interleave(depth, dim=1)
-            block = torch.zeros(own.shape, dtype=self.dtype, device=self.device).masked_fill_(~own, float("-inf"))
-            self._blocks[(f, depth)] = block
-        return block
+    def _mask(self, committed: int, f: int, depth: int) -> torch.Tensor:
+        """[f, committed + f*depth] additive mask (a view, nothing launched): every row sees (0) the
+        committed keys, then row i sees the ``depth`` tree keys of its own chain and no other (-inf), the
+        float mask attention would make of the boolean one. A buffer per (f, depth) holds ``room`` zero
+        columns before that block, made once and remade with twice the room when outgrown."""
+        buffer = self._masks.get((f, depth))
+        if buffer is None or buffer.shape[1] - f * depth < committed:
+            room = max(1024, 2 * committed)
+            own = torch.eye(f, dtype=torch.bool, device=self.device).repeat_interleave(depth, dim=1)  # [f, f*d]
+            buffer = torch.zeros(f, room + f * depth, dtype=self.dtype, device=self.device)
+            buffer[:, room:].masked_fill_(~own, float("-inf"))
+            self._masks[(f, depth)] = buffer
+        return buffer[:, buffer.shape[1] - f * depth - committed:]
 
     def _append(self, tokens: torch.Tensor, features: torch.Tensor) -> None:
         """Run pairs (features[i], tokens[i]) after the committed cache. tokens: [t]; features: [t, 3Ht].
@@ -161,8 +164,7 @@ class Eagle3Session:
         embeds = self.d.embed_weight[tokens].to(self.dtype)[None]
         positions = torch.arange(s, s + t, device=self.device)[None]
         q, k, v = head.qkv(embeds, hidden, positions)
-        self.keys = torch.cat([self.keys, k], dim=2)
-        self.values = torch.cat([self.values, v], dim=2)
+        self.kv = torch.cat([self.kv, torch.stack([k, v])], dim=3)
         mask = torch.ones(t, s + t, dtype=torch.bool, device=self.device).tril(diagonal=s)
         out = head.finish(attend(q, self.keys, self.values, mask[None, None]), hidden)[0]  # [t, H]
         self.root_hidden = out[-1]
@@ -171,9 +173,8 @@ class Eagle3Session:
     def _reset_tree(self, capacity: int) -> None:
         cfg = self.d.head.cfg
         self.node_hidden = torch.zeros(capacity, cfg.hidden_size, dtype=self.dtype, device=self.device)
-        self.node_k = torch.zeros(capacity, cfg.num_key_value_heads, cfg.head_dim, dtype=self.dtype,
-                                  device=self.device)
-        self.node_v = torch.zeros_like(self.node_k)
+        self.node_kv = torch.zeros(capacity, 2, cfg.num_key_value_heads, cfg.head_dim, dtype=self.dtype,
+                                   device=self.device)  # [N, 2, nKV, hd]: a node's key and value
         self.node_chain = torch.zeros(capacity, 0, dtype=torch.long, device=self.device)  # [N, depth-1] ancestors
 
     def _grow(self, n: int, depth: int) -> None:
@@ -182,8 +183,7 @@ class Eagle3Session:
         if extra > 0:
             extra = max(extra, self.node_hidden.shape[0])
             self.node_hidden = torch.cat([self.node_hidden, self.node_hidden.new_zeros(extra, *self.node_hidden.shape[1:])])
-            self.node_k = torch.cat([self.node_k, self.node_k.new_zeros(extra, *self.node_k.shape[1:])])
-            self.node_v = torch.cat([self.node_v, self.node_v.new_zeros(extra, *self.node_v.shape[1:])])
+            self.node_kv = torch.cat([self.node_kv, self.node_kv.new_zeros(extra, *self.node_kv.shape[1:])])
         rows, width = self.node_hidden.shape[0], max(depth - 1, 0)
         if self.node_chain.shape != (rows, max(width, self.node_chain.shape[1])):
             grown = self.node_chain.new_zeros(rows, max(width, self.node_chain.shape[1]))
