@@ -96,16 +96,17 @@ def select_topk(dist: DraftDist, k: int, rank: str = "q", temperature: float = 1
     return Candidates(
         tokens=dist.ids[:, :slots],
         log_score=rank_scores(dist, rank, temperature)[:, :slots],
-        kind=_constant(LEAD, torch.long, dist.ids.device).expand(n, slots),  # a view: nothing launched
+        kind=constant(LEAD, torch.long, dist.ids.device).expand(n, slots),  # a view: nothing launched
         resid_probs=None,
-        sample_prob=_constant(0, dist.log_q.dtype, dist.ids.device).expand(n),
+        sample_prob=constant(0, dist.log_q.dtype, dist.ids.device).expand(n),
     )
 
 
 @functools.lru_cache(maxsize=32)
-def _constant(value: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def constant(value: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A 0-d tensor of ``value``, made once per (dtype, device): Top-K's kinds and zero sample
-    probabilities are expanded views of it, and it is the LEAD kind of a Rheo node without a sample."""
+    probabilities (here and in the tree builder) are expanded views of it, and it is the LEAD kind of a
+    Rheo node without a sample."""
     return torch.tensor(value, dtype=dtype, device=device)
 
 
@@ -150,7 +151,7 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
     has_tail = draws_probe(dist, m, temperature, probe_min, z_t)[:, None]  # [n, 1]
     by_pick, sample_col, kind_row, plain = slot_table(m, slots, support, dist.ids.device)
     scores = rank_scores(dist, rank, temperature)  # [n, S]
-    zero = _constant(0, dist.logits.dtype, dist.ids.device)  # cached 0-d: no fill launched
+    zero = constant(0, dist.logits.dtype, dist.ids.device)  # cached 0-d: no fill launched
     sampled = sample_col & has_tail  # [n, K]: the slot holds a drawn sample
     if temperature == 0:
         # q~ at T = 0 is the one-hot of the tail's first slot: the sample is x_{m+1}, its slot column m,
@@ -160,7 +161,7 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
         sample_prob, slot_prob = resid_probs[:, m], sampled.to(resid_probs.dtype)
     else:
         resid = tempered(dist.logits[:, m:], temperature)  # [n, S-m]
-        pick = rng.categorical(torch.where(has_tail, resid, _constant(1, resid.dtype, resid.device)))  # [n] in [0, S-m)
+        pick = rng.categorical(torch.where(has_tail, resid, constant(1, resid.dtype, resid.device)))  # [n] in [0, S-m)
         # slot of column j for a draw at tail position p: j for a lead, m + p for the sample, m + r + (r >= p)
         # for the r-th fill: row p of a table made once per (m, K, S); rows without a tail drew from ones
         slot = torch.where(has_tail, by_pick[pick], plain)  # [n, K]
@@ -171,7 +172,7 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
     sample_score = log_proxy(dist, scores, m, temperature, proxy, proxy_value, eps, rank, z_t)  # [n]
     log_score = torch.where(sampled, sample_score[:, None], slot_scores)  # [n, K]
     return Candidates(tokens=tokens, log_score=log_score,
-                      kind=torch.where(has_tail, kind_row, _constant(LEAD, torch.long, dist.ids.device)),
+                      kind=torch.where(has_tail, kind_row, constant(LEAD, torch.long, dist.ids.device)),
                       resid_probs=resid_probs, sample_prob=sample_prob, slot_prob=slot_prob)
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 
-from rheo.candidates import LEAD, Candidates, _constant
+from rheo.candidates import LEAD, Candidates, constant
 from rheo.models.base import DraftTree, TreeView
 from rheo.probs import DRAFT_NAN, DraftDist, NonFiniteLogitsError, draft_distribution
 from rheo.random import RandomSource
@@ -93,7 +93,7 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
         if scores is None:
             scores = torch.zeros(nodes.shape[0], dtype=cand.log_score.dtype, device=device)
         if end > nodes.shape[0]:  # a rule with more slots than k (host-known shapes: no read)
-            nodes, scores = torch.cat([nodes, torch.empty_like(nodes)]), torch.cat([scores, torch.empty_like(scores)])
+            nodes, scores = torch.cat([nodes, nodes.new_empty(end, 4)]), torch.cat([scores, scores.new_empty(end)])
         torch.stack([cand.tokens, frontier[:, None].expand(f, n_slots), layer_depth[layer].expand(f, n_slots),
                      cand.kind.expand(f, n_slots)], dim=-1, out=nodes[first:end].view(f, n_slots, 4))
         child_score = torch.add(scores[frontier][:, None], cand.log_score,
@@ -103,7 +103,7 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
         best = torch.sort(child_score, descending=True, stable=True).indices[: cfg.k]  # [<=K]
         frontier = (first + best).sort().values
     sample_probs = (torch.cat([scores.new_zeros(1), *sample_p]) if sample_p
-                    else _zero_like(scores).expand(end))  # [N]: a view where no node is a sample
+                    else constant(0, scores.dtype, scores.device).expand(end))  # [N]: a view where no node is a sample
     bad = torch.isnan(torch.cat(first_cols)).sum()
     return _prune(nodes[:end], scores[:end], sample_probs, exp_nodes, exp_ids, exp_probs, cfg, bad)
 
@@ -119,11 +119,11 @@ def _prune(nodes, scores, sample_p, exp_nodes, exp_ids, exp_probs, cfg: "Spec", 
     ranked = torch.sort(scores[1:], descending=True, stable=True).indices[: cfg.tree_size] + 1
     finite = (scores[1:] > float("-inf")).sum()  # +inf is not a log score; NaN raises below
     exp_cat = torch.cat(exp_nodes)  # [E]
-    # one slot past the end holds -1: a parent index of -1 (the root's) reads it
-    exp_row_all = torch.full((n_all + 1,), -1, dtype=torch.long, device=device)
+    exp_row_all = torch.full((n_all,), -1, dtype=torch.long, device=device)
     exp_row_all[exp_cat] = torch.arange(exp_cat.shape[0], device=device)
     while True:  # twice only when fewer than tree_size slots were drafted (empty slots are not kept)
         keep = torch.cat([_ROOT.to(device), ranked.sort().values])  # [n]
+        # one slot past the end holds -1: the root's parent index, -1, reads it
         new_index = torch.full((n_all + 1,), -1, dtype=torch.long, device=device)
         new_index[keep] = torch.arange(keep.shape[0], device=device)
         kept = nodes.T[:, keep]  # [4, n]: token, parent, depth, kind
@@ -143,10 +143,6 @@ def _prune(nodes, scores, sample_p, exp_nodes, exp_ids, exp_probs, cfg: "Spec", 
     return BuiltTree(tree=tree, kind=kept[3], sample_prob=sample_p[keep], exp_row=exp_row,
                      resid_ids=resid_ids, resid_probs=resid_probs, drafted=drafted, host_kind=read[2 + 2 * n:2 + 3 * n],
                      host_exp_row=read[2 + 3 * n:])
-
-
-def _zero_like(x: torch.Tensor) -> torch.Tensor:
-    return _constant(0, x.dtype, x.device)
 
 
 #: the root's index, the first of every kept set (a CPU constant, moved once per build where needed)

@@ -202,3 +202,12 @@ def test_at_each_state_the_adaptive_tree_is_the_chosen_arms_tree(closeness, monk
         assert by[(s, 2)] == by[(s, 0 if m == 1 else 1)]
     if closeness == 1.0:
         assert set(chosen[1:]) == {0}  # the drafter is the target
+
+
+def test_a_row_records_the_share_of_cycles_the_rule_drafted_with_m0():
+    from eval.measure.rows import metrics
+    from rheo.decode import GenerationOutput
+
+    out = GenerationOutput(tokens=[1, 2, 3, 4, 5], accept_lengths=[2, 1, 1, 1], cycle_m=[1, 0, 0, 0])
+    assert metrics(out, 1.0)["m0_share"] == 0.75
+    assert metrics(GenerationOutput(tokens=[1], accept_lengths=[1]), 1.0)["m0_share"] is None  # not adaptive

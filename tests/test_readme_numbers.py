@@ -242,8 +242,17 @@ def speed(root: Path) -> list[str]:
             f"{100 * extra / float(base['cycle ms']):.1f}% of the cycle)"]
 
 
+def cycle_cost(root: Path) -> list[str]:
+    """Launches per target call on the tiny 32-layer pair at T = 1 (make cycle-cost)."""
+    rows = pd.read_parquet(root / "results/tables/cycle_cost_tiny32_cpu.parquet").query("temperature == 1.0")
+    topk, rheo = (rows[rows.method == m].iloc[0] for m in ("Top-K", "Rheo m=1"))
+    return [f"Top-K adds {topk.beyond_forward:,.0f} ops and {topk.syncs:.1f} host reads to the target's forward, "
+            f"Rheo m=1 {rheo.beyond_forward:,.0f} and {rheo.syncs:.1f}: at τ = 5, {5 * topk.ar_ops / topk.ops:.2f}x "
+            f"and {5 * rheo.ar_ops / rheo.ops:.2f}x"]
+
+
 CHECKS = [wall_time, main_table, expected_check, same_state_tables, temperature_curve, sampled_temperature_zero, mechanism, speed,
-          dilemma_and_heads, float32_study, option_studies]
+          dilemma_and_heads, float32_study, option_studies, cycle_cost]
 
 
 def readme_claims(root: Path) -> list[str]:

