@@ -23,7 +23,7 @@ def _rows(text: str, temperature: str) -> dict[tuple[str, str], dict]:
 def test_rheo_against_top_k_on_the_paper_tree_is_marked_when_within_noise():
     text = speed_table(load(ROOT / "results" / "speed_xeon.parquet"))  # the Intel Xeon VM's rows (docs/results.md)
     greedy, sampled = _rows(text, "0"), _rows(text, "1")
-    # T=0: 1.07x vs 0.93x over AR, but paired per prompt the ratio's CI covers 1
+    # T=0: 1.02x vs 0.97x over AR, and paired per prompt the ratio's CI covers 1
     assert greedy[("Rheo m=1", PAPER_TREE)]["vs Top-K, same tree"].endswith("(within noise)")
     assert greedy[("Top-K", PAPER_TREE)]["speedup per item"].endswith("(within noise)")  # ~ AR
     assert greedy[("Top-K", PAPER_TREE)]["vs Top-K, same tree"] == "-"
