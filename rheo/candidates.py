@@ -149,7 +149,7 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
         raise ValueError(f"m must be in [0, {slots - 1}] for {slots} candidate slots, got m={m}")
     z_t = nonlead_mass(dist, m, temperature) if probe_min > 0 or proxy == "tempered" else None  # [n]
     has_tail = draws_probe(dist, m, temperature, probe_min, z_t)[:, None]  # [n, 1]
-    by_pick, sample_col, kind_row, plain = slot_table(m, slots, support, dist.ids.device)
+    by_pick, sample_col, kind_row, _ = slot_table(m, slots, support, dist.ids.device)
     scores = rank_scores(dist, rank, temperature)  # [n, S]
     zero = constant(0, dist.logits.dtype, dist.ids.device)  # cached 0-d: no fill launched
     sampled = sample_col & has_tail  # [n, K]: the slot holds a drawn sample
@@ -161,10 +161,12 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
         sample_prob, slot_prob = resid_probs[:, m], sampled.to(resid_probs.dtype)
     else:
         resid = tempered(dist.logits[:, m:], temperature)  # [n, S-m]
-        pick = rng.categorical(torch.where(has_tail, resid, constant(1, resid.dtype, resid.device)))  # [n] in [0, S-m)
+        # a row without a tail draws from the one-hot of its first tail slot: one uniform, as every row,
+        # and pick 0, which puts every slot where a node without a sample has it (by_pick[0] == plain)
+        pick = rng.categorical(torch.where(has_tail, resid, _one_hot_row(support - m, 0, resid.dtype, resid.device)))
         # slot of column j for a draw at tail position p: j for a lead, m + p for the sample, m + r + (r >= p)
-        # for the r-th fill: row p of a table made once per (m, K, S); rows without a tail drew from ones
-        slot = torch.where(has_tail, by_pick[pick], plain)  # [n, K]
+        # for the r-th fill: row p of a table made once per (m, K, S)
+        slot = by_pick[pick]  # [n, K]
         tokens, slot_scores = dist.ids.gather(1, slot), scores.gather(1, slot)
         resid = torch.where(has_tail, resid, zero)  # [n, S-m], 0 on rows without a sample
         sample_prob = resid.gather(1, pick[:, None]).squeeze(1)

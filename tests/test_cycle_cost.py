@@ -33,10 +33,10 @@ PINNED = {
     ("Rheo m=1", 0.0): {"calls": 2, "ops": {"build": 384, "commit": 68, "draft": 782, "other": 20, "score": 2478,
                                             "verify": 10},
                         "syncs": {"build": 2, "other": 1, "verify": 2}},
-    ("Top-K", 1.0): {"calls": 2, "ops": {"build": 216, "commit": 68, "draft": 782, "other": 20, "score": 2478, "verify": 20},
+    ("Top-K", 1.0): {"calls": 2, "ops": {"build": 216, "commit": 68, "draft": 782, "other": 20, "score": 2478, "verify": 18},
                      "syncs": {"build": 2, "other": 1, "verify": 2}},
-    ("Rheo m=1", 1.0): {"calls": 2, "ops": {"build": 608, "commit": 68, "draft": 782, "other": 20, "score": 2478,
-                                            "verify": 48},
+    ("Rheo m=1", 1.0): {"calls": 2, "ops": {"build": 576, "commit": 68, "draft": 782, "other": 20, "score": 2478,
+                                            "verify": 46},
                         "syncs": {"build": 2, "other": 1, "verify": 2}},
 }
 
