@@ -162,3 +162,14 @@ def rows_after(text: str, header: str) -> list[dict]:
             break
         out.append(dict(zip(names, (c.strip() for c in line.strip("|").split("|")))))
     return out
+
+
+def cycle_cost(root: Path) -> list[str]:
+    """The README's launch sentence: per target call on the tiny 32-layer pair at T = 1 (make cycle-cost)."""
+    import pandas as pd
+
+    rows = pd.read_parquet(root / "results/tables/cycle_cost_tiny32_cpu.parquet").query("temperature == 1.0")
+    topk, rheo = (rows[rows.method == m].iloc[0] for m in ("Top-K", "Rheo m=1"))
+    return [f"Top-K adds {topk.beyond_forward:,.0f} ops and {topk.syncs:.1f} host reads to the target's forward, "
+            f"Rheo m=1 {rheo.beyond_forward:,.0f} and {rheo.syncs:.1f}: at τ = 5, {5 * topk.ar_ops / topk.ops:.2f}x "
+            f"and {5 * rheo.ar_ops / rheo.ops:.2f}x"]

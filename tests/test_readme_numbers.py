@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from result_tables import headed_table, numbers, option_studies
+from result_tables import cycle_cost, headed_table, numbers, option_studies
 from result_tables import pm as _pm
 from result_tables import pooled_diffs, pooled_keys, replications, row, setting, signed, table, tables
 
@@ -240,15 +240,6 @@ def speed(root: Path) -> list[str]:
             f"Rheo's cycle costs {100 * (ratio - 1):.1f}% [{100 * (low - 1):.1f}%, {100 * (high - 1):.1f}%] more than "
             f"Top-K's, about its extra build and verify work (+{extra:.1f} ms, "
             f"{100 * extra / float(base['cycle ms']):.1f}% of the cycle)"]
-
-
-def cycle_cost(root: Path) -> list[str]:
-    """Launches per target call on the tiny 32-layer pair at T = 1 (make cycle-cost)."""
-    rows = pd.read_parquet(root / "results/tables/cycle_cost_tiny32_cpu.parquet").query("temperature == 1.0")
-    topk, rheo = (rows[rows.method == m].iloc[0] for m in ("Top-K", "Rheo m=1"))
-    return [f"Top-K adds {topk.beyond_forward:,.0f} ops and {topk.syncs:.1f} host reads to the target's forward, "
-            f"Rheo m=1 {rheo.beyond_forward:,.0f} and {rheo.syncs:.1f}: at τ = 5, {5 * topk.ar_ops / topk.ops:.2f}x "
-            f"and {5 * rheo.ar_ops / rheo.ops:.2f}x"]
 
 
 CHECKS = [wall_time, main_table, expected_check, same_state_tables, temperature_curve, sampled_temperature_zero, mechanism, speed,
