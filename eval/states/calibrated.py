@@ -14,7 +14,6 @@ from the trained head to the calibrated one, with its 95% Student-t half-width o
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Optional
 
 import pandas as pd
@@ -92,7 +91,7 @@ def gain_markdown(frame: pd.DataFrame, draft_temps: list[float]) -> str:
 
 def main(argv=None) -> Optional[int]:
     """The command line (module docstring): exit status 2 with one line for a refused input."""
-    from eval.store.committed import Outputs
+    from eval.store.committed import write_outputs
     from eval.store.state_archive import archive_files, load_rows
     from eval.store.storage import report_source
 
@@ -114,13 +113,10 @@ def main(argv=None) -> Optional[int]:
     if not args.out and not args.archive:
         print(text)
         return 0
-    outputs = Outputs(Path("."), update_committed=args.update_committed)
-    if args.out:
-        outputs.add(args.out, text.encode())
-    if args.archive:  # the table reads expected tokens only: no per-depth lists, no calibration lists
-        for path, blob in archive_files(args.calibrated, args.archive, without=("calibration", "depth"))[0]:
-            outputs.add(path, blob)
-    outputs.write((), args.calibrated)
+    # the table reads expected tokens only: the archive keeps no per-depth lists, no calibration lists
+    archive = (archive_files(args.calibrated, args.archive, without=("calibration", "depth"))[0]
+               if args.archive else [])
+    write_outputs([(args.out, text.encode()), *archive], args.calibrated, args.update_committed)
     if not args.out:
         print(text)
     return 0

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 from typing import Optional
 
 import pandas as pd
@@ -258,7 +257,7 @@ def dial_markdown(rows: pd.DataFrame) -> str:
 
 def main(argv=None) -> Optional[int]:
     """The command line (module docstring): exit status 2 with one line for a refused input."""
-    from eval.store.committed import Outputs
+    from eval.store.committed import write_outputs
     from eval.store.state_archive import archive_files, load_rows
     from eval.store.storage import report_source
 
@@ -280,14 +279,8 @@ def main(argv=None) -> Optional[int]:
     text = (serving_markdown if args.study == "serving" else dial_markdown)(rows)
     figure = (serving_figure(serving_frame(rows), TOPK, {M0: M0, M1: M1, AUTO: f"rheo_auto ({AUTO})"})
               if args.study == "serving" else dial_figure(dial_frame(rows), PAPER_POINTS))
-    outputs = Outputs(Path("."), update_committed=args.update_committed)
-    for path, blob in ((args.out, text.encode()), (args.figure, figure)):
-        if path and blob is not None:
-            outputs.add(path, blob)
-    if args.archive:
-        for path, blob in archive_files(args.results, args.archive, depths=args.archive_depths)[0]:
-            outputs.add(path, blob)
-    outputs.write((), args.results)
+    archive = archive_files(args.results, args.archive, depths=args.archive_depths)[0] if args.archive else []
+    write_outputs([(args.out, text.encode()), (args.figure, figure), *archive], args.results, args.update_committed)
     if not args.out:
         print(text)
     return 0

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 from typing import Optional
 
 import pandas as pd
@@ -154,7 +153,7 @@ def cells_markdown(frame: pd.DataFrame, reach: Optional[pd.DataFrame] = None) ->
 
 
 def main(argv=None) -> Optional[int]:
-    from eval.store.committed import Outputs
+    from eval.store.committed import write_outputs
     from eval.store.state_archive import load_rows
     from eval.store.storage import report_source
 
@@ -173,9 +172,7 @@ def main(argv=None) -> Optional[int]:
     if not args.out:
         print(text)
         return 0
-    outputs = Outputs(Path("."), update_committed=args.update_committed)
-    outputs.add(args.out, text.encode())
-    outputs.write((), args.dial)
+    write_outputs([(args.out, text.encode())], args.dial, args.update_committed)
     return 0
 
 

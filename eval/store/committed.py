@@ -113,6 +113,16 @@ class Outputs:
                                                 f"{source}, so it would be removed: nothing was written; {fix}")
 
 
+def write_outputs(files, source: Path, update_committed: bool) -> None:
+    """Write ``files`` [(path or None, bytes or None)], pairs with no path or no data skipped, through one
+    :class:`Outputs` (checked against git first); ``source``: the results, for the messages."""
+    outputs = Outputs(Path("."), update_committed=update_committed)
+    for path, data in files:
+        if path and data is not None:
+            outputs.add(path, data)
+    outputs.write((), source)
+
+
 def outputs_main(argv: Optional[Sequence[str]], make: Callable[..., object], what: str, description: str) -> int:
     """The command line of ``make_tables.py`` / ``make_figures.py`` (``what``: "tables" or "figures"):
     ``make(results, out, theory=..., update_committed=...)`` from ``--results`` into ``--out``.
