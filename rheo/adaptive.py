@@ -38,9 +38,9 @@ if TYPE_CHECKING:
     from rheo.spec import Spec
     from rheo.tree import DraftFn
 
-def root_evidence(root_draft_logits: torch.Tensor, root_target_logits: torch.Tensor, cfg: "Spec",
-                  draft_to_target: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """root_draft_logits: [Vd], root_target_logits: [V] (untempered) -> 0-d ``a - b`` (module
+def root_terms(root_draft_logits: torch.Tensor, root_target_logits: torch.Tensor, cfg: "Spec",
+               draft_to_target: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """root_draft_logits: [Vd], root_target_logits: [V] (untempered) -> [2]: ``a - b`` and ``a`` (module
     docstring) on the truncated draft support, at ``cfg.temperature``; float64 for float64 input."""
     # no NaN checks here (each a host read): the tree builder checks the draft row and the verifier the
     # target row, in the same cycle
@@ -48,7 +48,14 @@ def root_evidence(root_draft_logits: torch.Tensor, root_target_logits: torch.Ten
     q_t = tempered(dist.logits[0], cfg.temperature)  # [S]
     p_t = tempered(root_target_logits.to(prob_dtype(root_target_logits)), cfg.temperature)  # [V], as target_probs
     p_support = p_t[dist.ids[0]].to(q_t.dtype)  # [S]
-    return torch.minimum(p_support, q_t).sum() - p_support[0]
+    a = torch.minimum(p_support, q_t).sum()
+    return torch.stack([a - p_support[0], a])
+
+
+def root_evidence(root_draft_logits: torch.Tensor, root_target_logits: torch.Tensor, cfg: "Spec",
+                  draft_to_target: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """0-d ``a - b`` of :func:`root_terms`."""
+    return root_terms(root_draft_logits, root_target_logits, cfg, draft_to_target)[0]
 
 
 class CyclePolicy:
@@ -63,8 +70,8 @@ class CyclePolicy:
         self.configured = dataclasses.replace(cfg, adapt="none")
         self.alternative = dataclasses.replace(cfg, adapt="none", m=0, proxy="rheo")
         self.margin = 0.0  # running sum of a - b over the observed roots
-        self.observed = 0
         self.chosen: list[int] = []  # m of every cycle drafted so far
+        self.accepts: list[float] = []  # a of every observed root: the sampled child's acceptance there
 
     def config(self) -> "Spec":
         cfg = self.alternative if self.margin > 0 else self.configured
@@ -75,9 +82,14 @@ class CyclePolicy:
                 draft_to_target: Optional[torch.Tensor] = None) -> None:
         """root_draft_logits: [Vd] (the cycle's first draft row), root_target_logits: [V] (the
         scored tree's row 0)."""
-        self.margin += float(root_evidence(root_draft_logits, root_target_logits, self.configured,
-                                           draft_to_target))
-        self.observed += 1
+        evidence, accept = root_terms(root_draft_logits, root_target_logits, self.configured, draft_to_target).tolist()
+        self.margin += evidence
+        self.accepts.append(accept)
+
+    @property
+    def observed(self) -> int:
+        """Roots observed so far."""
+        return len(self.accepts)
 
 
 def cycle_policy(cfg: "Spec") -> Optional[CyclePolicy]:

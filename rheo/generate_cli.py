@@ -19,6 +19,7 @@ printed on stderr.
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from typing import Optional, Sequence
@@ -144,9 +145,10 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     speed = len(out.tokens) / max(seconds, 1e-9)
     print(f"tau {out.tau:.2f} ({len(out.tokens)} tokens in {out.target_calls} target calls), {speed:.1f} tokens/s",
           flush=True)
-    if out.cycle_m:  # adapt="root": where the head sits, as the rule saw it (docs/algorithm.md)
-        print(f"adapt: {out.cycle_m.count(0)} of {len(out.cycle_m)} cycles drafted with m=0 (the sampled child "
-              f"accepted more often than the draft's top token at earlier roots)", flush=True)
+    if out.cycle_m:  # adapt="root": what the rule chose, and where the drafter sits (docs/algorithm.md)
+        accept = (f"; a child sampled from the draft is accepted with probability {statistics.mean(out.root_accept):.2f} "
+                  f"at the roots (mean of 1 - TV)" if out.root_accept else "")
+        print(f"adapt: {out.cycle_m.count(0)} of {len(out.cycle_m)} cycles drafted with m=0{accept}", flush=True)
     if args.compare_ar:
         new = max(1, len(out.tokens))
         plain = _plain(pair, prompt, args.temperature, new)

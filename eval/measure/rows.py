@@ -28,6 +28,7 @@ def metrics(out, wall: float) -> dict:
         "samples_kept": int(sum(getattr(out, "sample_kept", []) or [])),
         "samples_accepted": int(sum(getattr(out, "sample_accepted", []) or [])),
         "m0_share": mean_or_none([m == 0 for m in getattr(out, "cycle_m", []) or []]),
+        "root_accept": mean_or_none(getattr(out, "root_accept", []) or []),
         "wall_s": wall, "tokens_per_s": new_tokens / wall if wall > 0 else None,
         "output_tokens": [int(t) for t in out.tokens], "status": "ok", "error": None,
         **expected_columns(getattr(out, "expected_accept_lengths", None) or [],

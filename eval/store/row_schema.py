@@ -68,6 +68,8 @@ ROW_SCHEMA = pa.schema([
     ("target_sha", pa.string()),
     # adapt="root" (rheo_adaptive): the share of cycles drafted with m=0; None for other methods
     ("m0_share", pa.float64()),
+    # ... and the mean over its cycles' roots of the acceptance of a child sampled from the draft (1 - TV)
+    ("root_accept", pa.float64()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
