@@ -98,3 +98,22 @@ def test_what_the_bar_asks_names_cells_where_even_the_best_fixed_setting_fails()
     tied_cell = reach.loc["dial: T = 1, a = 1"]  # the per-prompt best is at or above each setting on every prompt
     assert float(tied_cell["per-prompt best's worst lower bound"]) > float(tied_cell["best's worst lower bound"])
     assert "meets the bar in 1 of 2 cells; where it does not (dial: T = 1, a = 1)" in reach_markdown(reach.reset_index())
+
+
+def test_follow_the_leader_replays_the_setting_ahead_at_the_earlier_states():
+    from eval.states.options import AUTO, M0
+    from eval.states.rule_cells import leader_replay, reach_frame
+    from eval.states.stats import labelled
+
+    # one prompt, three states: rheo_auto leads at the first (by rule), m=0 after state 0 (4 > 3), rheo_auto
+    # after state 1 (3 + 5 > 4 + 1)
+    values = {"rheo m=1 proxy=tempered": [3.0, 5.0, 2.0], "rheo m=0": [4.0, 1.0, 7.0]}
+    rows = pd.concat([_rows({v: 0.0}, 1.0, 1.0, n_keys=1).assign(state=s, expected_emitted=x)
+                      for v, xs in values.items() for s, x in enumerate(xs)], ignore_index=True)
+    got = leader_replay(labelled(rows), (AUTO, M0))
+    assert got.tolist() == [pytest.approx((3.0 + 1.0 + 2.0) / 3)]
+    one = _rows(FIXED_GOOD, 0.7, 1.0)
+    reach = reach_frame(one, one.iloc[:0])
+    # one state a prompt: the leader is rheo_auto (0.12), 0.18 below m=0 on every prompt
+    assert reach["follow the leader's worst lower bound"].tolist() == ["-0.180"]
+    assert reach["states a prompt"].tolist() == ["1.0"]
