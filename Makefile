@@ -13,7 +13,6 @@ UPDATE := $(if $(filter yes,$(UPDATE_COMMITTED)),--update-committed)
 VENV_STAMP := .venv/.rheo-setup
 # every target names a command, not a file
 .PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9 -]*):([^=].*)?$$/\1/p' Makefile)
-TEST_WORKERS ?= auto
 RESULTS ?= results/runs
 TABLES ?= results/tables
 FIGURES ?= results/figures
@@ -28,8 +27,8 @@ setup: ## create .venv: reuse a torch already installed, else the CPU wheel torc
 # test, smoke and reproduce set .venv up themselves when it is missing (or older than pyproject.toml)
 $(VENV_STAMP): pyproject.toml
 	$(MAKE) setup
-test: $(VENV_STAMP) ## fast tests (CPU, tiny models), one worker per core (TEST_WORKERS)
-	.venv/bin/pytest -q -n $(TEST_WORKERS) --maxprocesses 8
+test: $(VENV_STAMP) ## fast tests (CPU, tiny models), one worker per core (TEST_WORKERS=N to change)
+	.venv/bin/pytest -q -n $(or $(TEST_WORKERS),auto) --maxprocesses 8
 test-slow: $(VENV_STAMP) ## slow tests too (real SmolLM2, large Monte-Carlo)
 	.venv/bin/pytest -q -m slow
 bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work)
@@ -109,6 +108,8 @@ serving-study: $(VENV_STAMP) ## the ranking options on shared states at seven te
 	$(RUN) experiment=serving_temps $(ARGS)
 dial-study: $(VENV_STAMP) ## the draft-quality dial on shared states (configs/experiment/draft_dial.yaml; hours)
 	$(RUN) experiment=draft_dial $(ARGS)
+head-reading: $(VENV_STAMP) ## rheo_adaptive's root acceptance and m=0 share along the dial: where a drafter sits (~20 min)
+	OMP_NUM_THREADS=1 $(PY) -m eval.measure.head_reading $(UPDATE) $(ARGS)
 option-tables: ## tables, figures and archives of the two option studies (their folders, else their archives)
 	$(REPORT) serving_temps draft_dial $(UPDATE)
 speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T=0.7 and 1 on the tuned trees (alone)
@@ -130,7 +131,6 @@ calibrated-cells: $(VENV_STAMP) ## the dial's a = 0 cells (T = 0.7, 1) with the 
 # ------------------------------------------------------------------ GPU (docs/gpu.md)
 GPU_BUNDLE ?= .gpu_bundle
 GPU_OUT ?= results/gpu
-GPU_ARGS ?=
 GPU_PY ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 DEVICE ?= cuda
 # the checkout (and tests/, whose toy models the chi-square check reads) and the bundle on the import path

@@ -18,6 +18,10 @@ drafter has ``a < b`` (its sample is often rejected where its top token is right
 close to the target has ``a`` near 1. At ``T = 0`` both are the argmax match, the sum stays 0 and
 the configured setting (Top-K's tree, for the tempered proxy) is used.
 
+The mean of ``a`` over a request's roots (``CyclePolicy.accepts``; ``GenerationOutput.root_accept``) is
+the acceptance rate of a token sampled from the draft: it reads where a drafter sits between a weak
+head and the target, which the share of m=0 cycles does not (``docs/algorithm.md``).
+
 Lossless: the setting of a cycle is a function of rows scored in earlier cycles only, never of a
 token drawn in the cycle; given that history, the cycle is an ordinary lossless Rheo cycle, so
 every emitted token has the target's conditional distribution (``docs/algorithm.md``). Cost: one
