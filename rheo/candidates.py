@@ -32,6 +32,7 @@ its identity, which the losslessness argument needs (``docs/algorithm.md``):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Optional
@@ -52,17 +53,59 @@ class Candidates:
     log_score:   [n, K] float, log q, or log proxy for the sample; -inf = empty slot
     kind:        [n, K] long, LEAD / SAMPLE / FILL (Top-K children are LEAD; a read-only expanded view there)
     resid_probs: [n, S] float, q~ over the node's support slots (0 on leads), or None
-    sample_prob: [n] float, q~(sampled token); 0 where the node has no sample
+    sample_prob: [n] float, q~(sampled token); 0 where the node has no sample (None when deferred)
     slot_prob:   [n, K] float, sample_prob in the sample's slot, 0 in every other slot; the dynamic
                  tree builder reads it wherever resid_probs is set (None for Top-K)
+    deferred:    a Rheo layer's resid_probs and slot_prob, left for the builder to finish for every
+                 layer at once (:class:`Deferred`); resid_probs, sample_prob and slot_prob are None then
     """
 
     tokens: torch.Tensor
     log_score: torch.Tensor
     kind: torch.Tensor
     resid_probs: Optional[torch.Tensor]
-    sample_prob: torch.Tensor
+    sample_prob: Optional[torch.Tensor]
     slot_prob: Optional[torch.Tensor] = None
+    deferred: Optional["Deferred"] = None
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """What nothing in the tree builder's layer loop reads of a Rheo layer: q~ and the sample's
+    probability per slot, made by :func:`finish_deferred` for all layers in one go (the same values as
+    ``select_rheo(..., defer=False)`` gives layer by layer, with fewer ops).
+
+    tail:     [n, S-m] q~ on the tail slots, NaN on rows without a tail (T > 0); None at T = 0
+    pick:     [n] long, the tail position drawn (T > 0); None at T = 0
+    has_tail: [n, 1] bool, the node drew a sample
+    """
+
+    tail: Optional[torch.Tensor]
+    pick: Optional[torch.Tensor]
+    has_tail: torch.Tensor
+    m: int
+    slots: int
+    support: int
+    dtype: torch.dtype
+
+
+def finish_deferred(parts: list[Deferred]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layers' :class:`Deferred` parts, in order -> (resid_probs [E, S], slot_prob [E*K]) of their E
+    expanded nodes, as the layers' own Candidates would hold them concatenated."""
+    first = parts[0]
+    m, device = first.m, first.has_tail.device
+    has_tail = torch.cat([p.has_tail for p in parts]) if len(parts) > 1 else first.has_tail  # [E, 1]
+    zero = constant(0, first.dtype, device)
+    sample_col = slot_table(m, first.slots, first.support, device)[1]  # [K] bool
+    if first.tail is None:  # T = 0: q~ is the one-hot of the first tail slot, the sample x_{m+1} (select_rheo)
+        resid = torch.where(has_tail, _one_hot_row(first.support, m, first.dtype, device), zero)  # [E, S]
+        slot_prob = (sample_col & has_tail).to(first.dtype)  # [E, K]
+        return resid, slot_prob.flatten()
+    tail = torch.where(has_tail, torch.cat([p.tail for p in parts]), zero)  # [E, S-m], 0 on rows without a sample
+    pick = torch.cat([p.pick for p in parts])  # [E]
+    sample_prob = tail.gather(1, pick[:, None])  # [E, 1]; 0 on rows without a sample
+    slot_prob = torch.where(sample_col, sample_prob, zero)  # [E, K]
+    return torch.nn.functional.pad(tail, (m, 0)), slot_prob.flatten()
 
 
 def rank_scores(dist: DraftDist, rank: str, temperature: float) -> torch.Tensor:
@@ -138,10 +181,13 @@ def log_proxy(dist: DraftDist, scores: torch.Tensor, m: int, temperature: float,
 
 def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: RandomSource,
                 proxy: str = "rheo", proxy_value: float = 0.25, eps: float = 1e-6, rank: str = "q",
-                probe_min: float = 0.0) -> Candidates:
+                probe_min: float = 0.0, defer: bool = False) -> Candidates:
     """Every node of the layer at once: one categorical draw of [n] rows (none at T = 0, where the
     residual is a one-hot), slots, scores and kinds as [n, K] tensors read from a per-(m, K, S) table
     of slot columns (:func:`slot_table`); no host read.
+    ``defer``: leave q~ and the per-slot sample probability to :func:`finish_deferred` (the tree
+    builder's path); where a row without a tail holds only empty slots past its leads, their kinds stay
+    the template's (they are never kept).
     ``rheo.reference.reference_select`` is the node-by-node twin."""
     n, support = dist.log_q.shape
     slots = min(k, support)
@@ -151,31 +197,45 @@ def select_rheo(dist: DraftDist, k: int, m: int, temperature: float, rng: Random
     has_tail = draws_probe(dist, m, temperature, probe_min, z_t)[:, None]  # [n, 1]
     by_pick, sample_col, kind_row, _ = slot_table(m, slots, support, dist.ids.device)
     scores = rank_scores(dist, rank, temperature)  # [n, S]
-    zero = constant(0, dist.logits.dtype, dist.ids.device)  # cached 0-d: no fill launched
-    sampled = sample_col & has_tail  # [n, K]: the slot holds a drawn sample
+    # [n, K]: the slot holds a drawn sample. With probe_min = 0 a row without a tail has only empty slots past
+    # its leads, and the paper's proxy (m >= 1) scores its sample slot -inf as the slot itself: the column will do
+    sampled = sample_col if defer and probe_min == 0 and proxy == "rheo" and m >= 1 else sample_col & has_tail
+    kind = (kind_row.expand(n, slots) if defer and probe_min == 0
+            else torch.where(has_tail, kind_row, constant(LEAD, torch.long, dist.ids.device)))
+    cand = _deferred(dist, scores, has_tail, sampled, kind, by_pick, m, slots, temperature, rng,
+                     (proxy, proxy_value, eps, rank, z_t))
+    if defer:
+        return cand
+    resid_probs, slot_prob = finish_deferred([cand.deferred])
+    slot_prob = slot_prob.view(n, slots)  # [n, K]
+    return dataclasses.replace(cand, resid_probs=resid_probs, sample_prob=slot_prob[:, m], slot_prob=slot_prob,
+                               deferred=None)
+
+
+def _deferred(dist: DraftDist, scores, has_tail, sampled, kind, by_pick, m: int, slots: int, temperature: float,
+              rng: RandomSource, proxy_args: tuple) -> Candidates:
+    """select_rheo past its common part: the draw, tokens and scores (what the builder's loop reads); q~
+    and the sample's probability go into a :class:`Deferred`."""
+    n, support = dist.log_q.shape
+    tail = pick = None
     if temperature == 0:
         # q~ at T = 0 is the one-hot of the tail's first slot: the sample is x_{m+1}, its slot column m,
         # every slot where a node without a sample has it (by_pick[0] == plain), and nothing is drawn
-        resid_probs = torch.where(has_tail, _one_hot_row(support, m, dist.logits.dtype, dist.ids.device), zero)  # [n, S]
         tokens, slot_scores = dist.ids[:, :slots], scores[:, :slots]  # views
-        sample_prob, slot_prob = resid_probs[:, m], sampled.to(resid_probs.dtype)
     else:
-        resid = tempered(dist.logits[:, m:], temperature)  # [n, S-m]
+        tail = tempered(dist.logits[:, m:], temperature)  # [n, S-m]; NaN on rows without a tail
         # a row without a tail draws from the one-hot of its first tail slot: one uniform, as every row,
         # and pick 0, which puts every slot where a node without a sample has it (by_pick[0] == plain)
-        pick = rng.categorical(torch.where(has_tail, resid, _one_hot_row(support - m, 0, resid.dtype, resid.device)))
+        pick = rng.categorical(torch.where(has_tail, tail, _one_hot_row(support - m, 0, tail.dtype, tail.device)))
         # slot of column j for a draw at tail position p: j for a lead, m + p for the sample, m + r + (r >= p)
         # for the r-th fill: row p of a table made once per (m, K, S)
         slot = by_pick[pick]  # [n, K]
         tokens, slot_scores = dist.ids.gather(1, slot), scores.gather(1, slot)
-        resid = torch.where(has_tail, resid, zero)  # [n, S-m], 0 on rows without a sample
-        sample_prob = resid.gather(1, pick[:, None]).squeeze(1)
-        resid_probs, slot_prob = torch.nn.functional.pad(resid, (m, 0)), torch.where(sampled, sample_prob[:, None], zero)
+    proxy, proxy_value, eps, rank, z_t = proxy_args
     sample_score = log_proxy(dist, scores, m, temperature, proxy, proxy_value, eps, rank, z_t)  # [n]
     log_score = torch.where(sampled, sample_score[:, None], slot_scores)  # [n, K]
-    return Candidates(tokens=tokens, log_score=log_score,
-                      kind=torch.where(has_tail, kind_row, constant(LEAD, torch.long, dist.ids.device)),
-                      resid_probs=resid_probs, sample_prob=sample_prob, slot_prob=slot_prob)
+    return Candidates(tokens=tokens, log_score=log_score, kind=kind, resid_probs=None, sample_prob=None,
+                      deferred=Deferred(tail, pick, has_tail, m, slots, support, dist.logits.dtype))
 
 
 @functools.lru_cache(maxsize=32)

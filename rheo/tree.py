@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 
-from rheo.candidates import LEAD, Candidates, constant
+from rheo.candidates import LEAD, Candidates, Deferred, constant, finish_deferred
 from rheo.models.base import DraftTree, TreeView
 from rheo.probs import DRAFT_NAN, DraftDist, NonFiniteLogitsError, draft_distribution
 from rheo.random import RandomSource
@@ -74,6 +74,7 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
     scores: Optional[torch.Tensor] = None  # [N] path scores, typed on the first layer
     sample_p: list[torch.Tensor] = []  # per layer [f*K]: q~ of a SAMPLE node, 0 elsewhere (Rheo)
     exp_nodes, exp_ids, exp_probs, first_cols = [], [], [], []
+    deferred: list[Deferred] = []  # per layer, a rule that leaves q~ to after the loop (Rheo)
     frontier, end = _ROOT.to(device), 1  # [f]; nodes[:end] are drafted
     for layer in range(cfg.depth):
         columns = nodes[:end].T  # [4, end] views
@@ -83,7 +84,9 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
         cand = candidates(dist, cfg, rng, layer)
         exp_nodes.append(frontier)
         exp_ids.append(dist.ids)
-        if cand.resid_probs is not None:
+        if cand.deferred is not None:  # finished for every layer at once, after the loop
+            deferred.append(cand.deferred)
+        elif cand.resid_probs is not None:
             exp_probs.append(cand.resid_probs)
             sample_p.append(cand.slot_prob.flatten())  # [f*K]
         # Every slot becomes a node (fixed shapes, no host read): an empty slot (-inf) is a node of score
@@ -102,6 +105,11 @@ def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: i
             break
         best = torch.sort(child_score, descending=True, stable=True).indices[: cfg.k]  # [<=K]
         frontier = (first + best).sort().values
+    if deferred:
+        if exp_probs:
+            raise ValueError("a candidate rule must defer q~ at every layer or at none")
+        resid, slot_prob = finish_deferred(deferred)  # [E, S], [E*K]
+        exp_probs, sample_p = [resid], [slot_prob]
     sample_probs = (torch.cat([scores.new_zeros(1), *sample_p]) if sample_p
                     else constant(0, scores.dtype, scores.device).expand(end))  # [N]: a view where no node is a sample
     bad = torch.isnan(torch.cat(first_cols)).sum()
@@ -139,7 +147,7 @@ def _prune(nodes, scores, sample_p, exp_nodes, exp_ids, exp_probs, cfg: "Spec", 
     tree = DraftTree(tokens=kept[0], parents=kept_parents, depths=kept[2],
                      ancestor_mask=ancestor_mask(kept_parents, cfg.depth), host=host)
     resid_ids = torch.cat(exp_ids) if exp_probs else None
-    resid_probs = torch.cat(exp_probs) if exp_probs else None
+    resid_probs = (torch.cat(exp_probs) if len(exp_probs) > 1 else exp_probs[0]) if exp_probs else None
     return BuiltTree(tree=tree, kind=kept[3], sample_prob=sample_p[keep], exp_row=exp_row,
                      resid_ids=resid_ids, resid_probs=resid_probs, drafted=drafted, host_kind=read[2 + 2 * n:2 + 3 * n],
                      host_exp_row=read[2 + 3 * n:])

@@ -114,3 +114,33 @@ def test_one_read_per_sampled_node_keeps_the_random_stream(temperature):
         accepted_sample += fast.sample_accepted > 0
         rejected_sample += fast.sample_accepted == 0
     assert accepted_sample > 0 and rejected_sample > 0  # the restoring branch ran, and the other
+
+
+@pytest.mark.parametrize("cfg", [c for c in CONFIGS if c.method == "rheo"], ids=_id)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_deferred_layers_build_the_tree_of_layer_by_layer_candidates(cfg, seed):
+    """The builder's Rheo rule leaves q~ and each slot's sample probability to after the layer loop
+    (rheo.candidates.Deferred); the kept tree, its kinds, sample probabilities and residuals are bit for
+    bit those of candidates made whole at every layer, on nodes with a tail and without one (every
+    other node here has two finite logits)."""
+    from rheo.candidates import select_rheo
+    from rheo.methods.rheo import rheo_candidates
+    from rheo.tree import build_dynamic_tree
+
+    _, drafter, _ = toy_pair(10, salt=seed)
+
+    def thin(view, frontier):
+        logits = _draft_fn(drafter, [1, 2])(view, frontier).clone()  # [f, V]
+        logits[::2, 2:] = -torch.inf
+        return logits
+
+    def whole(dist, c, rng, layer):
+        return select_rheo(dist, c.k, c.m, c.temperature, rng, c.proxy, c.proxy_value, c.proxy_eps, c.rank, c.probe_min)
+
+    lean, eager = (build_dynamic_tree(rule, thin, 2, cfg, TorchRandom(torch.Generator().manual_seed(seed)))
+                   for rule in (rheo_candidates, whole))
+    for name in ("tokens", "parents", "depths", "ancestor_mask"):
+        assert torch.equal(getattr(lean.tree, name), getattr(eager.tree, name)), name
+    for name in ("kind", "sample_prob", "exp_row", "resid_ids", "resid_probs"):
+        assert torch.equal(getattr(lean, name), getattr(eager, name)), name
+    assert (lean.host_kind, lean.host_exp_row, lean.drafted) == (eager.host_kind, eager.host_exp_row, eager.drafted)

@@ -30,12 +30,12 @@ def test_the_counter_counts_kernels_and_host_reads_only():
 PINNED = {
     ("Top-K", 0.0): {"calls": 2, "ops": {"build": 216, "commit": 68, "draft": 782, "other": 20, "score": 2478, "verify": 10},
                      "syncs": {"build": 2, "other": 1, "verify": 2}},
-    ("Rheo m=1", 0.0): {"calls": 2, "ops": {"build": 384, "commit": 68, "draft": 782, "other": 20, "score": 2478,
+    ("Rheo m=1", 0.0): {"calls": 2, "ops": {"build": 326, "commit": 68, "draft": 782, "other": 20, "score": 2478,
                                             "verify": 10},
                         "syncs": {"build": 2, "other": 1, "verify": 2}},
     ("Top-K", 1.0): {"calls": 2, "ops": {"build": 216, "commit": 68, "draft": 782, "other": 20, "score": 2478, "verify": 18},
                      "syncs": {"build": 2, "other": 1, "verify": 2}},
-    ("Rheo m=1", 1.0): {"calls": 2, "ops": {"build": 576, "commit": 68, "draft": 782, "other": 20, "score": 2478,
+    ("Rheo m=1", 1.0): {"calls": 2, "ops": {"build": 492, "commit": 68, "draft": 782, "other": 20, "score": 2478,
                                             "verify": 46},
                         "syncs": {"build": 2, "other": 1, "verify": 2}},
 }

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the configuration validates itself against the registry
 def rheo_candidates(dist: DraftDist, cfg: Spec, rng: RandomSource, layer: int) -> Candidates:
     """dist: [f, S] -> leads, one sample per node (one categorical draw of [f] rows), fills."""
     return select_rheo(dist, cfg.k, cfg.m, cfg.temperature, rng, cfg.proxy, cfg.proxy_value, cfg.proxy_eps,
-                       cfg.rank, cfg.probe_min)
+                       cfg.rank, cfg.probe_min, defer=True)
 
 
 def _validate(cfg: Spec) -> None:
