@@ -108,7 +108,7 @@ serving-study: $(VENV_STAMP) ## the ranking options on shared states at seven te
 	$(RUN) experiment=serving_temps $(ARGS)
 dial-study: $(VENV_STAMP) ## the draft-quality dial on shared states (configs/experiment/draft_dial.yaml; hours)
 	$(RUN) experiment=draft_dial $(ARGS)
-head-reading: $(VENV_STAMP) ## rheo_adaptive's root acceptance and m=0 share along the dial: where a drafter sits (~20 min)
+head-reading: $(VENV_STAMP) ## rheo_adaptive's root acceptance and m=0 share along the dial: where a drafter sits (~40 min on one core)
 	OMP_NUM_THREADS=1 $(PY) -m eval.measure.head_reading $(UPDATE) $(ARGS)
 option-tables: ## tables, figures and archives of the two option studies (their folders, else their archives)
 	$(REPORT) serving_temps draft_dial $(UPDATE)

@@ -1,12 +1,15 @@
 """Where a drafter sits, as a short run reads it: rheo_adaptive's two readings along the dial.
 
     python -m eval.measure.head_reading [--mix 0 0.25 0.5 0.75 1] [--temperatures 0.7 1] [--per-suite 2]
-        [--new-tokens 32] [--rows FILE.jsonl] [--archive FILE.parquet] [--out FILE.md] [--update-committed]
+        [--heldout 12] [--new-tokens 32] [--rows FILE.jsonl] [--archive FILE.parquet] [--out FILE.md]
+        [--update-committed]
 
 For each draft-quality dial value ``a`` (:mod:`rheo.models.mixture`: ``q_a = (1 - a) q_head + a p_target``)
 and temperature, ``rheo_adaptive`` (:mod:`rheo.adaptive`) generates ``--new-tokens`` tokens after the
 first turn of the first ``--per-suite`` items of each benchmark suite (float32, one thread, seed fixed
-per item). Each generation gives two readings a user can take on their own pair:
+per item), and at ``a`` = 0 and 1 after the prompts of the first ``--heldout`` held-out sequences of the
+self-instructed draft corpus (prompts no benchmark holds: what a reading on one's own prompts gives).
+Each generation gives two readings a user can take on their own pair:
 
 * ``root_accept`` - the mean over its cycles' roots of ``sum_x min(p_T(x), q_T(x))``: the chance that a
   child sampled from the draft is accepted (one minus total variation);
@@ -39,7 +42,9 @@ from rheo.paths import folder
 PROG = "python -m eval.measure.head_reading"
 MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)
 TEMPERATURES = (0.7, 1.0)
-KEY = ("draft_mix", "temperature", "suite", "item_id")
+KEY = ("prompt_set", "draft_mix", "temperature", "suite", "item_id")
+BENCHMARKS, HELDOUT = "benchmarks", "held-out"
+HELDOUT_MIXES = (0.0, 1.0)
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -61,28 +66,47 @@ def one_row(pair, drafter, prompt: list[int], temperature: float, new_tokens: in
             "root_accept": sum(out.root_accept) / len(out.root_accept), "tau": out.tau}
 
 
-def measure(mixes: Sequence[float], temperatures: Sequence[float], per_suite: int, new_tokens: int,
-            rows_path: Path) -> list[dict]:
-    """Every (a, T, prompt) row, computing those not yet in ``rows_path`` (appended one by one)."""
-    from eval.measure.pairs import load_pair
-    from eval.prompts.suites import SUITE_FILES, chat_messages, load_suite
-    from rheo.models.mixture import MixedDrafter
+def prompt_sets(per_suite: int, heldout: int) -> list[tuple]:
+    """(prompt set, suite, item id, source): the benchmark items (source: the Item, its first turn is the
+    prompt), then the first ``heldout`` held-out sequences of the self-instructed corpus (suite
+    "selfinstruct", id = sequence; source: the prompt's token ids)."""
+    from eval.prompts.suites import SUITE_FILES, load_suite
 
-    done = read_rows(rows_path)
+    out = [(BENCHMARKS, item.suite, item.item_id, item)
+           for suite in SUITE_FILES for item in load_suite(folder("data"), suite, limit=per_suite)]
+    if heldout:
+        from rheo.training.corpus import DEFAULT_DIR, load_corpus
+
+        corpus = load_corpus(DEFAULT_DIR / "selfinstruct")
+        held = [int(i) for i in corpus.held_out.nonzero()[0][:heldout]]
+        out += [(HELDOUT, "selfinstruct", s, corpus.sequence(s)[: int(corpus.resp_start[s])].tolist()) for s in held]
+    return out
+
+
+def measure(mixes: Sequence[float], temperatures: Sequence[float], per_suite: int, heldout: int, new_tokens: int,
+            rows_path: Path) -> list[dict]:
+    """Every (prompt set, a, T, prompt) row, computing those not yet in ``rows_path`` (appended one by one;
+    the held-out prompts at a = 0 and 1 only)."""
+    from eval.prompts.suites import chat_messages
+
+    done = [{"prompt_set": BENCHMARKS, **r} for r in read_rows(rows_path)]  # rows before the held-out set
     have = {tuple(r[k] for k in KEY) for r in done}
-    items = [item for suite in SUITE_FILES for item in load_suite(folder("data"), suite, limit=per_suite)]
-    todo = [(a, t, item) for a in mixes for t in temperatures for item in items
-            if (float(a), float(t), item.suite, item.item_id) not in have]
+    todo = [(a, t, *p) for p in prompt_sets(per_suite, heldout) for a in mixes for t in temperatures
+            if (p[0] == BENCHMARKS or a in HELDOUT_MIXES) and (p[0], float(a), float(t), p[1], p[2]) not in have]
     if not todo:
         return done
+    from eval.measure.pairs import load_pair
+    from rheo.models.mixture import MixedDrafter
+
     pair = load_pair("smollm2_135m", "cpu", "float32")
     rows_path.parent.mkdir(parents=True, exist_ok=True)
     with rows_path.open("a") as sink, torch.inference_mode():
-        for a, t, item in tqdm(todo, desc="head reading", unit="generation"):
+        for a, t, prompt_set, suite, item_id, source in tqdm(todo, desc="head reading", unit="generation"):
             drafter = pair.drafter if a == 0 else MixedDrafter(pair.drafter, pair.target, float(a))
-            prompt = pair.format_chat(chat_messages(item, 0, []))
-            row = {"draft_mix": float(a), "temperature": float(t), "suite": item.suite, "item_id": item.item_id,
-                   "new_tokens": new_tokens, **one_row(pair, drafter, prompt, float(t), new_tokens, 1000 + item.item_id)}
+            prompt = pair.format_chat(chat_messages(source, 0, [])) if prompt_set == BENCHMARKS else source
+            row = {"prompt_set": prompt_set, "draft_mix": float(a), "temperature": float(t), "suite": suite,
+                   "item_id": item_id, "new_tokens": new_tokens,
+                   **one_row(pair, drafter, prompt, float(t), new_tokens, 1000 + item_id)}
             sink.write(json.dumps(row) + "\n")
             sink.flush()
             done.append(row)
@@ -106,27 +130,31 @@ def best_fixed(dial: Optional[pd.DataFrame]) -> dict:
 
 
 def reading_table(rows: pd.DataFrame, best: dict) -> pd.DataFrame:
-    """One line per (T, a): prompts, root_accept and m0_share (mean ± half-width), tau, the dial's best."""
+    """One line per (prompt set, T, a): prompts, root_accept and m0_share (mean ± half-width), tau, and the
+    dial's best fixed setting (benchmark prompts, where the dial was measured)."""
     out = []
-    for (t, a), cell in rows.groupby(["temperature", "draft_mix"]):
-        line = {"T": f"{t:g}", "a": f"{a:g}", "prompts": len(cell)}
+    for (prompt_set, t, a), cell in rows.groupby(["prompt_set", "temperature", "draft_mix"], sort=False):
+        line = {"prompt set": prompt_set, "T": f"{t:g}", "a": f"{a:g}", "prompts": len(cell)}
         for col in ("root_accept", "m0_share", "tau"):
             mean, half, _ = mean_ci(cell[col])
             line[col] = f"{mean:.3f}" + ("" if math.isnan(half) else f" ± {half:.3f}")
-        line["dial's best fixed setting"] = best.get((float(t), float(a)), "-")
+        line["dial's best fixed setting"] = best.get((float(t), float(a)), "-") if prompt_set == BENCHMARKS else "-"
         out.append(line)
     return pd.DataFrame(out)
 
 
 def markdown(rows: pd.DataFrame, best: dict, command: str) -> str:
+    sizes = rows.groupby(["prompt_set", "temperature", "draft_mix"]).size()
+    held = f"; the held-out set: {int(sizes[HELDOUT].min())} prompts of the self-instructed draft corpus's held-out " \
+        "split, at a = 0 and 1" if HELDOUT in sizes.index.get_level_values(0) else ""
     return "\n".join([
         "### Where a drafter sits: rheo_adaptive's readings along the draft-quality dial", "",
         "Per cell, mean over prompts ± 95% Student-t half-width. `root_accept`: the chance a child sampled "
         "from the draft is accepted at a cycle's root (1 - TV), averaged over the generation's cycles; "
         "`m0_share`: the share of its cycles drafted with Rheo m=0; tau: tokens per target call. The last column "
         "is the fixed setting with the best mean in that dial cell on shared states (every_drafter.md). "
-        f"The first turn of the first items of each benchmark suite ({int(rows.groupby(['temperature', 'draft_mix']).size().min())} "
-        f"prompts per cell), {int(rows['new_tokens'].iloc[0])} new tokens, float32, one thread: `{command}`.", "",
+        f"Benchmarks: the first turn of the first items of each suite ({int(sizes[BENCHMARKS].min())} prompts per "
+        f"cell){held}. {int(rows['new_tokens'].iloc[0])} new tokens, float32, one thread: `{command}`.", "",
         frame_markdown(reading_table(rows, best)), ""])
 
 
@@ -135,6 +163,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mix", type=float, nargs="+", default=list(MIXES), help="dial values a in [0, 1]")
     ap.add_argument("--temperatures", type=float, nargs="+", default=list(TEMPERATURES))
     ap.add_argument("--per-suite", type=positive_int, default=2, help="items per suite (first turn)")
+    ap.add_argument("--heldout", type=int, default=12, help="held-out corpus prompts, at a = 0 and 1 (0: none)")
     ap.add_argument("--new-tokens", type=positive_int, default=32)
     ap.add_argument("--rows", type=Path, default=folder("cache", "head_reading", "rows.jsonl"))
     ap.add_argument("--dial", type=Path, default=folder("results", "same_state_dial.parquet"),
@@ -144,12 +173,16 @@ def main(argv=None) -> int:
     ap.add_argument("--update-committed", action="store_true", help="allow changing committed files")
     args = ap.parse_args(argv)
     bad = [a for a in args.mix if not 0 <= a <= 1] + [t for t in args.temperatures if not (math.isfinite(t) and t > 0)]
-    if bad:
-        raise SystemExit(f"--mix takes values in [0, 1] and --temperatures values > 0, got {bad[0]!r}")
+    if bad or args.heldout < 0:
+        raise SystemExit(f"--mix takes values in [0, 1], --temperatures values > 0 and --heldout a count >= 0, got "
+                         f"{bad[0] if bad else args.heldout!r}")
     torch.set_num_threads(1)
-    rows = pd.DataFrame(measure(args.mix, args.temperatures, args.per_suite, args.new_tokens, args.rows))
+    rows = pd.DataFrame(measure(args.mix, args.temperatures, args.per_suite, args.heldout, args.new_tokens, args.rows))
     wanted = rows["draft_mix"].isin(args.mix) & rows["temperature"].isin(args.temperatures) & (rows["new_tokens"] == args.new_tokens)
-    rows = rows[wanted].sort_values(list(KEY)).reset_index(drop=True)
+    wanted &= (rows["prompt_set"] == BENCHMARKS) | (args.heldout > 0)
+    order = ["prompt_set", "temperature", "draft_mix", "suite", "item_id"]  # the table: a set, then T, then a
+    rows = rows[wanted].sort_values(order, key=lambda c: c.map({BENCHMARKS: 0, HELDOUT: 1}) if c.name == "prompt_set" else c)
+    rows = rows.reset_index(drop=True)
     from eval.store.committed import write_outputs
     from eval.store.state_archive import load_rows
     from eval.store.storage import report_source
