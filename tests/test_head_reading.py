@@ -99,3 +99,14 @@ def test_the_algorithm_page_quotes_the_held_out_readings():
     algorithm = " ".join((ROOT / "docs" / "algorithm.md").read_text().split())
     assert (f"the embedded head reads {accept[(0.7, 0.0)]:.2f} at T = 0.7 and {accept[(1.0, 0.0)]:.2f} at T = 1, "
             f"the target itself {accept[(0.7, 1.0)]:.2f} and {accept[(1.0, 1.0)]:.2f}") in algorithm
+
+
+def test_rows_outside_the_asked_cells_are_left_out_of_the_table(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    extra = [dict(r, new_tokens=16) for r in _rows(0.0, 1.0, 0.9)] + _rows(0.5, 1.0, 0.9)  # other length, other a
+    rows.write_text("".join(json.dumps(r) + "\n" for r in _rows(0.0, 1.0, 0.4) + extra))
+    assert main(["--mix", "0", "--temperatures", "1", "--per-suite", "1", "--heldout", "0", "--new-tokens", "8",
+                 "--rows", str(rows), "--dial", str(tmp_path / "none"), "--archive", str(tmp_path / "a.parquet"),
+                 "--out", str(tmp_path / "t.md")]) == 0
+    kept = pd.read_parquet(tmp_path / "a.parquet")
+    assert len(kept) == 6 and set(kept["draft_mix"]) == {0.0} and set(kept["new_tokens"]) == {8}

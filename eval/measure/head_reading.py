@@ -85,14 +85,17 @@ def prompt_sets(per_suite: int, heldout: int) -> list[tuple]:
 
 def measure(mixes: Sequence[float], temperatures: Sequence[float], per_suite: int, heldout: int, new_tokens: int,
             rows_path: Path) -> list[dict]:
-    """Every (prompt set, a, T, prompt) row, computing those not yet in ``rows_path`` (appended one by one;
-    the held-out prompts at a = 0 and 1 only)."""
+    """The rows of the asked (prompt set, a, T, prompt) cells, computing those not yet in ``rows_path``
+    (appended one by one; the held-out prompts at a = 0 and 1 only); rows of other cells there are left out."""
     from eval.prompts.suites import chat_messages
 
-    done = [{"prompt_set": BENCHMARKS, **r} for r in read_rows(rows_path)]  # rows before the held-out set
+    wanted = [(a, t, *p) for p in prompt_sets(per_suite, heldout) for a in mixes for t in temperatures
+              if p[0] == BENCHMARKS or a in HELDOUT_MIXES]
+    keys = {(p, float(a), float(t), suite, item) for a, t, p, suite, item, _ in wanted}
+    done = [r for r in ({"prompt_set": BENCHMARKS, **r} for r in read_rows(rows_path))  # rows before the held-out set
+            if tuple(r[k] for k in KEY) in keys and r["new_tokens"] == new_tokens]
     have = {tuple(r[k] for k in KEY) for r in done}
-    todo = [(a, t, *p) for p in prompt_sets(per_suite, heldout) for a in mixes for t in temperatures
-            if (p[0] == BENCHMARKS or a in HELDOUT_MIXES) and (p[0], float(a), float(t), p[1], p[2]) not in have]
+    todo = [w for w in wanted if (w[2], float(w[0]), float(w[1]), w[3], w[4]) not in have]
     if not todo:
         return done
     from eval.measure.pairs import load_pair
@@ -178,10 +181,8 @@ def main(argv=None) -> int:
                          f"{bad[0] if bad else args.heldout!r}")
     torch.set_num_threads(1)
     rows = pd.DataFrame(measure(args.mix, args.temperatures, args.per_suite, args.heldout, args.new_tokens, args.rows))
-    wanted = rows["draft_mix"].isin(args.mix) & rows["temperature"].isin(args.temperatures) & (rows["new_tokens"] == args.new_tokens)
-    wanted &= (rows["prompt_set"] == BENCHMARKS) | (args.heldout > 0)
     order = ["prompt_set", "temperature", "draft_mix", "suite", "item_id"]  # the table: a set, then T, then a
-    rows = rows[wanted].sort_values(order, key=lambda c: c.map({BENCHMARKS: 0, HELDOUT: 1}) if c.name == "prompt_set" else c)
+    rows = rows.sort_values(order, key=lambda c: c.map({BENCHMARKS: 0, HELDOUT: 1}) if c.name == "prompt_set" else c)
     rows = rows.reset_index(drop=True)
     from eval.store.committed import write_outputs
     from eval.store.state_archive import load_rows
