@@ -52,12 +52,12 @@ def test_a_bad_value_is_refused_in_one_line(bad, tmp_path):
 
 
 def test_the_committed_table_is_the_one_its_archive_gives():
-    from eval.measure.head_reading import best_fixed
+    from eval.measure.head_reading import dial_best
     from eval.store.state_archive import load_rows
 
     rows = pd.read_parquet(ROOT / "results" / "head_reading.parquet")
     committed = (ROOT / "results" / "tables" / "head_reading.md").read_text()
-    best = best_fixed(load_rows(ROOT / "results" / "same_state_dial.parquet"))
+    best = dial_best(load_rows(ROOT / "results" / "same_state_dial.parquet"))
     lines = reading_table(rows, best).to_dict("records")
     assert len(lines) == 14  # benchmarks: T = 0.7 and 1 x a = 0, 0.25, 0.5, 0.75, 1; held-out: a = 0 and 1
     for line in lines:
@@ -69,10 +69,10 @@ def test_the_algorithm_pages_reading_table_rounds_the_committed_means():
     block = text.split("| T | root_accept at a = 0 (this head) |")[1].split("\n\n")[0]
     rows = pd.read_parquet(ROOT / "results" / "head_reading.parquet").query("prompt_set == 'benchmarks'")
     means = rows.groupby(["temperature", "draft_mix"])["root_accept"].mean()
-    from eval.measure.head_reading import best_fixed
+    from eval.measure.head_reading import dial_best
     from eval.store.state_archive import load_rows
 
-    best = best_fixed(load_rows(ROOT / "results" / "same_state_dial.parquet"))
+    best = dial_best(load_rows(ROOT / "results" / "same_state_dial.parquet"))
     for line in block.splitlines()[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
         t = float(cells[0])

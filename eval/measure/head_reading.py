@@ -59,7 +59,7 @@ def one_row(pair, drafter, prompt: list[int], temperature: float, new_tokens: in
     from rheo.config import SpecConfig
     from rheo.decode import speculative_generate
 
-    cfg = SpecConfig(method="rheo", m=1, proxy="tempered", adapt="root", temperature=temperature)
+    cfg = SpecConfig.preset("rheo_adaptive", temperature=temperature)
     out = speculative_generate(pair.target, drafter, prompt, new_tokens, cfg, generator=torch.Generator().manual_seed(seed),
                                eos_token_id=list(pair.eos_token_ids) or None)
     return {"cycles": len(out.cycle_m), "m0_share": out.cycle_m.count(0) / len(out.cycle_m),
@@ -116,20 +116,16 @@ def measure(mixes: Sequence[float], temperatures: Sequence[float], per_suite: in
     return done
 
 
-def best_fixed(dial: Optional[pd.DataFrame]) -> dict:
+def dial_best(dial: Optional[pd.DataFrame]) -> dict:
     """{(T, a): the fixed setting with the best mean in that dial cell} from same-state rows (or {})."""
     if dial is None:
         return {}
     from eval.states.options import wide_keys
-    from eval.states.rule_cells import FIXED, FIXED_NAMES
+    from eval.states.rule_cells import FIXED_NAMES, best_fixed
 
-    dial = dial[dial["draft_mix"].notna()]
-    out = {}
-    for (t, a), wide in wide_keys(dial, ["temperature", "draft_mix"]).items():
-        present = [f for f in FIXED if f in wide.columns]
-        if present:
-            out[(t, a)] = FIXED_NAMES[max(present, key=lambda f: wide[f].mean())]
-    return out
+    best = {cell: best_fixed(wide) for cell, wide in wide_keys(dial[dial["draft_mix"].notna()],
+                                                                ["temperature", "draft_mix"]).items()}
+    return {cell: FIXED_NAMES[label] for cell, label in best.items() if label is not None}
 
 
 def reading_table(rows: pd.DataFrame, best: dict) -> pd.DataFrame:
@@ -190,7 +186,7 @@ def main(argv=None) -> int:
 
     dial = load_rows(report_source(args.dial, None)[0]) if args.dial.exists() else None
     command = " ".join([PROG, *(sys.argv[1:] if argv is None else argv)])
-    text = markdown(rows, best_fixed(dial), command)
+    text = markdown(rows, dial_best(dial), command)
     print(text)
     buffer = io.BytesIO()
     rows.to_parquet(buffer, index=False)

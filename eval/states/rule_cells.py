@@ -48,6 +48,13 @@ def rules_of(rows: pd.DataFrame) -> list[str]:
     return sorted(rows.loc[rows["variant"].str.contains(" adapt="), "label"].unique())
 
 
+def best_fixed(wide: pd.DataFrame) -> Optional[str]:
+    """The label of the fixed setting with the best mean over keys in one cell's [keys, labels] frame
+    (None when it holds none)."""
+    present = [f for f in FIXED if f in wide.columns]
+    return max(present, key=lambda f: wide[f].mean()) if present else None
+
+
 def cell_frame(dial: pd.DataFrame, serving: pd.DataFrame) -> pd.DataFrame:
     """One row per (study, temperature, a, rule, fixed setting): keys, mean difference, half-width,
     lower bound; plus the cell's verdict columns (module docstring)."""
@@ -60,7 +67,7 @@ def cell_frame(dial: pd.DataFrame, serving: pd.DataFrame) -> pd.DataFrame:
         rules = rules_of(rows)
         for (t, a), wide in sorted(wide_keys(rows, ["temperature", "draft_mix"]).items()):
             present = [f for f in FIXED if f in wide.columns]
-            best = max(present, key=lambda f: wide[f].mean()) if present else None
+            best = best_fixed(wide)
             for rule in rules:
                 if rule not in wide.columns:
                     continue
@@ -90,7 +97,7 @@ def reach_frame(dial: pd.DataFrame, serving: pd.DataFrame) -> pd.DataFrame:
             present = [f for f in FIXED if f in wide.columns]
             if len(present) < len(FIXED):
                 continue
-            best = max(present, key=lambda f: wide[f].mean())
+            best = best_fixed(wide)
             oracle = wide[present].max(axis=1)
             leader = leader_replay(states[(t, a)]).reindex(wide.index)
             lows = {}
