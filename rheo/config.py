@@ -25,7 +25,7 @@ PAPER_TREE = MappingProxyType({"k": 10, "depth": 8, "tree_size": 60, "sparse_top
 PROXIES = ("rheo", "tempered", "fixed")
 RANKS = ("q", "q_T")
 VERIFY_ORDERS = ("stochastic_first", "deterministic_first")
-ADAPTS = ("none", "root")  # rheo.adaptive.ADAPT_RULES
+ADAPTS = ("none", "root", "level")  # "none" + rheo.adaptive.ADAPT_RULES
 #: field metadata: held (None where unused) by the harness key of every method, whatever it reads, so
 #: the config hashes of rows stay what they were; other fields enter only the keys of methods that read
 #: them. Marking another field so changes every config hash.
@@ -63,7 +63,9 @@ class SpecConfig:
                   T (z_T) is at least this; elsewhere it is a Top-K node. 0 = always (the paper)
     adapt:        Rheo: "none" (these settings at every cycle) or "root": per request, each cycle uses
                   Rheo m=0 while the roots of the earlier cycles say the sampled child is accepted
-                  more often than the draft's top token, else these settings (rheo.adaptive)
+                  more often than the draft's top token, else these settings; or "level": Rheo
+                  m=0 while the mean acceptance of a sampled child at those roots is at least
+                  rheo.adaptive.LEVEL, else these settings (rheo.adaptive)
     proxy_value:  the constant of proxy="fixed"
     verify_order: "stochastic_first" (lossless) or "deterministic_first" (lossy ablation)
     proxy_eps:    the eps of the m=0 proxy

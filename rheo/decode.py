@@ -55,9 +55,9 @@ class GenerationOutput:
     #: with record_expected: the expected tokens each cycle emits over the verifier's randomness
     #: (its tree and target logits given; truncation by max_new_tokens / EOS ignored)
     expected_accept_lengths: list[float] = field(default_factory=list)
-    #: adapt="root" (rheo_adaptive): the m each cycle was drafted with (0: Rheo m=0); empty otherwise
+    #: adapt set (rheo_adaptive, rheo_level): the m each cycle was drafted with (0: Rheo m=0); empty otherwise
     cycle_m: list[int] = field(default_factory=list)
-    #: adapt="root": at each observed root, the acceptance of a child sampled from the draft, sum_x
+    #: adapt set: at each observed root, the acceptance of a child sampled from the draft, sum_x
     #: min(p_T(x), q_T(x)) (one minus total variation; its mean reads the drafter's quality); empty otherwise
     root_accept: list[float] = field(default_factory=list)
     #: tokens the last cycle's verification produced before max_new_tokens / EOS cut them (the
@@ -206,7 +206,7 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
                          f"({target.vocab_size}) and it has no draft_to_target map: give the drafter a map "
                          f"[draft_vocab] -> target ids, or pair models that share a vocabulary")
     stop = eos_set(eos_token_id)
-    policy = cycle_policy(config)  # adapt="root": the cycle's setting from earlier roots (rheo.adaptive)
+    policy = cycle_policy(config)  # adapt set: the cycle's setting from earlier roots (rheo.adaptive)
     out = GenerationOutput(tokens=[], accept_lengths=[], cycle_m=[] if policy is None else policy.chosen,
                            root_accept=[] if policy is None else policy.accepts)
     if max_new_tokens == 0:

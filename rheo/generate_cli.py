@@ -145,7 +145,7 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     speed = len(out.tokens) / max(seconds, 1e-9)
     print(f"tau {out.tau:.2f} ({len(out.tokens)} tokens in {out.target_calls} target calls), {speed:.1f} tokens/s",
           flush=True)
-    if out.cycle_m:  # adapt="root": what the rule chose, and where the drafter sits (docs/algorithm.md)
+    if out.cycle_m:  # adapt="root" or "level": what the rule chose, and where the drafter sits (docs/algorithm.md)
         accept = (f"; a child sampled from the draft is accepted with probability {statistics.mean(out.root_accept):.2f} "
                   f"at the roots (mean of 1 - TV)" if out.root_accept else "")
         print(f"adapt: {out.cycle_m.count(0)} of {len(out.cycle_m)} cycles drafted with m=0{accept}", flush=True)

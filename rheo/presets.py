@@ -24,6 +24,9 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     # per request, Rheo m=0 while the earlier cycles' roots favour the sampled child, else rheo_auto's
     # settings (rheo.adaptive; docs/algorithm.md; judged cell by cell in docs/results.md)
     "rheo_adaptive": MappingProxyType({"method": "rheo", "m": 1, "proxy": "tempered", "adapt": "root"}),
+    # per request, Rheo m=0 while the earlier cycles' roots say the drafter is good (a sampled child is
+    # accepted at least rheo.adaptive.LEVEL of the time), else rheo_auto's settings (docs/algorithm.md)
+    "rheo_level": MappingProxyType({"method": "rheo", "m": 1, "proxy": "tempered", "adapt": "level"}),
 })
 
 

@@ -90,7 +90,7 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
             raise ValueError(f"compared method {cfg.method!r}: {cfg.max_children} children per node exceed the "
                              f"draft vocabulary size {drafter.vocab_size}")
     result = SameStateOutput(output=GenerationOutput(tokens=[], accept_lengths=[]))
-    # adapt="root" entries: a policy each, fed by the driver's states, which are this request's cycle
+    # adapt entries ("root", "level"): a policy each, fed by the driver's states, which are this request's cycle
     # roots (rheo.adaptive); the other entries use their own configuration at every state
     policies = [cycle_policy(c) for c in compared]
 

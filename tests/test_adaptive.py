@@ -1,4 +1,4 @@
-"""Adaptive Rheo (adapt="root", rheo_adaptive): lossless by exact enumeration of the whole loop, history
+"""Adaptive Rheo (adapt="root", rheo_adaptive; adapt="level", rheo_level): lossless by exact enumeration of the whole loop, history
 included; the rule's evidence by hand; a twin whose choice sees the drawn token is caught."""
 
 import dataclasses
@@ -49,11 +49,15 @@ def _whole_loop(cfg: SpecConfig, vocab: int, salt: int, closeness: float, n_toke
     return total_variation(got, want)
 
 
+RULES = ("root", "level")
+
+
+@pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("temperature,closeness", [(0.5, 1.0), (1.0, 0.6)])
-def test_adaptive_rule_is_lossless_over_the_whole_loop(temperature, closeness, monkeypatch):
+def test_adaptive_rule_is_lossless_over_the_whole_loop(temperature, closeness, rule, monkeypatch):
     """Every random choice of three tokens' decoding enumerated, the rule's history with them."""
     cfg = SpecConfig(k=2, m=1, depth=1, tree_size=2, temperature=temperature, sparse_top=None, proxy="tempered",
-                     adapt="root")
+                     adapt=rule)
     seen: set = set()  # depth 1: a cycle emits at most two tokens, so three take two cycles or more
     assert _whole_loop(cfg, vocab=3, salt=4, closeness=closeness, n_tokens=3, seen=seen,
                        monkeypatch=monkeypatch) < EXACT
@@ -62,24 +66,29 @@ def test_adaptive_rule_is_lossless_over_the_whole_loop(temperature, closeness, m
         assert 0 in seen  # the drafter is the target: its sample is always accepted, so m=0 is chosen
 
 
-def test_both_arms_are_enumerated_in_one_request(monkeypatch):
+@pytest.mark.parametrize("rule,closeness", [("root", 0.7), ("level", 0.75)])
+def test_both_arms_are_enumerated_in_one_request(rule, closeness, monkeypatch):
     """A drafter right at some prefixes and wrong at others: the rule switches inside the enumeration,
     and the output is still the target's."""
     seen: set = set()
-    cfg = SpecConfig(k=2, m=1, depth=1, tree_size=2, temperature=1.0, sparse_top=None, adapt="root")
-    assert _whole_loop(cfg, vocab=4, salt=9, closeness=0.7, n_tokens=3, seen=seen, monkeypatch=monkeypatch) < EXACT
+    cfg = SpecConfig(k=2, m=1, depth=1, tree_size=2, temperature=1.0, sparse_top=None, adapt=rule)
+    assert _whole_loop(cfg, vocab=4, salt=9, closeness=closeness, n_tokens=3, seen=seen,
+                       monkeypatch=monkeypatch) < EXACT
     assert seen == {0, 1}
 
 
-def test_greedy_adaptive_is_the_targets_greedy_decode():
+@pytest.mark.parametrize("rule", RULES)
+def test_greedy_adaptive_is_the_targets_greedy_decode(rule):
     target, drafter, t_fn = _pair(6, salt=2, closeness=0.5)
     cfg = SpecConfig(k=3, m=1, depth=3, tree_size=6, temperature=0.0, sparse_top=None, proxy="tempered",
-                     adapt="root")
+                     adapt=rule)
     got = enumerate_outcomes(lambda rng: tuple(generate_with_source(target, drafter, [0, 1], 6, cfg, rng).tokens))
     want = target_distribution(t_fn, [0, 1], 6, 0.0)
     assert len(got) == 1 and total_variation(got, want) < EXACT
     out = generate_with_source(target, drafter, [0, 1], 6, cfg, TorchRandom(torch.Generator().manual_seed(0)))
-    assert out.cycle_m and set(out.cycle_m) == {1} and len(out.cycle_m) == out.target_calls  # T = 0: a - b = 0
+    assert out.cycle_m and len(out.cycle_m) == out.target_calls and out.cycle_m[0] == 1
+    if rule == "root":
+        assert set(out.cycle_m) == {1}  # T = 0: a - b = 0
 
 
 def test_root_evidence_by_hand():
@@ -115,14 +124,35 @@ def test_policy_switches_on_the_sign_of_the_evidence():
     assert policy.margin < 0 and policy.config().m == 1
 
 
-def test_adapt_is_refused_where_it_means_nothing():
+def test_the_level_rule_switches_on_the_mean_acceptance_of_a_sampled_child():
+    cfg = SpecConfig(m=1, proxy="tempered", adapt="level")
+    policy = adaptive.CyclePolicy(cfg)
+    assert policy.config().m == 1  # nothing observed: the configured setting
+    same = torch.tensor([3.0, 1.0, 0.0, -1.0])
+    policy.observe(same, same)  # a = 1
+    assert policy.config().m == 0
+    # q uniform over four tokens, p nearly one-hot on the draft's own top token: a = 0.25, a - b < 0
+    flat, sharp = torch.zeros(4), torch.tensor([9.0, -9.0, -9.0, -9.0])
+    policy.observe(flat, sharp)  # mean (1 + 0.25) / 2 = 0.625 < LEVEL
+    assert policy.accepts[-1] == pytest.approx(0.25, abs=1e-3) and adaptive.LEVEL > 0.63
+    assert policy.config().m == 1 and policy.margin < 0
+    policy.observe(same, same)  # mean 0.75
+    assert policy.config().m == 0 and policy.chosen == [1, 0, 1, 0]
+    root = adaptive.CyclePolicy(dataclasses.replace(cfg, adapt="root"))  # the same evidence under "root"
+    for d, t in ((same, same), (flat, sharp), (flat, sharp)):
+        root.observe(d, t)
+    assert root.config().m == 1 and root.margin < 0
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_adapt_is_refused_where_it_means_nothing(rule):
     with pytest.raises(ValueError, match="adapt must be one of"):
         SpecConfig(adapt="roots")
     with pytest.raises(ValueError, match="give m >= 1"):
-        SpecConfig(m=0, adapt="root")
+        SpecConfig(m=0, adapt=rule)
     with pytest.raises(ValueError, match="enumerate the whole loop"):
         target, drafter = constant_pair(torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
-        cycle_distribution(target, drafter, [0], SpecConfig(k=2, depth=1, tree_size=2, adapt="root"))
+        cycle_distribution(target, drafter, [0], SpecConfig(k=2, depth=1, tree_size=2, adapt=rule))
 
 
 def test_adapt_is_keyed_only_when_set():
@@ -133,6 +163,7 @@ def test_adapt_is_keyed_only_when_set():
     assert "adapt" not in method_key(plain, **run)
     assert method_key(dataclasses.replace(plain, adapt="root"), **run)["adapt"] == "root"
     assert get_method("rheo").variant(dataclasses.replace(plain, adapt="root")) == "rheo m=1 proxy=tempered adapt=root"
+    assert get_method("rheo").variant(dataclasses.replace(plain, adapt="level")) == "rheo m=1 proxy=tempered adapt=level"
 
 
 # ------------------------------------------------------------------ a lossy twin is caught
@@ -160,7 +191,8 @@ def _peeking_candidates(dist, cfg, rng, layer):
                                slot_prob=pick_rows(m0.slot_prob, m1.slot_prob))
 
 
-def test_a_twin_whose_choice_sees_the_drawn_token_is_caught():
+@pytest.mark.parametrize("rule", RULES)
+def test_a_twin_whose_choice_sees_the_drawn_token_is_caught(rule):
     q = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
     p = torch.tensor([0.2, 0.2, 0.6], dtype=torch.float64)
     target, drafter = constant_pair(p.log(), q.log())
@@ -173,14 +205,15 @@ def test_a_twin_whose_choice_sees_the_drawn_token_is_caught():
         unregister(name)
     want = {(i,): float(v) for i, v in enumerate(p)}
     assert total_variation(got, want) > 1e-2
-    honest = SpecConfig(k=2, m=1, depth=1, tree_size=2, temperature=1.0, sparse_top=None, adapt="root")
+    honest = SpecConfig(k=2, m=1, depth=1, tree_size=2, temperature=1.0, sparse_top=None, adapt=rule)
     got = enumerate_outcomes(lambda rng: tuple(generate_with_source(target, drafter, [0], 1, honest, rng).tokens))
     assert total_variation(got, want) < EXACT
 
 
 # ------------------------------------------------------------------ same states
+@pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("closeness", [1.0, 0.3])
-def test_at_each_state_the_adaptive_tree_is_the_chosen_arms_tree(closeness, monkeypatch):
+def test_at_each_state_the_adaptive_tree_is_the_chosen_arms_tree(closeness, rule, monkeypatch):
     """Same-state rows: the policy sees the driver's states in order, and with common random numbers its
     tree at a state is the tree of the arm it chose there (the same expected tokens, to the last bit)."""
     from rheo.same_state import same_state_generate
@@ -188,13 +221,13 @@ def test_at_each_state_the_adaptive_tree_is_the_chosen_arms_tree(closeness, monk
     target, drafter, _ = _pair(8, salt=3, closeness=closeness)
     shape = dict(k=3, depth=3, tree_size=6, sparse_top=None, temperature=0.7)
     arms = {1: SpecConfig(m=1, proxy="tempered", **shape), 0: SpecConfig(m=0, **shape)}
-    rule = SpecConfig(m=1, proxy="tempered", adapt="root", **shape)
+    adaptive_cfg = SpecConfig(m=1, proxy="tempered", adapt=rule, **shape)
     from rheo import same_state
 
     policies: list = []
     make = same_state.cycle_policy
     monkeypatch.setattr(same_state, "cycle_policy", lambda cfg: policies.append(make(cfg)) or policies[-1])
-    got = same_state_generate(target, drafter, [1, 2], 20, arms[1], [arms[1], arms[0], rule],
+    got = same_state_generate(target, drafter, [1, 2], 20, arms[1], [arms[1], arms[0], adaptive_cfg],
                               torch.Generator().manual_seed(4), key="k")
     by = {(t.state, t.method): t.columns["expected_emitted"] for t in got.trees}
     states = got.output.target_calls

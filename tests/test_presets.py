@@ -36,7 +36,7 @@ def test_rheo_auto_is_the_tempered_one_lead_rule_and_overrides_apply():
 def test_a_preset_is_not_a_method_and_an_unknown_preset_is_named():
     with pytest.raises(ValueError, match=r"'rheo_auto' is a preset, not a method: use SpecConfig.preset\('rheo_auto'"):
         SpecConfig(method="rheo_auto")
-    with pytest.raises(ValueError, match=r"unknown preset 'nope'; choose one of \['rheo_adaptive', 'rheo_auto'\]"):
+    with pytest.raises(ValueError, match=r"unknown preset 'nope'; choose one of \['rheo_adaptive', 'rheo_auto', 'rheo_level'\]"):
         SpecConfig.preset("nope")
 
 

@@ -66,7 +66,7 @@ ROW_SCHEMA = pa.schema([
     ("last_cycle_verified", pa.int64()),
     # the content of a target folder the user chose (eval.store.keys.method_key); None: the catalog's own
     ("target_sha", pa.string()),
-    # adapt="root" (rheo_adaptive): the share of cycles drafted with m=0; None for other methods
+    # adapt set (rheo_adaptive, rheo_level): the share of cycles drafted with m=0; None for other methods
     ("m0_share", pa.float64()),
     # ... and the mean over its cycles' roots of the acceptance of a child sampled from the draft (1 - TV)
     ("root_accept", pa.float64()),

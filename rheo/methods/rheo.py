@@ -37,9 +37,9 @@ def _validate(cfg: Spec) -> None:
     if cfg.m == 0 and cfg.probe_min > 0:
         raise ValueError(f"probe_min={cfg.probe_min:g} compares a node's non-lead draft mass with a floor; with m=0 the "
                          "whole draft is non-lead (mass 1) and every node draws: give probe_min=0 with m=0")
-    if getattr(cfg, "adapt", "none") == "root" and cfg.m == 0:
-        raise ValueError("adapt='root' chooses between Rheo m=0 and the configured m per cycle: give m >= 1 "
-                         "(rheo_adaptive uses m=1), or adapt='none' for Rheo m=0 at every cycle")
+    if getattr(cfg, "adapt", "none") != "none" and cfg.m == 0:
+        raise ValueError(f"adapt={cfg.adapt!r} chooses between Rheo m=0 and the configured m per cycle: give m >= 1 "
+                         "(rheo_adaptive and rheo_level use m=1), or adapt='none' for Rheo m=0 at every cycle")
 
 
 def rheo_label(row) -> str:
