@@ -110,3 +110,14 @@ def test_rows_outside_the_asked_cells_are_left_out_of_the_table(tmp_path):
                  "--out", str(tmp_path / "t.md")]) == 0
     kept = pd.read_parquet(tmp_path / "a.parquet")
     assert len(kept) == 6 and set(kept["draft_mix"]) == {0.0} and set(kept["new_tokens"]) == {8}
+
+
+def test_the_level_rules_mark_is_halfway_between_the_held_out_readings():
+    """rheo_level's LEVEL: the midpoint of the trained head's and the target's mean root acceptance on the
+    held-out prompts, averaged over T = 0.7 and 1, to 0.05 (no benchmark prompt enters it)."""
+    from rheo.adaptive import LEVEL
+
+    rows = pd.read_parquet(ROOT / "results" / "head_reading.parquet").query("prompt_set == 'held-out'")
+    means = rows.groupby(["temperature", "draft_mix"])["root_accept"].mean()
+    mids = [(means[(t, 0.0)] + means[(t, 1.0)]) / 2 for t in (0.7, 1.0)]
+    assert round(20 * sum(mids) / len(mids)) / 20 == pytest.approx(LEVEL)
