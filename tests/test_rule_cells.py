@@ -62,14 +62,14 @@ def test_the_command_refuses_rows_without_rules_or_rows(tmp_path, capsys):
 
 
 def test_the_readme_rule_rows_are_the_committed_table():
-    """The README's rheo_adaptive rows, rebuilt from results/tables/every_drafter.md: each measured dial
+    """The README's rheo_level rows, rebuilt from results/tables/every_drafter.md: each measured dial
     cell (42 prompts) as 'rule − the best fixed setting (which)', '-' where the cell was not measured."""
     from pathlib import Path
 
     from result_tables import tables
 
     root = Path(__file__).resolve().parents[1]
-    (_, rows), = [(h, r) for h, r in tables(root / "results" / "tables" / "every_drafter.md") if "adapt=root" in h]
+    (_, rows), = [(h, r) for h, r in tables(root / "results" / "tables" / "every_drafter.md") if "adapt=level" in h]
     cells = {r["cell"]: r for r in rows if int(r["prompts"]) >= 42}
     want = []
     for t in ("0.7", "1"):
