@@ -58,6 +58,7 @@ ADAPT_RULES = ("root", "level")
 #: adapt="level": Rheo m=0 from this mean root acceptance of a sampled child up (module docstring)
 LEVEL = 0.65
 
+
 def root_terms(root_draft_logits: torch.Tensor, root_target_logits: torch.Tensor, cfg: "Spec",
                draft_to_target: Optional[torch.Tensor] = None) -> torch.Tensor:
     """root_draft_logits: [Vd], root_target_logits: [V] (untempered) -> [2]: ``a - b`` and ``a`` (module
