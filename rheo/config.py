@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Iterable, Mapping, Optional
 
+from rheo.adaptive import ADAPT_RULES
 from rheo.methods.registry import get_method
 from rheo.presets import PRESETS, preset_fields
 
@@ -25,7 +26,7 @@ PAPER_TREE = MappingProxyType({"k": 10, "depth": 8, "tree_size": 60, "sparse_top
 PROXIES = ("rheo", "tempered", "fixed")
 RANKS = ("q", "q_T")
 VERIFY_ORDERS = ("stochastic_first", "deterministic_first")
-ADAPTS = ("none", "root", "level")  # "none" + rheo.adaptive.ADAPT_RULES
+ADAPTS = ("none", *ADAPT_RULES)
 #: field metadata: held (None where unused) by the harness key of every method, whatever it reads, so
 #: the config hashes of rows stay what they were; other fields enter only the keys of methods that read
 #: them. Marking another field so changes every config hash.
