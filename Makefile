@@ -116,7 +116,7 @@ speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T
 	$(RUN) experiment=tuned_topk temperature=0.7,1.0 output_dir=results/speed_options limit=2 max_new_tokens=64 $(ARGS)
 	$(RUN) experiment=speed_options $(ARGS)
 	$(REPORT) speed_options $(UPDATE)
-speed-rule: $(VENV_STAMP) ## speed table: rheo_adaptive next to rheo_auto at T=0.7 and 1 on Rheo's tuned tree (alone)
+speed-rule: $(VENV_STAMP) ## speed table: rheo_adaptive and rheo_level next to rheo_auto at T=0.7 and 1 on Rheo's tuned tree (alone)
 	$(RUN) experiment=speed_rule $(ARGS)
 	$(REPORT) speed_rule $(UPDATE)
 
