@@ -10,7 +10,8 @@ import pytest
 from eval.states.rule_cells import cell_frame, cells_markdown, main, rules_of, verdict_table
 
 RULE = "rheo m=1 proxy=tempered adapt=root"
-VARIANTS = {"topk": ("topk", None, "rheo", None), "rheo m=0": ("rheo", 0, "rheo", None),
+LEVEL = "rheo m=1 proxy=tempered adapt=level"
+VARIANTS = {LEVEL: ("rheo", 1, "tempered", "level"), "topk": ("topk", None, "rheo", None), "rheo m=0": ("rheo", 0, "rheo", None),
             "rheo m=1": ("rheo", 1, "rheo", None), "rheo m=1 proxy=tempered": ("rheo", 1, "tempered", None),
             RULE: ("rheo", 1, "tempered", "root")}
 
@@ -117,3 +118,24 @@ def test_follow_the_leader_replays_the_setting_ahead_at_the_earlier_states():
     # one state a prompt: the leader is rheo_auto (0.12), 0.18 below m=0 on every prompt
     assert reach["follow the leader's worst lower bound"].tolist() == ["-0.180"]
     assert reach["states a prompt"].tolist() == ["1.0"]
+
+
+def test_opening_with_m0_replays_m0_at_the_first_state_and_the_rule_after_it():
+    from eval.states.options import M0
+    from eval.states.rule_cells import OPENING, opening_replay, reach_frame, reach_markdown
+    from eval.states.stats import labelled
+
+    level = LEVEL
+    # one prompt, three states: the rule drafts 1, 5, 6; m=0 drafts 4 at the first state
+    values = {level: [1.0, 5.0, 6.0], "rheo m=0": [4.0, 2.0, 2.0]}
+    rows = pd.concat([_rows({v: 0.0}, 1.0, 1.0, n_keys=1).assign(state=s, expected_emitted=x)
+                      for v, xs in values.items() for s, x in enumerate(xs)], ignore_index=True)
+    assert opening_replay(labelled(rows)).tolist() == [pytest.approx((4.0 + 5.0 + 6.0) / 3)]
+    assert opening_replay(labelled(rows[rows["variant"] != level]), opening=M0).empty
+    # one state a prompt: the opening is m=0 itself (the best, 0.18 above the next), so its worst lower bound is
+    # 0 against m=0, whatever the rule drafts later; a cell without the rule: "-"
+    with_rule = _rows({**FIXED_GOOD, level: -1.0}, 0.7, 1.0)
+    reach = reach_frame(pd.concat([with_rule, _rows(FIXED_GOOD, 1.0, 1.0)]), with_rule.iloc[:0]).set_index("cell")
+    assert reach[OPENING].tolist() == ["+0.000", "-"]
+    assert "rheo_level opening with m=0" in reach_markdown(reach.reset_index())
+    assert "meets it in 1 of 1." in reach_markdown(reach.reset_index())

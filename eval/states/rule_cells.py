@@ -38,6 +38,8 @@ PROG = "python -m eval.states.rule_cells"
 FIXED = (TOPK, M0, M1, AUTO)
 FIXED_NAMES = {TOPK: "Top-K", M0: "m=0", M1: "m=1", AUTO: "rheo_auto"}
 MOONSHOT = 0.02  # "beats every fixed setting": lower bound of the difference with the best > this
+LEVEL_RULE = AUTO + " adapt=level"  # method=rheo_level (configs/method/rheo_level.yaml)
+OPENING = "rheo_level opening with m=0's worst lower bound"
 
 
 def rules_of(rows: pd.DataFrame) -> list[str]:
@@ -100,17 +102,19 @@ def reach_frame(dial: pd.DataFrame, serving: pd.DataFrame) -> pd.DataFrame:
             best = best_fixed(wide)
             oracle = wide[present].max(axis=1)
             leader = leader_replay(states[(t, a)]).reindex(wide.index)
+            opening = opening_replay(states[(t, a)]).reindex(wide.index)
             lows = {}
-            for name, values in (("best", wide[best]), ("oracle", oracle), ("leader", leader)):
+            for name, values in (("best", wide[best]), ("oracle", oracle), ("leader", leader), ("opening", opening)):
                 bounds = [mean_ci((values - wide[f]).dropna()) for f in present if not (name == "best" and f == best)]
-                lows[name] = min(m - h for m, h, _ in bounds)
+                lows[name] = min((m - h for m, h, n in bounds if n), default=math.nan)
             per_prompt = states[(t, a)].groupby(PROMPT)["state"].nunique().mean()
             out.append({"cell": f"{study}: T = {t:g}, a = {a:g}", "states a prompt": f"{per_prompt:.1f}",
                         "best fixed": FIXED_NAMES[best],
                         "best's worst lower bound": f"{lows['best']:+.3f}",
                         "best meets": "yes" if lows["best"] >= -TOLERANCE else "no",
                         "per-prompt best's worst lower bound": f"{lows['oracle']:+.3f}",
-                        "follow the leader's worst lower bound": f"{lows['leader']:+.3f}"})
+                        "follow the leader's worst lower bound": f"{lows['leader']:+.3f}",
+                        OPENING: "-" if math.isnan(lows["opening"]) else f"{lows['opening']:+.3f}"})
     return pd.DataFrame(out)
 
 
@@ -133,6 +137,22 @@ def leader_replay(rows: pd.DataFrame, settings: tuple = (AUTO, M0)) -> pd.Series
         choice = earlier.argmax(axis=1)  # first maximum: the first listed on ties (all zero at the first state)
         values.append((key, states[range(len(states)), choice].mean()))
     return pd.Series(dict(values), dtype=float).rename_axis(PROMPT)
+
+
+def opening_replay(rows: pd.DataFrame, rule: str = LEVEL_RULE, opening: str = M0) -> pd.Series:
+    """Per key (one prompt), the mean over its states of ``rule`` had it drafted its first state (state 0)
+    with ``opening``: ``opening``'s row at state 0, the rule's at every later state. Labelled same-state rows
+    of one cell. Exact for a rule whose later choices read only the roots of the earlier states (rheo_level:
+    their acceptance ``a`` depends on the state, not on the tree drafted there), since a rule's tree at a
+    state is, bit for bit, the tree of the setting it chose (tests/test_adaptive.py)."""
+    from eval.states.stats import PROMPT
+
+    wide = rows.pivot_table(index=PROMPT + ["state"], columns="label", values="expected_emitted")
+    if rule not in wide.columns or opening not in wide.columns:
+        return pd.Series(dtype=float)
+    first = wide.index.get_level_values("state") == 0
+    values = wide[rule].where(~first, wide[opening]).dropna()  # [key x state]
+    return values.groupby(level=PROMPT, sort=False).mean()
 
 
 def verdict_table(frame: pd.DataFrame, rule: str) -> pd.DataFrame:
@@ -173,7 +193,17 @@ def reach_markdown(reach: pd.DataFrame) -> str:
                       f"{len(reach) - len(failed)} of {len(reach)} cells; where it does not ({'; '.join(failed) or 'none'}) "
                       "the fixed settings are not resolved apart at these prompt counts. Following the leader meets it "
                       f"in {int((leads >= -TOLERANCE).sum())} of {len(reach)}: at {spread} states a prompt, "
-                      "learning which setting leads costs more than choosing per prompt gains.", ""])
+                      "learning which setting leads costs more than choosing per prompt gains." + opening_text(reach), ""])
+
+
+def opening_text(reach: pd.DataFrame) -> str:
+    """The sentence on the last column of the reach table ('' where no cell holds rheo_level's rows)."""
+    measured = reach.loc[reach[OPENING] != "-", OPENING].astype(float)
+    if measured.empty:
+        return ""
+    return (f" rheo_level opening with m=0 (last column: m=0's row at each prompt's first state, rheo_level's at "
+            f"the later ones, replayed, which is exact because the rule's later choices read only the roots of "
+            f"the earlier states) meets it in {int((measured >= -TOLERANCE).sum())} of {len(measured)}.")
 
 
 def cells_markdown(frame: pd.DataFrame, reach: Optional[pd.DataFrame] = None) -> str:
