@@ -11,9 +11,9 @@ from eval.states.rule_cells import cell_frame, cells_markdown, main, rules_of, v
 
 RULE = "rheo m=1 proxy=tempered adapt=root"
 LEVEL = "rheo m=1 proxy=tempered adapt=level"
-VARIANTS = {LEVEL: ("rheo", 1, "tempered", "level"), "topk": ("topk", None, "rheo", None), "rheo m=0": ("rheo", 0, "rheo", None),
+VARIANTS = {"topk": ("topk", None, "rheo", None), "rheo m=0": ("rheo", 0, "rheo", None),
             "rheo m=1": ("rheo", 1, "rheo", None), "rheo m=1 proxy=tempered": ("rheo", 1, "tempered", None),
-            RULE: ("rheo", 1, "tempered", "root")}
+            RULE: ("rheo", 1, "tempered", "root"), LEVEL: ("rheo", 1, "tempered", "level")}
 
 
 def _rows(values: dict, t: float, mix, n_keys: int = 12) -> pd.DataFrame:
@@ -125,16 +125,15 @@ def test_opening_with_m0_replays_m0_at_the_first_state_and_the_rule_after_it():
     from eval.states.rule_cells import OPENING, opening_replay, reach_frame, reach_markdown
     from eval.states.stats import labelled
 
-    level = LEVEL
     # one prompt, three states: the rule drafts 1, 5, 6; m=0 drafts 4 at the first state
-    values = {level: [1.0, 5.0, 6.0], "rheo m=0": [4.0, 2.0, 2.0]}
+    values = {LEVEL: [1.0, 5.0, 6.0], "rheo m=0": [4.0, 2.0, 2.0]}
     rows = pd.concat([_rows({v: 0.0}, 1.0, 1.0, n_keys=1).assign(state=s, expected_emitted=x)
                       for v, xs in values.items() for s, x in enumerate(xs)], ignore_index=True)
     assert opening_replay(labelled(rows)).tolist() == [pytest.approx((4.0 + 5.0 + 6.0) / 3)]
-    assert opening_replay(labelled(rows[rows["variant"] != level]), opening=M0).empty
+    assert opening_replay(labelled(rows[rows["variant"] != LEVEL]), opening=M0).empty
     # one state a prompt: the opening is m=0 itself (the best, 0.18 above the next), so its worst lower bound is
     # 0 against m=0, whatever the rule drafts later; a cell without the rule: "-"
-    with_rule = _rows({**FIXED_GOOD, level: -1.0}, 0.7, 1.0)
+    with_rule = _rows({**FIXED_GOOD, LEVEL: -1.0}, 0.7, 1.0)
     reach = reach_frame(pd.concat([with_rule, _rows(FIXED_GOOD, 1.0, 1.0)]), with_rule.iloc[:0]).set_index("cell")
     assert reach[OPENING].tolist() == ["+0.000", "-"]
     assert "rheo_level opening with m=0" in reach_markdown(reach.reset_index())

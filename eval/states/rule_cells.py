@@ -118,6 +118,14 @@ def reach_frame(dial: pd.DataFrame, serving: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def per_state(rows: pd.DataFrame) -> pd.DataFrame:
+    """Labelled same-state rows of one cell -> [key x state, label] exact expected emitted tokens: what the
+    replays below read."""
+    from eval.states.stats import PROMPT
+
+    return rows.pivot_table(index=PROMPT + ["state"], columns="label", values="expected_emitted")
+
+
 def leader_replay(rows: pd.DataFrame, settings: tuple = (AUTO, M0)) -> pd.Series:
     """Per key (one prompt), the mean over its states of *follow the leader*: at each state the setting
     of ``settings`` with the largest sum of exact expected emitted tokens over the key's earlier states
@@ -126,7 +134,7 @@ def leader_replay(rows: pd.DataFrame, settings: tuple = (AUTO, M0)) -> pd.Series
     both trees in every cycle, replayed; each state's value is that setting's row there."""
     from eval.states.stats import PROMPT
 
-    wide = rows.pivot_table(index=PROMPT + ["state"], columns="label", values="expected_emitted")
+    wide = per_state(rows)
     wide = wide[[s for s in settings if s in wide.columns]].dropna()
     if wide.shape[1] < len(settings):
         return pd.Series(dtype=float)
@@ -147,7 +155,7 @@ def opening_replay(rows: pd.DataFrame, rule: str = LEVEL_RULE, opening: str = M0
     state is, bit for bit, the tree of the setting it chose (tests/test_adaptive.py)."""
     from eval.states.stats import PROMPT
 
-    wide = rows.pivot_table(index=PROMPT + ["state"], columns="label", values="expected_emitted")
+    wide = per_state(rows)
     if rule not in wide.columns or opening not in wide.columns:
         return pd.Series(dtype=float)
     first = wide.index.get_level_values("state") == 0
