@@ -34,18 +34,36 @@ def _check_ran(nb) -> None:
 
 
 def _shown(nb) -> list[list[str]]:
-    """Per code cell, what it shows as text: printed text, Markdown, HTML/plain reprs of values (not of images)."""
+    """Per code cell, what it shows as text: printed text, Markdown, HTML/plain reprs of values (not of images).
+
+    The kernel splits one print into stream chunks wherever its flush happens to fall, so consecutive
+    chunks of one stream are joined before they are compared."""
     cells = []
     for cell in (c for c in nb.cells if c.cell_type == "code"):
-        shown = []
+        shown, stream = [], None
         for out in cell.get("outputs", []):
             data = out.get("data", {})
-            if "image/png" in data:
+            if out.get("output_type") == "stream" and shown and stream == out.get("name"):
+                shown[-1] += str(out.get("text", ""))
+            elif "image/png" in data:
                 shown.append("<figure>")
             else:
                 shown.append(str(out.get("text", "")) + str(data.get("text/markdown", data.get("text/plain", ""))))
+            stream = out.get("name") if out.get("output_type") == "stream" else None
         cells.append(shown)
     return cells
+
+
+def test_shown_joins_a_print_split_into_stream_chunks_and_keeps_streams_apart():
+    def cell(*outs):
+        return nbformat.v4.new_code_cell(outputs=list(outs))
+    out, err = (lambda t: nbformat.v4.new_output("stream", name="stdout", text=t),
+                lambda t: nbformat.v4.new_output("stream", name="stderr", text=t))
+    md = nbformat.v4.new_output("display_data", data={"text/markdown": "## table"})
+    split = nbformat.v4.new_notebook(cells=[cell(out("rows from x"), out("\n"), md, out("a"))])
+    whole = nbformat.v4.new_notebook(cells=[cell(out("rows from x\n"), md, out("a"))])
+    assert _shown(split) == _shown(whole) == [["rows from x\n", "## table", "a"]]
+    assert _shown(nbformat.v4.new_notebook(cells=[cell(out("a"), err("b"))])) == [["a", "b"]]
 
 
 def test_committed_notebook_shows_its_outputs():
