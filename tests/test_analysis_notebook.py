@@ -43,7 +43,7 @@ def _shown(nb) -> list[list[str]]:
         shown, stream = [], None
         for out in cell.get("outputs", []):
             data = out.get("data", {})
-            if out.get("output_type") == "stream" and shown and stream == out.get("name"):
+            if out.get("output_type") == "stream" and stream == out.get("name"):  # None before any stream
                 shown[-1] += str(out.get("text", ""))
             elif "image/png" in data:
                 shown.append("<figure>")
