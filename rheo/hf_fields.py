@@ -96,7 +96,11 @@ def check_mode(gc, assistant_model: Optional[Any] = None) -> None:
 
 def check_fields(gc) -> None:
     """One line naming every field of ``gc`` that is refused (:data:`REFUSED`) or unknown and set."""
-    fields = [name for name in vars(type(gc)()) if not name.startswith("_")]
+    try:
+        fresh = type(gc)()
+    except TypeError:  # a subclass that needs arguments: the installed class's fields
+        fresh = GenerationConfig()
+    fields = [name for name in vars(fresh) if not name.startswith("_")]
     defaults = GenerationConfig._get_default_generation_params()
     bad = []
     for name in fields:

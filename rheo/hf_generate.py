@@ -18,8 +18,14 @@ token. Whatever cannot be applied exactly is refused in one line, never dropped.
 
 Read from the generation config: ``do_sample``, ``temperature``, ``max_new_tokens`` (else
 ``max_length``), ``eos_token_id`` (one id or several), ``return_dict_in_generate`` and the
-processors' and criteria's fields. One sequence at a time (batch 1; left padding in the
-attention mask is dropped from the target's input, kept in what processors see), one beam.
+processors' and criteria's fields; every other field is harmless or refused
+(:mod:`rheo.hf_fields`), and ``transformers``' own decoding mode must be greedy search or
+sampling (contrastive search, DoLa, beams, constrained beams, assisted decoding are refused).
+One sequence at a time (batch 1; left padding in the attention mask is dropped from the
+target's input, kept in what processors see). Both forms are prepared by ``generate`` itself:
+a call of the folder form (or a direct call) is checked, then handed to ``generate`` with this
+function as ``custom_generate``, so the attention mask is inferred from ``pad_token_id``, the
+processors are built for the prepared length and ``max_length`` is checked as ``generate`` does.
 
 Options, passed to ``generate`` as keyword arguments: ``drafter`` (an EAGLE-3 head folder,
 or a loaded drafter for this model), ``method`` ("rheo" or "topk"), ``m``, ``k``, ``depth``,
@@ -27,6 +33,11 @@ or a loaded drafter for this model), ``method`` ("rheo" or "topk"), ``m``, ``k``
 whole SpecConfig instead; a ``method`` that disagrees with it is refused) and ``generator``
 (a ``torch.Generator``; default torch's global one, which ``torch.manual_seed`` seeds). With ``return_dict_in_generate=True`` the output
 also holds ``accept_lengths`` (tokens emitted per target call) and ``tau``.
+
+A ``spec_config``'s temperature T is sampled at (T = 0: greedy), as if ``do_sample`` and
+``temperature`` had been passed: it overrides the model's own generation config, and a
+``do_sample`` or ``temperature`` the call sets (a keyword argument, or a value of its
+generation config other than the model's) that disagrees with T is refused in one line.
 
 Streaming: ``streamer`` gets the prompt, then each cycle's tokens. ``transformers`` 5 does not
 hand a function ``custom_generate`` its ``streamer`` (nor ``assistant_model``): they are read from
@@ -165,17 +176,18 @@ def _through_generate(model, ids: torch.Tensor, generation_config, streamer, log
     for key, value in changes.items():
         setattr(gc, key, value)
     check_request(gc, ids)
-    criteria = StoppingCriteriaList(stopping_criteria or [])
+    criteria, overrides = StoppingCriteriaList(stopping_criteria or []), dict(changes)
     if gc.stop_strings is not None:
         if tokenizer is None:
             raise ValueError(f"stop_strings={gc.stop_strings!r} need the tokenizer: pass tokenizer=... to generate")
         criteria.append(StopStringCriteria(stop_strings=gc.stop_strings, tokenizer=tokenizer))
-        kwargs = {**kwargs, "stop_strings": None}
-    if changes and generation_config is not None:  # one place for the settings (generate warns about two)
+        overrides["stop_strings"] = None
+    if changes and generation_config is not None:  # set where the call sets them (generate warns about both)
         generation_config = copy.deepcopy(generation_config)
-        generation_config.update(**changes)
-    elif changes:
-        kwargs = {**kwargs, **changes}
+        for key, value in changes.items():
+            setattr(generation_config, key, value)
+    kwargs = {**kwargs, **{key: value for key, value in overrides.items()  # None: kwargs (a config's None is unset)
+                           if generation_config is None or key in kwargs or value is None}}
     return model.generate(inputs=ids, generation_config=generation_config, logits_processor=logits_processor,
                           stopping_criteria=criteria, streamer=streamer, custom_generate=generate, **tree, **kwargs)
 

@@ -19,9 +19,13 @@ dropped. A setting is applied when it is a fixed function of the sequence so far
   (``max_length``, ``max_time``, ``stop_strings``, eos); asked after every emitted token.
 
 Refused, each with its own line: any other processor or criterion (one of your own, guidance,
-watermarks, encoder-side ones), beams, several return sequences, ``output_scores`` /
-``output_logits`` / ``output_attentions`` / ``output_hidden_states``, ``do_sample=True`` with
-a temperature <= 0 (as ``generate`` refuses it), ``stop_strings`` without a tokenizer, a
+watermarks, encoder-side ones), a decoding mode other than greedy search or sampling
+(``transformers``' own, ``GenerationConfig.get_generation_mode``: beams, contrastive search,
+DoLa, constrained beams, assisted decoding), a generation setting :mod:`rheo.hf_fields` refuses
+or does not know, several return sequences, ``output_scores`` / ``output_logits`` /
+``output_attentions`` / ``output_hidden_states``, ``do_sample=True`` with a temperature <= 0
+(as ``generate`` refuses it), a ``do_sample`` or ``temperature`` that disagrees with the
+``spec_config``'s temperature (:func:`spec_sampling`), ``stop_strings`` without a tokenizer, a
 tokenizer larger than the target's vocabulary and targets other than full-attention Llama.
 """
 
@@ -110,7 +114,7 @@ def asked_sampling(model, gc, call_kwargs: dict) -> dict:
     defaults = GenerationConfig._get_default_generation_params()
     asked = {}
     for name in SAMPLING:
-        own = getattr(model.generation_config, name, None)
+        own = getattr(getattr(model, "generation_config", None), name, None)
         default = own if own is not None else defaults.get(name)
         if call_kwargs.get(name) is not None:
             asked[name] = call_kwargs[name]
