@@ -143,8 +143,7 @@ def _decode(model, ids: torch.Tensor, generation_config, logits_processor, stopp
     plan = plan_generation(gc, ids, logits_processor, stopping_criteria)
     keep = None if attention_mask is None else attention_mask[0].bool()  # [len]
     prompt = ids[0] if keep is None else ids[0][keep]  # [len'], padding dropped
-    config = spec_config_for(gc, tree["method"], spec_config, m=tree["m"], k=tree["k"], depth=tree["depth"],
-                             tree_size=tree["tree_size"])
+    config = _spec_config(gc, tree)
     target = HFTarget(model)
     if plan.processes:
         lead = [] if keep is None else ids[0][~keep].tolist()  # left padding, as generate's processors see it
@@ -176,6 +175,7 @@ def _through_generate(model, ids: torch.Tensor, generation_config, streamer, log
     for key, value in changes.items():
         setattr(gc, key, value)
     check_request(gc, ids)
+    _spec_config(gc, tree)  # its refusals (a method that disagrees, a tree out of range) before generate runs
     criteria, overrides = StoppingCriteriaList(stopping_criteria or []), dict(changes)
     if gc.stop_strings is not None:
         if tokenizer is None:
@@ -190,6 +190,12 @@ def _through_generate(model, ids: torch.Tensor, generation_config, streamer, log
                            if generation_config is None or key in kwargs or value is None}}
     return model.generate(inputs=ids, generation_config=generation_config, logits_processor=logits_processor,
                           stopping_criteria=criteria, streamer=streamer, custom_generate=generate, **tree, **kwargs)
+
+
+def _spec_config(gc, tree: dict) -> SpecConfig:
+    """The call's SpecConfig (:func:`spec_config_for`) from its options ``tree``."""
+    return spec_config_for(gc, tree["method"], tree["spec_config"], m=tree["m"], k=tree["k"], depth=tree["depth"],
+                           tree_size=tree["tree_size"])
 
 
 def _processors_for(model, gc, changes: dict):

@@ -66,6 +66,7 @@ MODES = [  # (settings, transformers' mode, what the refusal names)
      "num_beams=4, num_beam_groups=2"),
     (dict(prompt_lookup_num_tokens=3), GenerationMode.ASSISTED_GENERATION, "prompt_lookup_num_tokens=3"),
     (dict(assistant_early_exit=1), GenerationMode.ASSISTED_GENERATION, "assistant_early_exit=1"),
+    (dict(use_mtp=True), GenerationMode.ASSISTED_GENERATION, "use_mtp=True"),
 ]
 
 
@@ -92,6 +93,19 @@ def test_refused_fields_are_refused_in_one_line(pair, prompt, form, settings, ne
                     "before it calls a custom_generate function")
     if form == "function" and "token_healing" in settings:
         needle = "token healing"  # generate heals before it calls the function: its own refusal (no tokenizer)
+    with pytest.raises(ValueError) as err:
+        call(pair, prompt, form, **settings)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("settings, needle", [
+    (dict(is_assistant=True), "stopping criterion(s) ['ConfidenceCriteria']"),
+    (dict(encoder_repetition_penalty=1.3), "['EncoderRepetitionPenaltyLogitsProcessor']"),
+    (dict(encoder_no_repeat_ngram_size=2), "['EncoderNoRepeatNGramLogitsProcessor']"),
+])
+def test_fields_that_act_through_processors_rheo_cannot_apply_are_refused_by_them(pair, prompt, form, settings,
+                                                                                   needle):
     with pytest.raises(ValueError) as err:
         call(pair, prompt, form, **settings)
     assert needle in str(err.value) and "\n" not in str(err.value)

@@ -149,3 +149,14 @@ def test_a_temperature_that_disagrees_with_the_spec_config_is_refused_in_one_lin
     with pytest.raises(ValueError) as err:
         call(pair, prompt, form, **settings)
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_prepared_config_outside_generate_cannot_be_resampled_and_says_what_to_pass(pair, prompt):
+    """A generation config generate prepared, handed over outside generate: its processors cannot be
+    rebuilt for the spec_config's sampling, so the settings to pass are named."""
+    prepared = GenerationConfig(max_new_tokens=4)
+    pair.hf_model._prepare_special_tokens(prepared, False, device="cpu")
+    with pytest.raises(ValueError) as err:
+        rheo_generate(pair.hf_model, input_ids=prompt, generation_config=prepared, drafter=pair.drafter,
+                      spec_config=SPEC)
+    assert "pass do_sample=True, temperature=0.7 to generate" in str(err.value) and "\n" not in str(err.value)
