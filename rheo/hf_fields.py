@@ -51,18 +51,14 @@ HARMLESS = frozenset({
     "use_cache", "cache_config", "max_cache_len", "compile_config", "disable_compile", "prefill_chunk_size",
     "continuous_batching_config",  # generate's own forward: speed and memory
     "transformers_version"})
-#: refused when set, with the reason
-REFUSED = {
-    "token_healing": "it rewrites the prompt's last tokens",
-    "cache_implementation": "",  # by value: see CACHES
-}
-#: values of a refused field that are not a setting
+#: refused when set (any value but those in INERT), with the reason; ``cache_implementation`` by value (CACHES)
+REFUSED = {"token_healing": "it rewrites the prompt's last tokens", "cache_implementation": ""}
 INERT: dict[str, tuple] = {"token_healing": (None, False)}
-#: caches that change how generate's forward runs, not its values (rheo's target keeps its own exact cache)
-CACHES = {None: "", "dynamic": "", "offloaded": "", "static": "", "offloaded_static": "", "hybrid": "",
-          "sliding_window": "", "hybrid_chunked": "", "offloaded_hybrid": "", "offloaded_hybrid_chunked": "",
-          "quantized": "a quantized cache changes the target's logits",
-          "paged": "generate hands a paged cache to continuous batching"}
+#: caches that change how generate's own forward runs, not its values (rheo's target keeps its own exact cache)
+CACHES = frozenset({None, "dynamic", "offloaded", "static", "offloaded_static", "hybrid", "sliding_window",
+                    "hybrid_chunked", "offloaded_hybrid", "offloaded_hybrid_chunked"})
+REFUSED_CACHES = {"quantized": "a quantized cache changes the target's logits",
+                  "paged": "generate hands a paged cache to continuous batching"}
 KNOWN = APPLIED | THROUGH_PROCESSORS | BY_MODE | HARMLESS | set(REFUSED)
 #: the modes rheo decodes
 DECODED_MODES = (GenerationMode.GREEDY_SEARCH, GenerationMode.SAMPLE)
@@ -91,7 +87,7 @@ def check_mode(gc, assistant_model: Optional[Any] = None) -> None:
     asked = _shown(gc, MODE_FIELDS.get(mode, ())) or "its settings"
     fix = "set num_beams=1" if mode in BEAM_MODES and (gc.num_beams or 1) > 1 else "drop them"
     raise ValueError(f"rheo generate decodes greedily (do_sample=False) or by sampling (do_sample=True), not by "
-                     f"transformers' {mode.value} ({asked}): {fix}, or decode with plain generate")
+                     f"transformers' {getattr(mode, 'value', mode)} ({asked}): {fix}, or decode with plain generate")
 
 
 def check_fields(gc) -> None:
@@ -106,7 +102,7 @@ def check_fields(gc) -> None:
     for name in fields:
         value = getattr(gc, name, None)
         if name == "cache_implementation":
-            reason = CACHES.get(value, "a cache rheo does not know")
+            reason = "" if value in CACHES else REFUSED_CACHES.get(value, "a cache rheo does not know")
         elif name in REFUSED:
             reason = "" if value in INERT.get(name, (None,)) else REFUSED[name]
         elif name not in KNOWN:
