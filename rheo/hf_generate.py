@@ -18,8 +18,14 @@ token. Whatever cannot be applied exactly is refused in one line, never dropped.
 
 Read from the generation config: ``do_sample``, ``temperature``, ``max_new_tokens`` (else
 ``max_length``), ``eos_token_id`` (one id or several), ``return_dict_in_generate`` and the
-processors' and criteria's fields. One sequence at a time (batch 1; left padding in the
-attention mask is dropped from the target's input, kept in what processors see), one beam.
+processors' and criteria's fields; every other field is harmless or refused
+(:mod:`rheo.hf_fields`), and ``transformers``' own decoding mode must be greedy search or
+sampling (contrastive search, DoLa, beams, constrained beams, assisted decoding are refused).
+One sequence at a time (batch 1; left padding in the attention mask is dropped from the
+target's input, kept in what processors see). Both forms are prepared by ``generate`` itself:
+a call of the folder form (or a direct call) is checked, then handed to ``generate`` with this
+function as ``custom_generate``, so the attention mask is inferred from ``pad_token_id``, the
+processors are built for the prepared length and ``max_length`` is checked as ``generate`` does.
 
 Options, passed to ``generate`` as keyword arguments: ``drafter`` (an EAGLE-3 head folder,
 or a loaded drafter for this model), ``method`` ("rheo" or "topk"), ``m``, ``k``, ``depth``,
@@ -27,6 +33,11 @@ or a loaded drafter for this model), ``method`` ("rheo" or "topk"), ``m``, ``k``
 whole SpecConfig instead; a ``method`` that disagrees with it is refused) and ``generator``
 (a ``torch.Generator``; default torch's global one, which ``torch.manual_seed`` seeds). With ``return_dict_in_generate=True`` the output
 also holds ``accept_lengths`` (tokens emitted per target call) and ``tau``.
+
+A ``spec_config``'s temperature T is sampled at (T = 0: greedy), as if ``do_sample`` and
+``temperature`` had been passed: it overrides the model's own generation config, and a
+``do_sample`` or ``temperature`` the call sets (a keyword argument, or a value of its
+generation config other than the model's) that disagrees with T is refused in one line.
 
 Streaming: ``streamer`` gets the prompt, then each cycle's tokens. ``transformers`` 5 does not
 hand a function ``custom_generate`` its ``streamer`` (nor ``assistant_model``): they are read from
@@ -44,17 +55,21 @@ from pathlib import Path
 from typing import Any, Optional
 
 import torch
+from transformers import StoppingCriteriaList
+from transformers.generation.stopping_criteria import StopStringCriteria
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
-from rheo.hf_policy import GenerationPlan, check_target, plan_generation, sampling_temperature
+from rheo.hf_policy import (GenerationPlan, asked_sampling, check_request, check_target, plan_generation,
+                            sampling_temperature, spec_sampling)
 
 __all__ = ["generate", "RheoGenerateOutput", "spec_config_for"]
 
-#: arguments generate hands a custom method that carry nothing rheo needs (left as they are)
+#: arguments of generate (its own, or model kwargs it hands a custom method) that are no generation settings
 MODEL_KWARGS = ("position_ids", "use_cache", "logits_to_keep", "cache", "past_key_values", "cache_position",
-                "synced_gpus", "assistant_tokenizer", "output_attentions", "output_hidden_states")
+                "synced_gpus", "assistant_tokenizer", "output_attentions", "output_hidden_states", "attention_mask",
+                "prefix_allowed_tokens_fn", "negative_prompt_ids", "negative_prompt_attention_mask")
 _DRAFTERS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 
 
@@ -90,38 +105,53 @@ def generate(model, input_ids: Optional[torch.Tensor] = None, generation_config=
     """Decode ``input_ids`` [1, len] with the target ``model`` and an EAGLE-3 ``drafter``; see the
     module doc. Returns the sequences [1, len + new] (or a :class:`RheoGenerateOutput`).
 
-    ``attention_mask`` [1, len] arrives in ``kwargs`` (named here, generate would pass it twice)."""
+    Called by ``generate`` as a function ``custom_generate``, the request arrives prepared. Any
+    other call (the folder form, a direct call) is checked, then handed to ``generate`` with this
+    function as ``custom_generate``: both forms are prepared by ``generate`` itself (attention
+    mask inferred from ``pad_token_id``, lengths, processors, its own refusals)."""
+    tree = dict(drafter=drafter, method=method, m=m, k=k, depth=depth, tree_size=tree_size, spec_config=spec_config,
+                generator=generator)
+    ids = input_ids if input_ids is not None else inputs
+    if ids is None:
+        raise ValueError("rheo generate: no prompt: pass input_ids (e.g. **tokenizer(text, return_tensors='pt'))")
+    prepared = hasattr(generation_config, "_eos_token_tensor")  # generate prepared it: a function custom_generate
+    if assistant_model is not None or (prepared and _generate_argument("assistant_model") is not None):
+        raise ValueError("rheo generate drafts with its EAGLE-3 drafter: pass drafter=..., not assistant_model")
+    check_target(model, tokenizer)
+    if not prepared:
+        return _through_generate(model, ids, generation_config, streamer, logits_processor, stopping_criteria,
+                                 tokenizer, tree, kwargs)
+    return _decode(model, ids, generation_config, logits_processor, stopping_criteria, tree, kwargs)
+
+
+def _decode(model, ids: torch.Tensor, generation_config, logits_processor, stopping_criteria, tree: dict,
+            kwargs: dict):
+    """A request ``generate`` prepared (``ids`` [1, len], padded as ``kwargs``' ``attention_mask``
+    says), decoded by :func:`rheo.decode.speculative_generate`."""
     from rheo.models.hf_target import HFTarget
     from rheo.models.processed import ProcessedTarget
 
     attention_mask = kwargs.pop("attention_mask", None)
-    extra = {key: kwargs.pop(key, None) for key in ("prefix_allowed_tokens_fn", "negative_prompt_ids",
-                                                    "negative_prompt_attention_mask")}
-    prepared = hasattr(generation_config, "_eos_token_tensor")  # generate prepared it: a function custom_generate
-    gc = _generation_config(model, generation_config, kwargs, prepared)
-    ids = input_ids if input_ids is not None else inputs
-    if ids is None:
-        raise ValueError("rheo generate: no prompt: pass input_ids (e.g. **tokenizer(text, return_tensors='pt'))")
-    put_prompt = True
-    if prepared and streamer is None:  # generate keeps its streamer from a function custom_generate
-        streamer, put_prompt = _generate_argument("streamer"), False  # (it has put the prompt itself)
-    if assistant_model is not None or (prepared and _generate_argument("assistant_model") is not None):
-        raise ValueError("rheo generate drafts with its EAGLE-3 drafter: pass drafter=..., not assistant_model")
-    check_target(model, tokenizer)
-    plan = plan_generation(model, gc, ids, attention_mask, prepared, logits_processor, stopping_criteria,
-                           tokenizer, **extra)
+    gc = _generation_config(generation_config, kwargs)
+    spec_config = tree["spec_config"]
+    if spec_config is not None:
+        changes = spec_sampling(spec_config, asked_sampling(model, gc, _generate_argument("kwargs") or {}))
+        if any(getattr(gc, key) != value for key, value in changes.items()):  # generate prepared other sampling
+            for key, value in changes.items():
+                setattr(gc, key, value)
+            logits_processor = _processors_for(model, gc, changes)
+    plan = plan_generation(gc, ids, logits_processor, stopping_criteria)
     keep = None if attention_mask is None else attention_mask[0].bool()  # [len]
     prompt = ids[0] if keep is None else ids[0][keep]  # [len'], padding dropped
-    config = spec_config_for(gc, method, spec_config, m=m, k=k, depth=depth, tree_size=tree_size)
+    config = _spec_config(gc, tree)
     target = HFTarget(model)
     if plan.processes:
         lead = [] if keep is None else ids[0][~keep].tolist()  # left padding, as generate's processors see it
         target = ProcessedTarget(target, plan.pre, plan.post or None, plan.temperature, lead)
-    if streamer is not None and put_prompt:
-        streamer.put(ids.cpu())
+    streamer = _generate_argument("streamer")  # generate keeps it from a function custom_generate (and put the prompt)
     on_tokens = None if streamer is None else (lambda new: streamer.put(torch.tensor(new, dtype=torch.long)))
-    out = speculative_generate(target, _drafter(model, drafter), prompt, plan.max_new_tokens, config,
-                               generator=generator, eos_token_id=gc.eos_token_id, on_tokens=on_tokens,
+    out = speculative_generate(target, _drafter(model, tree["drafter"]), prompt, plan.max_new_tokens, config,
+                               generator=tree["generator"], eos_token_id=gc.eos_token_id, on_tokens=on_tokens,
                                stop_when=_stop_rule(plan, ids))
     if streamer is not None:
         streamer.end()
@@ -130,6 +160,61 @@ def generate(model, input_ids: Optional[torch.Tensor] = None, generation_config=
     if gc.return_dict_in_generate:
         return RheoGenerateOutput(sequences=sequences, accept_lengths=list(out.accept_lengths), tau=out.tau)
     return sequences
+
+
+def _through_generate(model, ids: torch.Tensor, generation_config, streamer, logits_processor, stopping_criteria,
+                      tokenizer, tree: dict, kwargs: dict):
+    """The folder form and direct calls: the request as ``generate`` reads it is checked (one-line
+    refusals), the ``spec_config``'s sampling is folded in, ``stop_strings`` become a criterion
+    (``generate`` does not hand a function ``custom_generate`` the tokenizer), then ``generate``
+    prepares it and calls this function with the result."""
+    gc, unused = model._prepare_generation_config(generation_config, **kwargs)
+    _refuse_stray(unused)
+    changes = {} if tree["spec_config"] is None else spec_sampling(tree["spec_config"],
+                                                                  asked_sampling(model, gc, kwargs))
+    for key, value in changes.items():
+        setattr(gc, key, value)
+    check_request(gc, ids)
+    _spec_config(gc, tree)  # its refusals (a method that disagrees, a tree out of range) before generate runs
+    criteria, overrides = StoppingCriteriaList(stopping_criteria or []), dict(changes)
+    if gc.stop_strings is not None:
+        if tokenizer is None:
+            raise ValueError(f"stop_strings={gc.stop_strings!r} need the tokenizer: pass tokenizer=... to generate")
+        criteria.append(StopStringCriteria(stop_strings=gc.stop_strings, tokenizer=tokenizer))
+        overrides["stop_strings"] = None
+    if changes and generation_config is not None:  # set where the call sets them (generate warns about both)
+        generation_config = copy.deepcopy(generation_config)
+        for key, value in changes.items():
+            setattr(generation_config, key, value)
+    kwargs = {**kwargs, **{key: value for key, value in overrides.items()  # None: kwargs (a config's None is unset)
+                           if generation_config is None or key in kwargs or value is None}}
+    return model.generate(inputs=ids, generation_config=generation_config, logits_processor=logits_processor,
+                          stopping_criteria=criteria, streamer=streamer, custom_generate=generate, **tree, **kwargs)
+
+
+def _spec_config(gc, tree: dict) -> SpecConfig:
+    """The call's SpecConfig (:func:`spec_config_for`) from its options ``tree``."""
+    return spec_config_for(gc, tree["method"], tree["spec_config"], m=tree["m"], k=tree["k"], depth=tree["depth"],
+                           tree_size=tree["tree_size"])
+
+
+def _processors_for(model, gc, changes: dict):
+    """The logits processors ``generate`` builds for ``gc``, from the arguments it built its own
+    with (read from its frame): a ``spec_config`` asked for other sampling than it prepared."""
+    frame = _generate_frame()
+    names = ("input_ids_length", "inputs_tensor", "prefix_allowed_tokens_fn", "logits_processor", "model_kwargs",
+             "negative_prompt_ids", "negative_prompt_attention_mask")
+    if frame is None or any(name not in frame.f_locals for name in names):
+        asked = ", ".join(f"{key}={value!r}" for key, value in changes.items())
+        raise ValueError(f"rheo generate cannot rebuild generate's logits processors for the spec_config's "
+                         f"sampling: pass {asked} to generate as well")
+    local = frame.f_locals
+    return model._get_logits_processor(
+        generation_config=gc, input_ids_seq_length=local["input_ids_length"], encoder_input_ids=local["inputs_tensor"],
+        prefix_allowed_tokens_fn=local["prefix_allowed_tokens_fn"], logits_processor=local["logits_processor"],
+        device=local["inputs_tensor"].device, model_kwargs=local["model_kwargs"],
+        negative_prompt_ids=local["negative_prompt_ids"],
+        negative_prompt_attention_mask=local["negative_prompt_attention_mask"])
 
 
 def _stop_rule(plan: GenerationPlan, ids: torch.Tensor):
@@ -145,35 +230,40 @@ def _stop_rule(plan: GenerationPlan, ids: torch.Tensor):
     return stop_when
 
 
-def _generate_argument(name: str):
-    """An argument of the ``transformers`` ``generate`` call that called this function, which a
-    function ``custom_generate`` is not handed (``assistant_model``, ``streamer``): read from its
-    frame."""
+def _generate_frame():
+    """The frame of the ``transformers`` ``generate`` call that called this module (None if none)."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "generate" and frame.f_code.co_filename.endswith(
                 str(Path("generation") / "utils.py")):
-            return frame.f_locals.get(name)
+            return frame
         frame = frame.f_back
     return None
 
 
-def _generation_config(model, given, kwargs: dict, prepared: bool):
-    """``given`` as ``generate`` would use it: when ``generate`` prepared it, a copy; otherwise (the
-    folder form, a direct call) ``given`` or the model's, with transformers' global defaults filled
-    in as ``generate`` fills them (``top_k`` 50 among them). Either way updated with the generation
+def _generate_argument(name: str):
+    """An argument of the ``transformers`` ``generate`` call that called this function, which a
+    function ``custom_generate`` is not handed (``assistant_model``, ``streamer``, its ``kwargs``):
+    read from its frame."""
+    frame = _generate_frame()
+    return None if frame is None else frame.f_locals.get(name)
+
+
+def _generation_config(given, kwargs: dict):
+    """A copy of the generation config ``generate`` prepared, updated with the generation
     arguments in ``kwargs``; anything else left in ``kwargs`` must be an argument generate passes
     along with nothing set."""
-    if prepared:
-        gc = copy.deepcopy(given)
-        unused = gc.update(**kwargs)
-    else:
-        gc, unused = model._prepare_generation_config(given, **kwargs)
+    gc = copy.deepcopy(given)
+    _refuse_stray(gc.update(**kwargs))
+    return gc
+
+
+def _refuse_stray(unused: dict) -> None:
+    """Arguments that are neither rheo's options, generation settings nor ``generate``'s own."""
     stray = sorted(key for key, value in unused.items() if key not in MODEL_KWARGS and value is not None)
     if stray:
         raise TypeError(f"rheo generate: unknown argument(s) {stray}; its options are drafter, method, m, k, "
                         f"depth, tree_size, spec_config, generator, besides the generation config's fields")
-    return gc
 
 
 def _drafter(model, drafter):

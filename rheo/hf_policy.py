@@ -19,25 +19,28 @@ dropped. A setting is applied when it is a fixed function of the sequence so far
   (``max_length``, ``max_time``, ``stop_strings``, eos); asked after every emitted token.
 
 Refused, each with its own line: any other processor or criterion (one of your own, guidance,
-watermarks, encoder-side ones), beams, several return sequences, ``output_scores`` /
-``output_logits`` / ``output_attentions`` / ``output_hidden_states``, ``do_sample=True`` with
-a temperature <= 0 (as ``generate`` refuses it), ``stop_strings`` without a tokenizer, a
+watermarks, encoder-side ones), a decoding mode other than greedy search or sampling
+(``transformers``' own, ``GenerationConfig.get_generation_mode``: beams, contrastive search,
+DoLa, constrained beams, assisted decoding), a generation setting :mod:`rheo.hf_fields` refuses
+or does not know, several return sequences, ``output_scores`` / ``output_logits`` /
+``output_attentions`` / ``output_hidden_states``, ``do_sample=True`` with a temperature <= 0
+(as ``generate`` refuses it), a ``do_sample`` or ``temperature`` that disagrees with the
+``spec_config``'s temperature (:func:`spec_sampling`), ``stop_strings`` without a tokenizer, a
 tokenizer larger than the target's vocabulary and targets other than full-attention Llama.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
 
 import torch
-from transformers import LogitsProcessorList, StoppingCriteriaList
-from transformers.generation.stopping_criteria import MaxTimeCriteria, StopStringCriteria
+from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
+from rheo.hf_fields import check_fields, check_mode
 from rheo.models.pair_check import LLAMA_TYPES
 
 __all__ = ["APPLIED_PROCESSORS", "APPLIED_CRITERIA", "GenerationPlan", "plan_generation", "check_target",
-           "sampling_temperature"]
+           "sampling_temperature", "asked_sampling", "spec_sampling"]
 
 #: transformers processors whose row depends on its own sequence only (applied at every tree node)
 APPLIED_PROCESSORS = frozenset({
@@ -52,6 +55,8 @@ APPLIED_PROCESSORS = frozenset({
 APPLIED_CRITERIA = frozenset({"MaxLengthCriteria", "MaxTimeCriteria", "StopStringCriteria", "EosTokenCriteria"})
 #: generation-config outputs a tree decoder does not produce (they would come back None)
 REFUSED_OUTPUTS = ("output_scores", "output_logits", "output_attentions", "output_hidden_states")
+#: the settings a spec_config's temperature decides
+SAMPLING = ("do_sample", "temperature")
 
 
 @dataclass(frozen=True)
@@ -83,21 +88,62 @@ def sampling_temperature(gc) -> float:
 
 
 def check_request(gc, ids: torch.Tensor) -> None:
-    """One-line refusals of what a single tree-decoded sequence cannot give."""
+    """One-line refusals of what a single tree-decoded sequence cannot give: several sequences,
+    a decoding mode other than greedy or sampling, a generation setting it cannot apply
+    (:mod:`rheo.hf_fields`), a batch, a temperature <= 0 to sample at, scores or hidden states."""
     if (gc.num_return_sequences or 1) > 1:
         raise ValueError(f"rheo generate returns one sequence per call, got num_return_sequences="
                          f"{gc.num_return_sequences}: call it once per sample (torch.manual_seed between calls)")
-    if (gc.num_beams or 1) > 1:
-        raise ValueError(f"rheo generate samples, it does not search beams: got num_beams={gc.num_beams}, set "
-                         f"num_beams=1")
+    check_mode(gc)
     if ids.dim() != 2 or ids.shape[0] != 1:
         raise ValueError(f"rheo generate decodes one sequence: input_ids must be [1, len], got {tuple(ids.shape)}; "
                          f"call generate once per prompt")
+    check_fields(gc)
     sampling_temperature(gc)
     asked = [key for key in REFUSED_OUTPUTS if getattr(gc, key, False)]
     if asked:
         raise ValueError(f"rheo generate returns sequences (and accept_lengths, tau), not {asked}: set them False, "
                          f"or decode with plain generate to get them")
+
+
+def asked_sampling(model, gc, call_kwargs: dict) -> dict:
+    """``do_sample`` and ``temperature`` as the call itself sets them: keyword arguments of its
+    ``generate`` call (``call_kwargs``), or values of its generation config ``gc`` that differ from
+    the model's own defaults (its ``generation_config``, else transformers' global defaults). The
+    model's defaults are not the call's: a ``spec_config`` overrides them."""
+    defaults = GenerationConfig._get_default_generation_params()
+    asked = {}
+    for name in SAMPLING:
+        own = getattr(getattr(model, "generation_config", None), name, None)
+        default = own if own is not None else defaults.get(name)
+        if call_kwargs.get(name) is not None:
+            asked[name] = call_kwargs[name]
+        elif getattr(gc, name, None) is not None and getattr(gc, name) != default:
+            asked[name] = getattr(gc, name)
+    return asked
+
+
+def spec_sampling(spec_config, asked: dict) -> dict:
+    """The ``do_sample`` (and ``temperature``) that a ``spec_config``'s temperature T means:
+    sampling at T (T > 0) or greedy decoding (T = 0). ``asked``: the call's own settings
+    (:func:`asked_sampling`); one that disagrees with T is refused in one line."""
+    t = float(spec_config.temperature)
+    do_sample, temperature = asked.get("do_sample"), asked.get("temperature")
+    if t > 0:
+        if do_sample is not None and not do_sample:
+            raise ValueError(f"do_sample=False disagrees with spec_config.temperature={t} (it samples): drop "
+                             f"do_sample, or give a spec_config with temperature=0 for greedy decoding")
+        if temperature is not None and float(temperature) != t:
+            raise ValueError(f"temperature={temperature} disagrees with spec_config.temperature={t}: give one of "
+                             f"them (or the same temperature in both)")
+        return {"do_sample": True, "temperature": t}
+    if do_sample:
+        raise ValueError(f"do_sample=True disagrees with spec_config.temperature={t} (greedy): drop do_sample, or "
+                         f"give the spec_config the temperature to sample at")
+    if do_sample is None and temperature is not None and float(temperature) != 0:
+        raise ValueError(f"temperature={temperature} disagrees with spec_config.temperature={t} (greedy): drop the "
+                         f"temperature, or give the spec_config the temperature to sample at")
+    return {"do_sample": False}
 
 
 def check_target(model, tokenizer=None) -> None:
@@ -116,44 +162,18 @@ def check_target(model, tokenizer=None) -> None:
                          f"{config.vocab_size}: pass the target's own tokenizer")
 
 
-def plan_generation(model, gc, ids: torch.Tensor, attention_mask: Optional[torch.Tensor], prepared: bool,
-                    logits_processor=None, stopping_criteria=None, tokenizer=None, **extra: Any) -> GenerationPlan:
-    """The plan of a call on ``ids`` [1, len] (with padding) under generation config ``gc``.
-
-    ``prepared``: ``gc``, ``logits_processor`` and ``stopping_criteria`` come from ``generate``'s
-    own preparation (a function passed as ``custom_generate``): they are the full lists. Otherwise
-    (the folder form, a direct call) they are the caller's and the lists are built here the way
-    ``generate`` builds them. ``extra``: ``prefix_allowed_tokens_fn`` and the negative prompt."""
+def plan_generation(gc, ids: torch.Tensor, logits_processor, stopping_criteria) -> GenerationPlan:
+    """The plan of a call on ``ids`` [1, len] (with padding) that ``generate`` prepared: ``gc``, the
+    full ``logits_processor`` and ``stopping_criteria`` lists are those of its preparation."""
     check_request(gc, ids)
     temperature = sampling_temperature(gc)
-    if prepared:
-        processors = LogitsProcessorList(logits_processor or [])
-        criteria = StoppingCriteriaList(stopping_criteria or [])
-    else:
-        model._prepare_special_tokens(gc, attention_mask is not None, device=ids.device, batch_size=1)
-        processors = model._get_logits_processor(
-            gc, ids.shape[1], ids, extra.get("prefix_allowed_tokens_fn"), LogitsProcessorList(logits_processor or []),
-            ids.device, None if attention_mask is None else {"attention_mask": attention_mask},
-            extra.get("negative_prompt_ids"), extra.get("negative_prompt_attention_mask"))
-        criteria = StoppingCriteriaList(_criteria_of(gc, tokenizer))
-        criteria.extend(stopping_criteria or [])
+    processors = LogitsProcessorList(logits_processor or [])
+    criteria = StoppingCriteriaList(stopping_criteria or [])
     _refuse_unknown(processors, APPLIED_PROCESSORS, "logits processor")
     _refuse_unknown(criteria, APPLIED_CRITERIA, "stopping criterion")
     pre, post = _split_at_temperature(processors, temperature)
     max_new = gc.max_new_tokens if gc.max_new_tokens is not None else (gc.max_length or 20) - ids.shape[1]
     return GenerationPlan(temperature, max(0, int(max_new)), pre, post, criteria)
-
-
-def _criteria_of(gc, tokenizer) -> list:
-    """The criteria ``generate`` derives from the config, besides max_length and eos (decoded here)."""
-    out = []
-    if gc.max_time is not None:
-        out.append(MaxTimeCriteria(max_time=gc.max_time))
-    if gc.stop_strings is not None:
-        if tokenizer is None:
-            raise ValueError(f"stop_strings={gc.stop_strings!r} need the tokenizer: pass tokenizer=... to generate")
-        out.append(StopStringCriteria(stop_strings=gc.stop_strings, tokenizer=tokenizer))
-    return out
 
 
 def _refuse_unknown(items, applied: frozenset, what: str) -> None:
