@@ -28,3 +28,47 @@ def test_realized_rows_given_to_the_same_state_tables_name_their_command(tmp_pat
     err = capsys.readouterr().err
     assert "realized rows" in err and f"rheo tables --results {given}" in err, err
     assert len(err.strip().splitlines()) == 1
+
+
+def _pair(tmp_path):
+    from local_pair import write_local_head, write_target
+    return write_target(tmp_path / "target"), write_local_head(tmp_path / "head")
+
+
+def test_a_target_folder_whose_weights_are_of_another_size_names_both_shapes(tmp_path):
+    """A head folder given as the target (the two paths swapped): its lm_head is [draft vocabulary, H], the
+    Llama layout its config.json describes wants [vocabulary, H]; refused before transformers loads it."""
+    from rheo.models.loading import ModelMismatchError, load_model_pair
+
+    target, head = _pair(tmp_path)
+    with pytest.raises(ModelMismatchError, match=r"lm_head\.weight .*\[120, 64\].*\[256, 64\]") as err:
+        load_model_pair("mine", target_path=str(head), head_path=str(target))
+    assert "\n" not in str(err.value) and "ignore_mismatched_sizes" not in str(err.value)
+    assert "EAGLE-3 head" in str(err.value)
+
+
+def test_head_weights_of_another_size_than_its_config_name_both_shapes(tmp_path):
+    import torch
+    from eagle3_heads import official_state, write_head
+
+    from rheo.models.eagle3 import Eagle3LoadError
+    from rheo.models.loading import load_model_pair
+
+    target, _ = _pair(tmp_path)
+    state, _ = official_state()
+    state["midlayer.mlp.gate_proj.weight"] = torch.zeros(200, 64)
+    write_head(tmp_path / "wide", state)
+    with pytest.raises(Eagle3LoadError, match=r"midlayer\.mlp\.gate_proj\.weight is \[200, 64\] .* \[96, 64\]") as err:
+        load_model_pair("mine", target_path=str(target), head_path=str(tmp_path / "wide"))
+    assert "\n" not in str(err.value) and len(str(err.value)) < 400
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(name=3), "name"), (dict(target_path=7, head_path="h"), "target_path"),
+                                          (dict(device=0.5), "device"), (dict(chat_format="chatml"), "chat_format")])
+def test_load_model_pair_checks_its_arguments_first(kwargs, name):
+    from rheo.models.loading import load_model_pair
+
+    kwargs = {"name": "smollm2_135m", **kwargs}
+    with pytest.raises((TypeError, ValueError), match=rf"\b{name}\b.* got ") as err:
+        load_model_pair(**kwargs)
+    assert "\n" not in str(err.value)
