@@ -72,3 +72,50 @@ def test_load_model_pair_checks_its_arguments_first(kwargs, name):
     with pytest.raises((TypeError, ValueError), match=rf"\b{name}\b.* got ") as err:
         load_model_pair(**kwargs)
     assert "\n" not in str(err.value)
+
+
+class _Loaded(Exception):
+    """Raised by a stand-in for the model loader: the command got as far as loading."""
+
+
+@pytest.fixture
+def no_load(monkeypatch):
+    import rheo.models
+
+    def load(*args, **kwargs):
+        raise _Loaded()
+    monkeypatch.setattr(rheo.models, "load_model_pair", load)
+
+
+@pytest.mark.parametrize("preset", ["rheo_auto", "rheo_adaptive"])
+def test_a_preset_with_m_0_points_to_the_command_line_that_gives_rheo_m_0(no_load, preset):
+    from rheo.generate_cli import generate_main
+
+    with pytest.raises(ValueError) as err:
+        generate_main(["hi", "--method", preset, "--m", "0"])
+    said = str(err.value)
+    assert "--method rheo --m 0" in said and "proxy=" not in said and "\n" not in said, said
+    with pytest.raises(_Loaded):  # what it suggests goes on to load the pair
+        generate_main(["hi", "--method", "rheo", "--m", "0"])
+
+
+def test_a_prompt_that_starts_with_at_is_written_with_two(tmp_path, monkeypatch):
+    from rheo.cli import text_input
+
+    assert text_input("@@home: is this a mention?") == "@home: is this a mention?"
+    assert text_input("@@") == "@"
+    with pytest.raises(ValueError, match=r"@@") as err:  # a missing file names the escape
+        text_input("@nobody")
+    assert "\n" not in str(err.value)
+    (tmp_path / "p.txt").write_text("@@ stays as written in a file", encoding="utf-8")
+    assert text_input(f"@{tmp_path / 'p.txt'}") == "@@ stays as written in a file"
+
+
+def test_an_empty_item_list_is_refused_as_limit_0_is():
+    from eval.conf.compose import compose_config
+    from eval.conf.validate import check_values
+
+    with pytest.raises(ValueError, match=r"item_ids is empty") as err:
+        check_values(compose_config(["model=tiny_random", "dataset=gsm8k", "item_ids=[]"]))
+    assert "\n" not in str(err.value)
+    check_values(compose_config(["model=tiny_random", "dataset=gsm8k", "item_ids=[0]"]))
