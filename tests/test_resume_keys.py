@@ -3,6 +3,7 @@ same (rheo.resume_key): each field of its key, changed alone, makes the result c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -99,3 +100,78 @@ def test_each_field_of_a_replay_key_changed_alone_recomputes(runs, tmp_path, mon
         source = str(_edited_archive(runs, tmp_path / "a.parquet", field, lambda v: "0" * 12))
     assert er.main([source, *base, *extra]) == 0
     assert counter.calls == 4, field
+
+
+class _Pair:
+    """A stand-in pair: the readings are stubbed, so only format_chat and the attributes are read."""
+
+    drafter = target = None
+    eos_token_ids = ()
+
+    def format_chat(self, messages):
+        return [len(m["content"]) for m in messages]
+
+
+@pytest.fixture
+def reading(monkeypatch):
+    """head_reading's measure() with its pair and generations stubbed: returns the generation counter."""
+    import eval.measure.head_reading as hr
+    import eval.measure.pairs
+    import rheo.models.mixture
+
+    calls = []
+    monkeypatch.setattr(eval.measure.pairs, "load_pair", lambda *a, **k: _Pair())
+    monkeypatch.setattr(rheo.models.mixture, "MixedDrafter", lambda *a: None)
+    monkeypatch.setattr(hr, "one_row", lambda pair, drafter, prompt, t, n, seed: calls.append(seed) or
+                        {"cycles": 1, "m0_share": 0.0, "root_accept": 0.5, "tau": 1.0})
+    return calls
+
+
+def _measure(path, **changes):
+    from eval.measure.head_reading import measure
+
+    args = {"mixes": [0.0], "temperatures": [1.0], "per_suite": 1, "heldout": 0, "new_tokens": 4, **changes}
+    return measure(args["mixes"], args["temperatures"], args["per_suite"], args["heldout"], args["new_tokens"], path)
+
+
+@pytest.mark.parametrize("field", ["draft_mix", "temperature", "new_tokens", "prompt", "spec", "weights"])
+def test_each_field_of_a_head_reading_key_changed_alone_recomputes(reading, tmp_path, monkeypatch, field):
+    import eval.measure.head_reading as hr
+    import eval.prompts.suites as suites
+
+    path = tmp_path / "rows.jsonl"
+    n = len(_measure(path))
+    assert len(reading) == n == 6  # one item of each of the six suites
+    _measure(path)
+    assert len(reading) == n  # the same keys: nothing again
+    changes = {}
+    if field == "draft_mix":
+        changes = {"mixes": [0.5]}
+    elif field == "temperature":
+        changes = {"temperatures": [0.7]}
+    elif field == "new_tokens":
+        changes = {"new_tokens": 5}
+    elif field == "prompt":  # another text of the same suite items
+        real = suites.load_suite
+        monkeypatch.setattr(suites, "load_suite", lambda *a, **k: [
+            type(i)(i.suite, i.item_id, i.category, (i.turns[0] + " (edited)",) + i.turns[1:]) for i in real(*a, **k)])
+    elif field == "spec":
+        real_spec = hr.reading_spec
+        monkeypatch.setattr(hr, "reading_spec", lambda t: dataclasses.replace(real_spec(t), probe_min=0.2))
+    elif field == "weights":
+        monkeypatch.setattr(hr, "pair_weights", lambda: {"head_sha": "another head"})
+    _measure(path, **changes)
+    assert len(reading) == 2 * n, field
+
+
+def test_a_head_reading_file_whose_last_line_is_cut_names_it_and_goes_on(reading, tmp_path, caplog):
+    path = tmp_path / "rows.jsonl"
+    _measure(path)
+    text = path.read_text()
+    path.write_text(text[: len(text) - 40])  # the last line cut by a kill
+    lines = len(path.read_text().splitlines())
+    with caplog.at_level("WARNING"):
+        rows = _measure(path)
+    assert f"{path}:{lines}" in caplog.text and "cut by a kill" in caplog.text
+    assert len(rows) == 6 and len(reading) == 7  # only the cut row measured again
+    assert len(_measure(path)) == 6 and len(reading) == 7  # the new line is a line of its own
