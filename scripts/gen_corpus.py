@@ -10,7 +10,9 @@ The plan is fixed by the seed (and the installed packages the passages come from
 Each pass is cut into batches of ``--batch`` prompts (blocks of 8 batches sorted by prompt
 length, to waste little on padding); batch ``k`` of a pass is done by worker ``k % workers``
 and written atomically as one JSON shard, so any number of workers (one torch thread each)
-can run side by side, be killed, and resume. Generation stops once the shards hold
+can run side by side, be killed, and resume. Each shard holds its key (:func:`shard_key`: the model,
+dtype, device kind, seed, batch size, length and the batch's conversations): a rerun skips a shard only
+when its key is the one it would write, and generates it again otherwise. Generation stops once the shards hold
 ``--target-tokens`` response tokens. ``scripts/pack_corpus.py`` packs the shards into the
 committed ``data/draft_corpus/``.
 
@@ -36,6 +38,7 @@ from rheo.io import atomic_write, atomic_write_text
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.paths import folder
+from rheo.resume_key import digest
 from rheo.training.corpus import read_shard
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
 
@@ -55,13 +58,47 @@ def plan_batches(convs: List[Dict], batch: int) -> List[List[Dict]]:
     return out
 
 
-def response_tokens(shard_dir: Path) -> int:
+def run_settings(args, **extra) -> dict:
+    """What decides every shard of a run besides its batch (rheo.resume_key): the model, its precision and
+    device kind, the seed (the prompts' plan and the generation seeds), the batch size and the length."""
+    return {"model": "smollm2_135m", "dtype": args.dtype, "device": torch.device(args.device).type, "seed": args.seed,
+            "batch": args.batch, "max_new_tokens": args.max_new_tokens, **extra}
+
+
+def shard_key(run: dict, name: str, k: int, batch: List[Dict]) -> dict:
+    """The key of batch ``k`` of pass ``name``: the run's settings and the batch's conversations (their
+    messages or text, temperature and name: what the pass planned from the prompts and earlier passes)."""
+    inputs = [[c.get("messages", c.get("text")), c["temperature"], c["key"]] for c in batch]
+    return {"run": run, "pass": name, "batch": k, "inputs": digest(inputs)}
+
+
+def features_key(samples: List[Dict], dtype: str, layers) -> str:
+    """What decides a shard's features (``<shard>.feats.npz``, stored in it as ``key``): its sequences, the
+    model, its precision and the feature layers (scripts/backfill_features.py checks it)."""
+    return digest({"sequences": [list(s["prompt"]) + list(s["response"]) for s in samples], "model": "smollm2_135m",
+                   "dtype": str(dtype), "layers": [int(i) for i in layers]})
+
+
+def stored_key(path: Path) -> dict | None:
+    """The key a shard was written with (None: missing, unreadable, being written, or written without one)."""
+    try:
+        return read_shard(path).get("key") if path.exists() else None
+    except (ValueError, KeyError, OSError):
+        return None
+
+
+def response_tokens(shard_dir: Path, run: dict, expected: Dict[str, dict] | None = None) -> int:
+    """Response tokens of the shards in ``shard_dir`` written by a run of the settings ``run`` (and, for a
+    file named in ``expected``, under exactly that key: a stale shard of the pass running now is not counted)."""
     total = 0
     for f in shard_dir.glob("*.json"):
         try:
-            total += sum(len(s["response"]) for s in read_shard(f)["samples"])
+            record = read_shard(f)
         except (ValueError, KeyError):
             continue  # a shard being written by another worker
+        key = record.get("key") or {}
+        if key.get("run") == run and (expected is None or expected.get(f.name, key) == key):
+            total += sum(len(s["response"]) for s in record["samples"])
     return total
 
 
@@ -205,19 +242,24 @@ def run_pass(name: str, convs: List[Dict], model, tok, args, shard_dir: Path) ->
     mine = [k for k in range(len(batches)) if k % args.workers == args.worker]
     bar = tqdm(mine, desc=f"pass {name} worker {args.worker}", mininterval=30)
     t0, done = time.time(), 0
+    run = run_settings(args)
+    keys = {f"{name}_{k:05d}.json": shard_key(run, name, k, b) for k, b in enumerate(batches)}
     for k in bar:
         path = shard_dir / f"{name}_{k:05d}.json"
-        if path.exists():
+        key = keys[path.name]
+        if stored_key(path) == key:  # done by this run or an earlier one of the same key; else (re)generated
             continue
-        if response_tokens(shard_dir) >= args.target_tokens:
+        if response_tokens(shard_dir, run, keys) >= args.target_tokens:
             return False
         t_batch = time.time()
         samples, feats = generate_batch(model, tok, batches[k], args.max_new_tokens,
                                         args.seed * 100003 + _hash(name) + k, layers)
         if feats is not None:  # written first: the JSON's presence marks the shard complete
+            feats["key"] = np.array(features_key(samples, args.dtype, layers))
             atomic_write(path.with_name(f"{path.stem}.feats.npz"), lambda f: np.savez(f, **feats))
         record = dict(pass_=name, batch=k, seconds=round(time.time() - t_batch, 2), worker=args.worker,
-                      workers=args.workers, threads=args.threads, dtype=args.dtype, device=args.device, samples=samples)
+                      workers=args.workers, threads=args.threads, dtype=args.dtype, device=args.device, key=key,
+                      samples=samples)
         atomic_write_text(path, json.dumps(record))
         done += sum(len(s["response"]) for s in samples)
         bar.set_postfix(tok_s=f"{done / (time.time() - t0):.0f}")
@@ -253,14 +295,14 @@ def main() -> None:
         if name == "f":
             # every worker needs all of pass a: wait for the other workers' shards
             n_a = len(batches_by_setting(pass_a(args.seed), args.batch))
-            while len(list(shard_dir.glob("a_*.json"))) < n_a:
+            while sum((stored_key(p) or {}).get("run") == run_settings(args) for p in shard_dir.glob("a_*.json")) < n_a:
                 time.sleep(20)
             convs = pass_f(shard_dir, tok, args.seed)
         else:
             convs = pass_a(args.seed) if name == "a" else pass_b(args.seed)
         if not run_pass(name, convs, model, tok, args, shard_dir):
             break
-    print(f"worker {args.worker}: {response_tokens(shard_dir)} response tokens in {shard_dir}")
+    print(f"worker {args.worker}: {response_tokens(shard_dir, run_settings(args))} response tokens in {shard_dir}")
 
 
 def batches_by_setting(convs: List[Dict], batch: int) -> List[List[Dict]]:

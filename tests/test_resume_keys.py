@@ -175,3 +175,113 @@ def test_a_head_reading_file_whose_last_line_is_cut_names_it_and_goes_on(reading
     assert f"{path}:{lines}" in caplog.text and "cut by a kill" in caplog.text
     assert len(rows) == 6 and len(reading) == 7  # only the cut row measured again
     assert len(_measure(path)) == 6 and len(reading) == 7  # the new line is a line of its own
+
+
+# ---- the draft corpus's generation shards and their features (scripts/gen_corpus.py, gen_selfinstruct.py,
+# backfill_features.py): the model and generate() are stubbed; what is checked is which batches run again.
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+@pytest.fixture
+def corpus_scripts(monkeypatch):
+    import sys
+
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import gen_corpus
+    calls = []
+
+    def generate(model, tok, convs, max_new, seed, layers=None):
+        calls.append(seed)
+        return [dict(prompt=[1, 2], response=[3] * 5, kind="k", temperature=c["temperature"], split="train",
+                     key=c["key"]) for c in convs], None
+    monkeypatch.setattr(gen_corpus, "generate_batch", generate)
+    return sys.modules["gen_corpus"], calls
+
+
+def _corpus_args(tmp_path, **changes):
+    import argparse
+
+    return argparse.Namespace(**{"seed": 0, "batch": 2, "max_new_tokens": 8, "target_tokens": 10 ** 6, "worker": 0,
+                                 "workers": 1, "threads": 1, "dtype": "bfloat16", "device": "cpu", "features": False,
+                                 "out": str(tmp_path / "shards"), **changes})
+
+
+def _convs(text="q"):
+    return [dict(messages=[{"role": "user", "content": f"{text}{i}"}], kind="k", split="train", key=f"{text}{i}",
+                 n_chars=i, temperature=0.0) for i in range(4)]
+
+
+@pytest.mark.parametrize("change", [{"seed": 1}, {"batch": 4}, {"max_new_tokens": 9}, {"dtype": "float32"},
+                                    {"device": "cuda"}, {"text": "other"}])
+def test_each_field_of_a_corpus_shard_key_changed_alone_regenerates(corpus_scripts, tmp_path, change):
+    gen_corpus, calls = corpus_scripts
+    shard_dir = tmp_path / "shards"
+    shard_dir.mkdir()
+    args = _corpus_args(tmp_path, target_tokens=20)  # the first run's 4 prompts x 5 tokens reach it exactly
+    assert gen_corpus.run_pass("a", _convs(), None, None, args, shard_dir) and len(calls) == 2
+    gen_corpus.run_pass("a", _convs(), None, None, args, shard_dir)
+    assert len(calls) == 2  # the same keys: nothing again
+    text = change.pop("text", "q")
+    other = _corpus_args(tmp_path, target_tokens=20, **change)
+    gen_corpus.run_pass("a", _convs(text), None, None, other, shard_dir)
+    assert len(calls) == 2 + (1 if other.batch == 4 else 2), change  # old shards neither skipped nor counted
+
+
+def test_each_field_of_a_self_instruct_shard_key_changed_alone_regenerates(corpus_scripts, tmp_path, monkeypatch):
+    gen_corpus, calls = corpus_scripts
+    import gen_selfinstruct
+
+    monkeypatch.setattr(gen_selfinstruct, "complete_batch", lambda model, tok, convs, max_new, seed, stop:
+                        calls.append(seed) or [dict(key=c["key"], text="t", temperature=c["temperature"]) for c in convs])
+    out = tmp_path / "shards"
+    out.mkdir()
+
+    def runner(**changes):
+        run = object.__new__(gen_selfinstruct.Runner)
+        run.args, run.model, run.tok, run.out, run.layers = _corpus_args(tmp_path, **changes), None, None, out, None
+        run.settings = gen_corpus.run_settings(run.args)
+        return run
+    convs = [dict(text=f"t{i}", key=f"t{i}", temperature=0.8, n_chars=i) for i in range(4)]
+    runner().run("t", convs, 60, [0])
+    runner().run("t", convs, 60, [0])
+    assert len(calls) == 2
+    runner().run("t", convs, 61, [0])  # another length
+    runner(seed=5).run("t", convs, 61, [0])  # another seed
+    runner(seed=5).run("t", convs[:3] + [dict(convs[3], text="changed")], 61, [0])  # another prompt
+    assert len(calls) == 2 + 2 + 2 + 1
+    assert [len(gen_selfinstruct.samples_of(out, "t", s)) for s in (runner().settings, runner(seed=5).settings)] == [0, 4]
+
+
+def test_backfilled_features_of_changed_sequences_are_computed_again(corpus_scripts, tmp_path, monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    import numpy as np
+    gen_corpus, _ = corpus_scripts
+    import backfill_features as bf
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+
+    def shard(k, response):
+        (shards / f"a_{k:05d}.json").write_text(json.dumps({"samples": [{"prompt": [1, 2], "response": response}]}))
+    shard(0, [3, 4])
+    shard(1, [5])
+    forwards = []
+    monkeypatch.setattr(bf, "load_smollm2", lambda dtype: (SimpleNamespace(config=SimpleNamespace(num_hidden_layers=8)),
+                                                           None))
+    monkeypatch.setattr(bf, "forward_features", lambda model, seqs, layers: forwards.append(len(seqs)) or [
+        {"feats": np.zeros((len(q), 3)), "final": np.zeros((len(q), 1)), "argmax": np.zeros(len(q))} for q in seqs])
+    monkeypatch.setattr(sys, "argv", ["backfill_features.py", "--shards", str(shards)])
+    bf.main()
+    assert len(forwards) == 2
+    bf.main()
+    assert len(forwards) == 2  # the same sequences: nothing again
+    shard(1, [5, 6])  # the shard generated again with other tokens
+    bf.main()
+    assert len(forwards) == 3
+    old = dict(np.load(shards / "a_00000.feats.npz"))
+    np.savez(shards / "a_00000.feats.npz", **{k: v for k, v in old.items() if k != "key"})  # written without a key
+    bf.main()
+    assert len(forwards) == 4
