@@ -4,7 +4,7 @@
 from a run with ``--no-features`` (or from before that existed) get them here, from one
 teacher-forced bf16 forward per group of sequences. Resumable: a shard is done once its
 ``.feats.npz`` holds the key of its sequences, the model, the precision and the feature layers
-(gen_corpus.features_key); features of other sequences (a shard generated again) or written without
+(rheo.training.shard_keys.features_key); features of other sequences (a shard generated again) or written without
 a key are computed again.
 
     python scripts/backfill_features.py --shards .cache/draft_corpus/shards
@@ -16,7 +16,6 @@ import argparse
 
 import numpy as np
 import torch
-from gen_corpus import features_key  # scripts/ is on sys.path when this file runs
 from tqdm import tqdm
 
 from rheo.cli import ArgumentParser, positive_int, run_main
@@ -26,13 +25,14 @@ from rheo.models.smollm2 import load_smollm2
 from rheo.paths import folder
 from rheo.training.corpus import read_shard, shard_files
 from rheo.training.features import forward_features, length_batches
+from rheo.training.shard_keys import features_key
 
 
 DTYPE = "bfloat16"
 
 
 def key_of(shard, layers) -> str:
-    """The features key (gen_corpus.features_key) the shard's features must hold to be done."""
+    """The features key (rheo.training.shard_keys.features_key) the shard's features must hold to be done."""
     return features_key(read_shard(shard)["samples"], DTYPE, layers)
 
 

@@ -10,7 +10,7 @@ The plan is fixed by the seed (and the installed packages the passages come from
 Each pass is cut into batches of ``--batch`` prompts (blocks of 8 batches sorted by prompt
 length, to waste little on padding); batch ``k`` of a pass is done by worker ``k % workers``
 and written atomically as one JSON shard, so any number of workers (one torch thread each)
-can run side by side, be killed, and resume. Each shard holds its key (:func:`shard_key`: the model,
+can run side by side, be killed, and resume. Each shard holds its key (rheo.training.shard_keys: the model,
 dtype, device kind, seed, batch size, length and the batch's conversations): a rerun skips a shard only
 when its key is the one it would write, and generates it again otherwise. Generation stops once the shards hold
 ``--target-tokens`` response tokens. ``scripts/pack_corpus.py`` packs the shards into the
@@ -38,9 +38,9 @@ from rheo.io import atomic_write, atomic_write_text
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.paths import folder
-from rheo.resume_key import digest
 from rheo.training.corpus import read_shard
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
+from rheo.training.shard_keys import counted, features_key, run_settings, shard_key, stored_key
 
 SETTINGS = (0.0, 0.0, 0.7, 1.0)  # chosen by prompt hash in pass a
 
@@ -58,48 +58,11 @@ def plan_batches(convs: List[Dict], batch: int) -> List[List[Dict]]:
     return out
 
 
-def run_settings(args, **extra) -> dict:
-    """What decides every shard of a run besides its batch (rheo.resume_key): the model, its precision and
-    device kind, the seed (the prompts' plan and the generation seeds), the batch size and the length."""
-    return {"model": "smollm2_135m", "dtype": args.dtype, "device": torch.device(args.device).type, "seed": args.seed,
-            "batch": args.batch, "max_new_tokens": args.max_new_tokens, **extra}
-
-
-def shard_key(run: dict, name: str, k: int, batch: List[Dict]) -> dict:
-    """The key of batch ``k`` of pass ``name``: the run's settings and the batch's conversations (their
-    messages or text, temperature and name: what the pass planned from the prompts and earlier passes)."""
-    inputs = [[c.get("messages", c.get("text")), c["temperature"], c["key"]] for c in batch]
-    return {"run": run, "pass": name, "batch": k, "inputs": digest(inputs)}
-
-
-def features_key(samples: List[Dict], dtype: str, layers) -> str:
-    """What decides a shard's features (``<shard>.feats.npz``, stored in it as ``key``): its sequences, the
-    model, its precision and the feature layers (scripts/backfill_features.py checks it)."""
-    return digest({"sequences": [list(s["prompt"]) + list(s["response"]) for s in samples], "model": "smollm2_135m",
-                   "dtype": str(dtype), "layers": [int(i) for i in layers]})
-
-
-def stored_key(path: Path) -> dict | None:
-    """The key a shard was written with (None: missing, unreadable, being written, or written without one)."""
-    try:
-        return read_shard(path).get("key") if path.exists() else None
-    except (ValueError, KeyError, OSError):
-        return None
-
-
 def response_tokens(shard_dir: Path, run: dict, expected: Dict[str, dict] | None = None) -> int:
-    """Response tokens of the shards in ``shard_dir`` written by a run of the settings ``run`` (and, for a
-    file named in ``expected``, under exactly that key: a stale shard of the pass running now is not counted)."""
-    total = 0
-    for f in shard_dir.glob("*.json"):
-        try:
-            record = read_shard(f)
-        except (ValueError, KeyError):
-            continue  # a shard being written by another worker
-        key = record.get("key") or {}
-        if key.get("run") == run and (expected is None or expected.get(f.name, key) == key):
-            total += sum(len(s["response"]) for s in record["samples"])
-    return total
+    """Response tokens of the shards in ``shard_dir`` that count for a run of the settings ``run``
+    (rheo.training.shard_keys.counted; a shard being written by another worker does not)."""
+    return sum(len(s["response"]) for f in counted(shard_dir.glob("*.json"), run, expected)
+               for s in read_shard(f)["samples"])
 
 
 def left_padded(ids: List[List[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -164,6 +127,22 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
     if not capture:
         return samples, None
     return samples, kept_features(out.hidden_states, torch.stack(argmaxes, dim=1), samples, width, layers)
+
+
+def complete_batch(model, tok, convs: List[Dict], max_new: int, seed: int, stop_ids: List[int]) -> List[Dict]:
+    """Plain completion (no chat template) of ``conv['text']``, stopping at a newline token."""
+    ids = [tok(c["text"])["input_ids"] for c in convs]
+    inp, attn = left_padded(ids, tok.pad_token_id)
+    width = inp.shape[1]
+    temp = convs[0]["temperature"]
+    torch.manual_seed(seed)
+    kw = sampling_kwargs(temp)
+    dev = next(model.parameters()).device
+    with torch.no_grad():
+        out = model.generate(input_ids=inp.to(dev), attention_mask=attn.to(dev), max_new_tokens=max_new,
+                             eos_token_id=stop_ids, pad_token_id=tok.pad_token_id, cache_implementation="static", **kw)
+    texts = tok.batch_decode(out[:, width:].cpu(), skip_special_tokens=True)
+    return [dict(key=c["key"], text=t, temperature=temp, **c.get("meta", {})) for c, t in zip(convs, texts)]
 
 
 def kept_features(hs, argmax: torch.Tensor, samples: List[Dict], width: int, layers) -> Dict[str, np.ndarray]:

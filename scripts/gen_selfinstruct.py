@@ -15,11 +15,9 @@ Passes, in order (each waits until the previous one is complete, so workers can 
 
 Passes ``s`` and ``g`` are the corpus (kinds ``instruct`` and ``followup``); the others only
 make prompts. Each batch is one shard (``<pass>_<batch>.json.gz``, written atomically) in
-``--out``; batch k of a pass belongs to worker ``k % workers``; a rerun skips the shards
-written under the key it would write (gen_corpus.shard_key: model, dtype, device kind, seed, batch
-size, lengths, the batch's conversations), so a killed run continues where it stopped, and a run of
-other settings generates every shard again (and reads only its own). ``requests.json.gz`` is rebuilt
-when the shards it was built from change (their keys' digest, ``requests.key.json``). ``--target-tokens`` bounds the
+``--out``; batch k of a pass belongs to worker ``k % workers``; a rerun skips the shards written under
+the key it would write (rheo.training.shard_keys), so a killed run continues where it stopped and a run
+of other settings generates them again; ``requests.json.gz`` is rebuilt when its shards change. ``--target-tokens`` bounds the
 response tokens of passes s + g. Target features for training are kept under
 ``--features-dir`` (not committed).
 
@@ -56,6 +54,7 @@ from rheo.training import self_instruct as SI
 from rheo.training.contamination import benchmark_ngrams, shares_ngram
 from rheo.training.corpus import pack_samples, read_shard, save_corpus
 from rheo.training.prompts import is_held_out
+from rheo.training.shard_keys import counted, run_settings, shard_key, stored_key
 
 ANSWER_SETTINGS = (0.0, 0.0, 0.7, 1.0)
 META_PASSES = ("t", "u", "w", "r", "q")
@@ -67,29 +66,13 @@ def write_shard(path: Path, record: Dict) -> None:
 
 
 def shards(out: Path, name: str, settings: Dict | None = None) -> List[Path]:
-    """The shards of pass ``name`` in ``out`` (with ``settings``: only those written by a run of them)."""
+    """The shards of pass ``name`` in ``out`` (with ``settings``: those that count for a run of them)."""
     found = sorted(out.glob(f"{name}_*.json.gz"), key=lambda p: int(p.name.split("_")[1].split(".")[0]))
-    return found if settings is None else [p for p in found if (gen_corpus.stored_key(p) or {}).get("run") == settings]
+    return found if settings is None else counted(found, settings)
 
 
 def samples_of(out: Path, name: str, settings: Dict | None = None) -> List[Dict]:
     return [s for p in shards(out, name, settings) for s in read_shard(p)["samples"]]
-
-
-def complete_batch(model, tok, convs: List[Dict], max_new: int, seed: int, stop_ids: List[int]) -> List[Dict]:
-    """Plain completion (no chat template) of ``conv['text']``, stopping at a newline token."""
-    ids = [tok(c["text"])["input_ids"] for c in convs]
-    inp, attn = gen_corpus.left_padded(ids, tok.pad_token_id)
-    width = inp.shape[1]
-    temp = convs[0]["temperature"]
-    torch.manual_seed(seed)
-    kw = gen_corpus.sampling_kwargs(temp)
-    dev = next(model.parameters()).device
-    with torch.no_grad():
-        out = model.generate(input_ids=inp.to(dev), attention_mask=attn.to(dev), max_new_tokens=max_new,
-                             eos_token_id=stop_ids, pad_token_id=tok.pad_token_id, cache_implementation="static", **kw)
-    texts = tok.batch_decode(out[:, width:].cpu(), skip_special_tokens=True)
-    return [dict(key=c["key"], text=t, temperature=temp, **c.get("meta", {})) for c, t in zip(convs, texts)]
 
 
 class Runner:
@@ -100,7 +83,7 @@ class Runner:
         self.stop_line = sorted(set(newline + [tok.eos_token_id]))
         self.stop_para = sorted({i for t, i in tok.get_vocab().items() if "\u010a\u010a" in t} | {tok.eos_token_id})
         self.layers = eagle3_feature_layers(model.config.num_hidden_layers) if args.features else None
-        self.settings = gen_corpus.run_settings(args)
+        self.settings = run_settings(args)
 
     def batches(self, convs: List[Dict]) -> List[List[Dict]]:
         return gen_corpus.batches_by_setting(convs, self.args.batch)
@@ -110,29 +93,27 @@ class Runner:
             time.sleep(15)
 
     def corpus_tokens(self, expected: Dict[str, dict] | None = None) -> int:
-        """Response tokens of passes s and g written by this run's settings (a file named in ``expected``:
-        under exactly that key)."""
-        return sum(len(s["response"]) for name in ("s", "g") for p in shards(self.out, name, self.settings)
-                   if expected is None or expected.get(p.name, gen_corpus.stored_key(p)) == gen_corpus.stored_key(p)
-                   for s in read_shard(p)["samples"])
+        """Response tokens of passes s and g that count for this run (shard_keys.counted)."""
+        return sum(len(s["response"]) for name in ("s", "g")
+                   for p in counted(shards(self.out, name), self.settings, expected) for s in read_shard(p)["samples"])
 
     def run(self, name: str, convs: List[Dict], max_new: int = 0, stop: List[int] | None = None) -> bool:
         """Generate this worker's batches of pass ``name``; False once the token target is reached."""
         batches = self.batches(convs)
         mine = [k for k in range(len(batches)) if k % self.args.workers == self.args.worker]
         bar = tqdm(mine, desc=f"pass {name} worker {self.args.worker}/{self.args.workers}", mininterval=30)
-        keys = {f"{name}_{k:05d}.json.gz": {**gen_corpus.shard_key(self.settings, name, k, b), "max_new": max_new,
+        keys = {f"{name}_{k:05d}.json.gz": {**shard_key(self.settings, name, k, b), "max_new": max_new,
                                             "stop": stop} for k, b in enumerate(batches)}
         for k in bar:
             path = self.out / f"{name}_{k:05d}.json.gz"
             key = keys[path.name]
-            if gen_corpus.stored_key(path) == key:  # done under this key; else (re)generated
+            if stored_key(path) == key:  # done under this key; else (re)generated
                 continue
             if name not in META_PASSES and self.corpus_tokens(keys) >= self.args.target_tokens:
                 return False
             t0, seed = time.time(), self.args.seed * 100003 + SI.stable_hash(name) + k
             if name in META_PASSES:
-                samples = complete_batch(self.model, self.tok, batches[k], max_new, seed, stop)
+                samples = gen_corpus.complete_batch(self.model, self.tok, batches[k], max_new, seed, stop)
             else:
                 samples, feats = gen_corpus.generate_batch(self.model, self.tok, batches[k],
                                                            self.args.max_new_tokens, seed, self.layers)
@@ -242,7 +223,7 @@ def main() -> None:
     run.run("r", [dict(text=SI.request_prompt(j.style, j.topic), key=f"{j.style}|{j.topic}", temperature=0.9,
                        n_chars=len(j.topic), meta=dict(style=j.style, topic=j.topic)) for j in jobs], 64, run.stop_line)
     req_path, key_path = out.parent / "requests.json.gz", out.parent / "requests.key.json"
-    key = digest([gen_corpus.stored_key(p) for name in ("t", "u", "w", "r") for p in shards(out, name, run.settings)])
+    key = digest([stored_key(p) for name in ("t", "u", "w", "r") for p in shards(out, name, run.settings)])
     if not (req_path.exists() and key_path.is_file() and key_path.read_text() == key):  # built from these shards
         requests = build_requests(out, run.settings)
         atomic_write(req_path, lambda f: f.write(gzip.compress(json.dumps(requests, indent=0).encode(), mtime=0)))

@@ -232,7 +232,9 @@ def test_each_field_of_a_self_instruct_shard_key_changed_alone_regenerates(corpu
     gen_corpus, calls = corpus_scripts
     import gen_selfinstruct
 
-    monkeypatch.setattr(gen_selfinstruct, "complete_batch", lambda model, tok, convs, max_new, seed, stop:
+    from rheo.training.shard_keys import run_settings
+
+    monkeypatch.setattr(gen_corpus, "complete_batch", lambda model, tok, convs, max_new, seed, stop:
                         calls.append(seed) or [dict(key=c["key"], text="t", temperature=c["temperature"]) for c in convs])
     out = tmp_path / "shards"
     out.mkdir()
@@ -240,7 +242,7 @@ def test_each_field_of_a_self_instruct_shard_key_changed_alone_regenerates(corpu
     def runner(**changes):
         run = object.__new__(gen_selfinstruct.Runner)
         run.args, run.model, run.tok, run.out, run.layers = _corpus_args(tmp_path, **changes), None, None, out, None
-        run.settings = gen_corpus.run_settings(run.args)
+        run.settings = run_settings(run.args)
         return run
     convs = [dict(text=f"t{i}", key=f"t{i}", temperature=0.8, n_chars=i) for i in range(4)]
     runner().run("t", convs, 60, [0])

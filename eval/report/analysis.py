@@ -193,7 +193,8 @@ def paired(df: pd.DataFrame, a: str, b: str, value: str = "tau") -> pd.DataFrame
 
 def _one_row_per_prompt(rows: pd.DataFrame, variant: str) -> None:
     """Refuse, in one line, rows of one variant that share a prompt (PAIR_KEY) but come from several
-    configurations: e.g. one model name run with two chat formats or eos tokens (keyed apart, tabled alike)."""
+    configurations the tables cannot tell apart: e.g. rows stored before the ``prompt_format`` column of one
+    model name run with two chat formats or eos tokens (keyed apart; newer rows are tabled apart by it)."""
     twice = rows[rows.duplicated(PAIR_KEY, keep=False)]
     if twice.empty:
         return
@@ -201,8 +202,8 @@ def _one_row_per_prompt(rows: pd.DataFrame, variant: str) -> None:
     first = twice.iloc[0]
     raise ValueError(f"{variant}: {len(twice)} rows share their prompt and setting (e.g. model {first['model']!r} "
                      f"{first['dataset']} item {first['item_id']} turn {first['turn']}) but come from configs "
-                     f"{hashes}: one model name run with two chat formats or eos token sets? Give each its own "
-                     f"model.name, or table their folders apart")
+                     f"{hashes}: one model name run with two chat formats or eos token sets (rows older than the "
+                     f"prompt_format column)? Give each its own model.name, or table their folders apart")
 
 
 def settings(df: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple[dict, pd.DataFrame]]:
