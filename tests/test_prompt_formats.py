@@ -53,3 +53,27 @@ def test_rows_of_two_prompt_formats_under_one_name_are_tabled_apart(tmp_path):
     assert make_tables.main(["--results", str(runs), "--out", str(tmp_path / "t"), "--no-theory"]) == 0
     text = "".join(p.read_text() for p in sorted((tmp_path / "t").glob("*.md")))
     assert "chat_format=vicuna_v1.1" in text
+    from eval.report.plots import _name
+    assert len({_name("suites", s) for s, _ in groups}) == len(groups)  # one figure file per setting
+
+
+def test_a_pair_run_with_two_chat_formats_into_one_folder_is_tabled_apart(tmp_path):
+    """The whole path: eval.run twice (one model name, two chat formats, one folder), then make_tables."""
+    import eval.run as entry
+    from eval.conf.compose import compose_config
+    from local_pair import write_local_head, write_target
+
+    target, head = write_target(tmp_path / "target"), write_local_head(tmp_path / "head")
+    out = tmp_path / "runs"
+    for chat_format in ("template", "vicuna_v1.1"):
+        entry.run(compose_config(["model=local", "model.name=mine", f"model.target_path={target}",
+                                  f"model.head_path={head}", f"model.chat_format={chat_format}", "dataset=gsm8k",
+                                  "limit=2", "max_new_tokens=4", "method=rheo", "method.k=4", "method.depth=2",
+                                  "method.tree_size=6", "method.sparse_top=null", "num_threads=1", "progress=false",
+                                  "warmup=false", f"output_dir={out}"]))
+    rows = storage.load_results(out)
+    assert sorted(set(rows["prompt_format"])) == ["chat_format=template", "chat_format=vicuna_v1.1"]
+    assert load(out)["speedup"].notna().sum() == 4  # each Rheo row paired with the AR row of its own format
+    assert make_tables.main(["--results", str(out), "--out", str(tmp_path / "t"), "--no-theory"]) == 0
+    text = "".join(p.read_text() for p in sorted((tmp_path / "t").glob("*.md")))
+    assert "chat_format=template" in text and "chat_format=vicuna_v1.1" in text
