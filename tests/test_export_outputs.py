@@ -159,3 +159,20 @@ def test_the_export_help_is_whole_sentences():
     description = parser_text.split("\n\n")[1]
     assert description.rstrip().endswith("."), description
     assert "--skip-bad" in parser_text
+
+
+def test_standard_output_redirected_to_a_file_is_written_through_it(tmp_path, monkeypatch):
+    """``--out /dev/stdout > file`` (or ``>> file``): the export goes through the process's own standard output,
+    at its offset, and the file is neither truncated nor replaced (a name that resolves to it, here a link)."""
+    from eval.store.export_out import write_out
+
+    target = tmp_path / "redirected.csv"
+    target.write_bytes(b"earlier\n")
+    inode = target.stat().st_ino
+    with open(target, "ab") as raw:
+        monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, write_through=True))
+        link = tmp_path / "stdout"
+        link.symlink_to(f"/proc/self/fd/{raw.fileno()}")
+        assert write_out(link, lambda f: f.write(b"a,b\n1,2\n")) == "stdout"
+        sys.stdout.flush()
+    assert target.read_bytes() == b"earlier\na,b\n1,2\n" and target.stat().st_ino == inode

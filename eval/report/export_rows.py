@@ -12,8 +12,8 @@ lists (``accept_lengths``, ``output_tokens``, ``depth_accept``, ...) are JSON ar
 text, in JSON as arrays. JSON is one array of records.
 
 Where it writes (eval.store.export_out): a file atomically, an existing one only with ``--replace``;
-through a symlink (the link stays); into a device, a FIFO or ``-`` (standard output; the summary then
-goes to standard error) as a stream, never replacing it. Refused before anything is written: an
+through a symlink (the link stays); into a device, a FIFO, ``/dev/stdout`` or ``-`` (standard output)
+as a stream, never replacing it (the summary then goes to standard error). Refused before anything is written: an
 ``--out`` that is the input (the same file under any name) or lies inside the results folder, and a
 committed results file. A shard that cannot be read (truncated, corrupt) fails the export, naming the
 shards, unless ``--skip-bad``: then the others are exported and the summary names the skipped ones.
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from eval.store.export_out import STDOUT, check_out, is_stream, write_out
+from eval.store.export_out import check_out, is_stream, write_out
 from eval.store.storage import load_results, require_results_dir
 from rheo.cli import ArgumentParser, path_arg, run_main
 
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
         raise ValueError(f"--results {args.results} holds no rows: nothing to export")
     n = export_rows(with_derived(rows), args.out, fmt)
     skipped = f"; skipped {len(bad)} unreadable shard(s): {', '.join(bad)}" if bad else ""
-    print(f"wrote {args.out}: {n} rows, {fmt}{skipped}", file=sys.stderr if str(args.out) == STDOUT else sys.stdout)
+    print(f"wrote {args.out}: {n} rows, {fmt}{skipped}", file=sys.stderr if is_stream(args.out) else sys.stdout)
     return 0
 
 

@@ -4,7 +4,8 @@ Both exports (``rheo export``: eval.report.export_rows; the parquet archive: scr
 write their ``--out`` through :func:`write_out` after :func:`check_out`:
 
 * ``-`` is standard output, and a device, FIFO or socket (``/dev/stdout``, ``/dev/null``, a named pipe,
-  or a symlink to one) is *streamed into*: opened for writing, never replaced by a file;
+  or a symlink to one) and any path under ``/dev`` is *streamed into*: opened for writing, never replaced
+  by a file;
 * a symlink to a file is written through (the file it names is replaced atomically; the link stays);
 * a regular file (or a new one) is replaced atomically (rheo.io.atomic_write);
 * refused before anything is written: an ``--out`` that is a folder, that is the input itself (the same
@@ -30,8 +31,8 @@ STDOUT = "-"
 
 def is_stream(out: Path | str) -> bool:
     """``-``, or a path that is (or links to) something other than a regular file or a folder."""
-    if str(out) == STDOUT:
-        return True
+    if str(out) == STDOUT or str(Path(str(out)).absolute()).startswith("/dev/"):
+        return True  # /dev/stdout redirected to a file resolves to that file: still written as a stream
     try:
         mode = os.stat(out).st_mode  # follows links: what a write would reach
     except OSError:
@@ -67,10 +68,18 @@ def _committed_result(target: Path) -> bool:
     return (target.suffix == ".parquet" or "results" in target.parent.parts) and is_committed(target)
 
 
+def _is_own_stdout(out) -> bool:
+    """Whether ``out`` names this process's standard output (``/dev/stdout``, ``/dev/fd/1``, ...)."""
+    try:
+        return os.path.realpath(out) == os.path.realpath(f"/proc/self/fd/{sys.stdout.fileno()}")
+    except (OSError, ValueError, AttributeError):  # no /proc, or stdout replaced by an object without a descriptor
+        return False
+
+
 def write_out(out: Path | str, write: Callable[[BinaryIO], None]) -> str:
     """Call ``write(f)`` on ``out`` as the module doc says; returns where it went ('stdout', 'stream' or
     'file')."""
-    if str(out) == STDOUT:
+    if str(out) == STDOUT or _is_own_stdout(out):  # written through this process's stdout (its offset, its mode)
         write(sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return "stdout"
