@@ -180,15 +180,19 @@ def seed_arg(text: str) -> int:
 
 def text_input(value: str, what: str = "prompt") -> str:
     """A text argument of a command line, the one place such input is read: ``-`` is stdin, ``@FILE`` a
-    file (for text longer than the shell passes), anything else the text itself. The text must be
-    UTF-8: other bytes are refused in one line naming where they are."""
+    file (for text longer than the shell passes), ``@@text`` the text ``@text`` (a text that starts with
+    ``@``), anything else the text itself. The text must be UTF-8: other bytes are refused in one line
+    naming where they are."""
     if value == "-":
         data, source = sys.stdin.buffer.read(), "stdin"
+    elif value.startswith("@@"):  # the escape: one @ dropped, the rest is the text
+        data, source = value[1:].encode("utf-8", "surrogateescape"), f"the {what} argument"
     elif value.startswith("@") and len(value) > 1:
         path = Path(value[1:]).expanduser()
         if not path.is_file():
             raise ValueError(f"{what} file {path} does not exist (or is not a file): give @FILE of a text file, "
-                             f"- for stdin, or the {what} itself")
+                             f"- for stdin, or the {what} itself (a {what} that starts with @ is written @@..., "
+                             f"e.g. @{value} for {value})")
         data, source = path.read_bytes(), str(path)
     else:
         data, source = value.encode("utf-8", "surrogateescape"), f"the {what} argument"

@@ -40,7 +40,7 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
     p = ArgumentParser(prog=prog, description="Decode a prompt with lossless tree speculative sampling and "
                                               "stream the answer; the last line reports tau and tokens/s.")
     p.add_argument("prompt", help="the user message (the pair's chat format is applied); - reads it from "
-                                  "stdin, @FILE from a file")
+                                  "stdin, @FILE from a file; a message that starts with @ is written @@...")
     p.add_argument("--model", default=None, help="a catalog pair (default smollm2_135m, the embedded one)")
     p.add_argument("--target", default=None, help="a local Llama-family checkpoint folder (with --head)")
     p.add_argument("--head", default=None, help="an EAGLE-3 head folder for --target (official layout or rheo's)")
@@ -105,7 +105,15 @@ def spec_of(args, shape: dict):
     shape = {f: v for f, v in shape.items() if reads(method, f) or getattr(args, f, None) is not None}
     changes = {**shape, "temperature": args.temperature, **({} if args.m is None else {"m": args.m})}
     if args.method in PRESETS:
-        return SpecConfig.preset(args.method, **changes)
+        try:
+            return SpecConfig.preset(args.method, **changes)
+        except ValueError as e:
+            if args.m != 0:
+                raise
+            fixed = ", ".join(f"{k} {v!r}" for k, v in PRESETS[args.method].items() if k not in ("method", "m"))
+            raise ValueError(f"--method {args.method} does not take --m 0 (it fixes {fixed}, which need at least one "
+                             f"lead, m >= 1): for Rheo m=0 give --method rheo --m 0, or drop --m ({args.method} is "
+                             f"m={PRESETS[args.method]['m']})") from None
     return SpecConfig(method=args.method, **changes)
 
 

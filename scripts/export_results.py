@@ -10,7 +10,9 @@ Nothing is lost by mistake: --results must be a results directory (not an archiv
 must not lie inside it, an export of no rows writes nothing, and an existing archive whose rows
 are not all in the new one is kept unless --replace; an archive committed to git also refuses rows of
 config hashes it does not hold (rows of another size or setting), unless --replace. The archive is
-written atomically.
+written atomically; an --out that is a symlink is written through (the link stays), one that is a
+device or FIFO is streamed into, never replaced (eval.store.export_out). A shard that cannot be read
+fails the export, naming it.
 With --if-present a missing or empty --results folder is no error: the archive stays as it is
 (a study's reports, which read the archive when the folder is gone, export this way).
 """
@@ -21,7 +23,8 @@ import sys
 from pathlib import Path
 
 from eval.store.committed import CommittedOutputsError, check_growth, is_committed
-from eval.store.storage import (OutputDirError, export_results, is_archive, iter_shards, load_results,
+from eval.store.export_out import check_out
+from eval.store.storage import (CorruptShardError, OutputDirError, export_results, is_archive, iter_shards, load_results,
                                 require_results_dir)
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
 
@@ -41,6 +44,10 @@ def check_paths(results: Path, out: Path) -> None:
     if out.resolve() == results.resolve() or results.resolve() in out.resolve().parents:
         raise OutputDirError(f"--out {out} lies inside --results {results}: write the archive beside it "
                              f"(e.g. --out {results}.parquet)")
+    try:
+        check_out(out, [results], replace=True)  # a folder; a device or a link is written as export_out says
+    except ValueError as e:
+        raise OutputDirError(str(e)) from None
 
 
 def check_export(results: Path, out: Path, replace: bool) -> None:
@@ -86,7 +93,12 @@ def main(argv=None) -> int:
     except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
         print(f"export_results.py: error: {one_line(e)}", file=sys.stderr)
         return 2
-    print(f"wrote {args.out}: {n} rows, {args.out.stat().st_size / 1e3:.0f} kB")
+    except CorruptShardError as e:
+        print(f"export_results.py: error: {one_line(e)}: nothing written; rerun its config (eval.run recomputes "
+              f"a corrupt shard), or delete it to export the other rows", file=sys.stderr)
+        return 2
+    size = f", {args.out.stat().st_size / 1e3:.0f} kB" if args.out.is_file() else ""
+    print(f"wrote {args.out}: {n} rows{size}")
     return 0
 
 

@@ -10,7 +10,9 @@ The plan is fixed by the seed (and the installed packages the passages come from
 Each pass is cut into batches of ``--batch`` prompts (blocks of 8 batches sorted by prompt
 length, to waste little on padding); batch ``k`` of a pass is done by worker ``k % workers``
 and written atomically as one JSON shard, so any number of workers (one torch thread each)
-can run side by side, be killed, and resume. Generation stops once the shards hold
+can run side by side, be killed, and resume. Each shard holds its key (rheo.training.shard_keys: the model,
+dtype, device kind, seed, batch size, length and the batch's conversations): a rerun skips a shard only
+when its key is the one it would write, and generates it again otherwise. Generation stops once the shards hold
 ``--target-tokens`` response tokens. ``scripts/pack_corpus.py`` packs the shards into the
 committed ``data/draft_corpus/``.
 
@@ -38,6 +40,7 @@ from rheo.models.smollm2 import load_smollm2
 from rheo.paths import folder
 from rheo.training.corpus import read_shard
 from rheo.training.prompts import build_corpus_prompts, followup_turns, split_prompts
+from rheo.training.shard_keys import counted, features_key, run_settings, shard_key, stored_key
 
 SETTINGS = (0.0, 0.0, 0.7, 1.0)  # chosen by prompt hash in pass a
 
@@ -55,14 +58,11 @@ def plan_batches(convs: List[Dict], batch: int) -> List[List[Dict]]:
     return out
 
 
-def response_tokens(shard_dir: Path) -> int:
-    total = 0
-    for f in shard_dir.glob("*.json"):
-        try:
-            total += sum(len(s["response"]) for s in read_shard(f)["samples"])
-        except (ValueError, KeyError):
-            continue  # a shard being written by another worker
-    return total
+def response_tokens(shard_dir: Path, run: dict, expected: Dict[str, dict] | None = None) -> int:
+    """Response tokens of the shards in ``shard_dir`` that count for a run of the settings ``run``
+    (rheo.training.shard_keys.counted; a shard being written by another worker does not)."""
+    return sum(len(s["response"]) for f in counted(shard_dir.glob("*.json"), run, expected)
+               for s in read_shard(f)["samples"])
 
 
 def left_padded(ids: List[List[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,6 +127,22 @@ def generate_batch(model, tok, convs: List[Dict], max_new: int, seed: int, layer
     if not capture:
         return samples, None
     return samples, kept_features(out.hidden_states, torch.stack(argmaxes, dim=1), samples, width, layers)
+
+
+def complete_batch(model, tok, convs: List[Dict], max_new: int, seed: int, stop_ids: List[int]) -> List[Dict]:
+    """Plain completion (no chat template) of ``conv['text']``, stopping at a newline token."""
+    ids = [tok(c["text"])["input_ids"] for c in convs]
+    inp, attn = left_padded(ids, tok.pad_token_id)
+    width = inp.shape[1]
+    temp = convs[0]["temperature"]
+    torch.manual_seed(seed)
+    kw = sampling_kwargs(temp)
+    dev = next(model.parameters()).device
+    with torch.no_grad():
+        out = model.generate(input_ids=inp.to(dev), attention_mask=attn.to(dev), max_new_tokens=max_new,
+                             eos_token_id=stop_ids, pad_token_id=tok.pad_token_id, cache_implementation="static", **kw)
+    texts = tok.batch_decode(out[:, width:].cpu(), skip_special_tokens=True)
+    return [dict(key=c["key"], text=t, temperature=temp, **c.get("meta", {})) for c, t in zip(convs, texts)]
 
 
 def kept_features(hs, argmax: torch.Tensor, samples: List[Dict], width: int, layers) -> Dict[str, np.ndarray]:
@@ -205,19 +221,24 @@ def run_pass(name: str, convs: List[Dict], model, tok, args, shard_dir: Path) ->
     mine = [k for k in range(len(batches)) if k % args.workers == args.worker]
     bar = tqdm(mine, desc=f"pass {name} worker {args.worker}", mininterval=30)
     t0, done = time.time(), 0
+    run = run_settings(args)
+    keys = {f"{name}_{k:05d}.json": shard_key(run, name, k, b) for k, b in enumerate(batches)}
     for k in bar:
         path = shard_dir / f"{name}_{k:05d}.json"
-        if path.exists():
+        key = keys[path.name]
+        if stored_key(path) == key:  # done by this run or an earlier one of the same key; else (re)generated
             continue
-        if response_tokens(shard_dir) >= args.target_tokens:
+        if response_tokens(shard_dir, run, keys) >= args.target_tokens:
             return False
         t_batch = time.time()
         samples, feats = generate_batch(model, tok, batches[k], args.max_new_tokens,
                                         args.seed * 100003 + _hash(name) + k, layers)
         if feats is not None:  # written first: the JSON's presence marks the shard complete
+            feats["key"] = np.array(features_key(samples, args.dtype, layers))
             atomic_write(path.with_name(f"{path.stem}.feats.npz"), lambda f: np.savez(f, **feats))
         record = dict(pass_=name, batch=k, seconds=round(time.time() - t_batch, 2), worker=args.worker,
-                      workers=args.workers, threads=args.threads, dtype=args.dtype, device=args.device, samples=samples)
+                      workers=args.workers, threads=args.threads, dtype=args.dtype, device=args.device, key=key,
+                      samples=samples)
         atomic_write_text(path, json.dumps(record))
         done += sum(len(s["response"]) for s in samples)
         bar.set_postfix(tok_s=f"{done / (time.time() - t0):.0f}")
@@ -253,14 +274,14 @@ def main() -> None:
         if name == "f":
             # every worker needs all of pass a: wait for the other workers' shards
             n_a = len(batches_by_setting(pass_a(args.seed), args.batch))
-            while len(list(shard_dir.glob("a_*.json"))) < n_a:
+            while sum((stored_key(p) or {}).get("run") == run_settings(args) for p in shard_dir.glob("a_*.json")) < n_a:
                 time.sleep(20)
             convs = pass_f(shard_dir, tok, args.seed)
         else:
             convs = pass_a(args.seed) if name == "a" else pass_b(args.seed)
         if not run_pass(name, convs, model, tok, args, shard_dir):
             break
-    print(f"worker {args.worker}: {response_tokens(shard_dir)} response tokens in {shard_dir}")
+    print(f"worker {args.worker}: {response_tokens(shard_dir, run_settings(args))} response tokens in {shard_dir}")
 
 
 def batches_by_setting(convs: List[Dict], batch: int) -> List[List[Dict]]:

@@ -15,8 +15,9 @@ Passes, in order (each waits until the previous one is complete, so workers can 
 
 Passes ``s`` and ``g`` are the corpus (kinds ``instruct`` and ``followup``); the others only
 make prompts. Each batch is one shard (``<pass>_<batch>.json.gz``, written atomically) in
-``--out``; batch k of a pass belongs to worker ``k % workers``; a rerun skips the shards
-that exist, so a killed run continues where it stopped. ``--target-tokens`` bounds the
+``--out``; batch k of a pass belongs to worker ``k % workers``; a rerun skips the shards written under
+the key it would write (rheo.training.shard_keys), so a killed run continues where it stopped and a run
+of other settings generates them again; ``requests.json.gz`` is rebuilt when its shards change. ``--target-tokens`` bounds the
 response tokens of passes s + g. Target features for training are kept under
 ``--features-dir`` (not committed).
 
@@ -48,10 +49,12 @@ from rheo.io import atomic_write
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.paths import folder
+from rheo.resume_key import digest
 from rheo.training import self_instruct as SI
 from rheo.training.contamination import benchmark_ngrams, shares_ngram
 from rheo.training.corpus import pack_samples, read_shard, save_corpus
 from rheo.training.prompts import is_held_out
+from rheo.training.shard_keys import counted, run_settings, shard_key, stored_key
 
 ANSWER_SETTINGS = (0.0, 0.0, 0.7, 1.0)
 META_PASSES = ("t", "u", "w", "r", "q")
@@ -62,28 +65,14 @@ def write_shard(path: Path, record: Dict) -> None:
     atomic_write(path, lambda f: f.write(gzip.compress(json.dumps(record).encode(), mtime=0)))
 
 
-def shards(out: Path, name: str) -> List[Path]:
-    return sorted(out.glob(f"{name}_*.json.gz"), key=lambda p: int(p.name.split("_")[1].split(".")[0]))
+def shards(out: Path, name: str, settings: Dict | None = None) -> List[Path]:
+    """The shards of pass ``name`` in ``out`` (with ``settings``: those that count for a run of them)."""
+    found = sorted(out.glob(f"{name}_*.json.gz"), key=lambda p: int(p.name.split("_")[1].split(".")[0]))
+    return found if settings is None else counted(found, settings)
 
 
-def samples_of(out: Path, name: str) -> List[Dict]:
-    return [s for p in shards(out, name) for s in read_shard(p)["samples"]]
-
-
-def complete_batch(model, tok, convs: List[Dict], max_new: int, seed: int, stop_ids: List[int]) -> List[Dict]:
-    """Plain completion (no chat template) of ``conv['text']``, stopping at a newline token."""
-    ids = [tok(c["text"])["input_ids"] for c in convs]
-    inp, attn = gen_corpus.left_padded(ids, tok.pad_token_id)
-    width = inp.shape[1]
-    temp = convs[0]["temperature"]
-    torch.manual_seed(seed)
-    kw = gen_corpus.sampling_kwargs(temp)
-    dev = next(model.parameters()).device
-    with torch.no_grad():
-        out = model.generate(input_ids=inp.to(dev), attention_mask=attn.to(dev), max_new_tokens=max_new,
-                             eos_token_id=stop_ids, pad_token_id=tok.pad_token_id, cache_implementation="static", **kw)
-    texts = tok.batch_decode(out[:, width:].cpu(), skip_special_tokens=True)
-    return [dict(key=c["key"], text=t, temperature=temp, **c.get("meta", {})) for c, t in zip(convs, texts)]
+def samples_of(out: Path, name: str, settings: Dict | None = None) -> List[Dict]:
+    return [s for p in shards(out, name, settings) for s in read_shard(p)["samples"]]
 
 
 class Runner:
@@ -94,31 +83,37 @@ class Runner:
         self.stop_line = sorted(set(newline + [tok.eos_token_id]))
         self.stop_para = sorted({i for t, i in tok.get_vocab().items() if "\u010a\u010a" in t} | {tok.eos_token_id})
         self.layers = eagle3_feature_layers(model.config.num_hidden_layers) if args.features else None
+        self.settings = run_settings(args)
 
     def batches(self, convs: List[Dict]) -> List[List[Dict]]:
         return gen_corpus.batches_by_setting(convs, self.args.batch)
 
     def wait_for(self, name: str, n_batches: int) -> None:
-        while len(shards(self.out, name)) < n_batches:
+        while len(shards(self.out, name, self.settings)) < n_batches:
             time.sleep(15)
 
-    def corpus_tokens(self) -> int:
-        return sum(len(s["response"]) for name in ("s", "g") for s in samples_of(self.out, name))
+    def corpus_tokens(self, expected: Dict[str, dict] | None = None) -> int:
+        """Response tokens of passes s and g that count for this run (shard_keys.counted)."""
+        return sum(len(s["response"]) for name in ("s", "g")
+                   for p in counted(shards(self.out, name), self.settings, expected) for s in read_shard(p)["samples"])
 
     def run(self, name: str, convs: List[Dict], max_new: int = 0, stop: List[int] | None = None) -> bool:
         """Generate this worker's batches of pass ``name``; False once the token target is reached."""
         batches = self.batches(convs)
         mine = [k for k in range(len(batches)) if k % self.args.workers == self.args.worker]
         bar = tqdm(mine, desc=f"pass {name} worker {self.args.worker}/{self.args.workers}", mininterval=30)
+        keys = {f"{name}_{k:05d}.json.gz": {**shard_key(self.settings, name, k, b), "max_new": max_new,
+                                            "stop": stop} for k, b in enumerate(batches)}
         for k in bar:
             path = self.out / f"{name}_{k:05d}.json.gz"
-            if path.exists():
+            key = keys[path.name]
+            if stored_key(path) == key:  # done under this key; else (re)generated
                 continue
-            if name not in META_PASSES and self.corpus_tokens() >= self.args.target_tokens:
+            if name not in META_PASSES and self.corpus_tokens(keys) >= self.args.target_tokens:
                 return False
             t0, seed = time.time(), self.args.seed * 100003 + SI.stable_hash(name) + k
             if name in META_PASSES:
-                samples = complete_batch(self.model, self.tok, batches[k], max_new, seed, stop)
+                samples = gen_corpus.complete_batch(self.model, self.tok, batches[k], max_new, seed, stop)
             else:
                 samples, feats = gen_corpus.generate_batch(self.model, self.tok, batches[k],
                                                            self.args.max_new_tokens, seed, self.layers)
@@ -128,7 +123,7 @@ class Runner:
                     atomic_write(fdir / f"{name}_{k:05d}.feats.npz", lambda f: np.savez(f, **feats))
             record = dict(pass_=name, batch=k, seconds=round(time.time() - t0, 2), worker=self.args.worker,
                           workers=self.args.workers, threads=self.args.threads, dtype=self.args.dtype,
-                          device=self.args.device, batch_size=len(batches[k]), samples=samples)
+                          device=self.args.device, batch_size=len(batches[k]), key=key, samples=samples)
             write_shard(path, record)
         self.wait_for(name, len(batches))
         return True
@@ -139,16 +134,16 @@ def topic_convs(areas: List[str], temps) -> List[Dict]:
             for a in areas for j, t in enumerate(temps)]
 
 
-def collect_topics(out: Path) -> List[str]:
-    found = [t for name in ("t", "u") for s in samples_of(out, name) for t in SI.parse_topics(s["text"])]
+def collect_topics(out: Path, settings: Dict | None = None) -> List[str]:
+    found = [t for name in ("t", "u") for s in samples_of(out, name, settings) for t in SI.parse_topics(s["text"])]
     return SI.dedupe(found, threshold=0.99)[:MAX_TOPICS]
 
 
-def build_requests(out: Path) -> List[Dict]:
+def build_requests(out: Path, settings: Dict | None = None) -> List[Dict]:
     """Requests from pass r (+ the passage styles), cleaned, deduplicated, filtered."""
-    written = {s["key"]: s for s in samples_of(out, "r")}
-    topics = collect_topics(out)
-    passages = {s["topic"]: p for s in samples_of(out, "w") if (p := SI.parse_passage(s["text"]))}
+    written = {s["key"]: s for s in samples_of(out, "r", settings)}
+    topics = collect_topics(out, settings)
+    passages = {s["topic"]: p for s in samples_of(out, "w", settings) if (p := SI.parse_passage(s["text"]))}
     cands = []
     for job in SI.plan_requests(topics, passages):
         if job.passage is not None:
@@ -218,18 +213,21 @@ def main() -> None:
     run = Runner(args, model.to(args.device), tok)
 
     run.run("t", topic_convs(list(SI.AREAS), (0.8, 1.0, 1.0)), 60, run.stop_line)
-    first = sorted({t for s in samples_of(out, "t") for t in SI.parse_topics(s["text"])}, key=lambda t: SI.stable_hash(t))
+    first = sorted({t for s in samples_of(out, "t", run.settings) for t in SI.parse_topics(s["text"])},
+                   key=lambda t: SI.stable_hash(t))
     run.run("u", topic_convs(first[:600], (0.8,)), 60, run.stop_line)
-    topics = collect_topics(out)
+    topics = collect_topics(out, run.settings)
     run.run("w", [dict(text=SI.passage_prompt(t), key=t, temperature=0.7, n_chars=len(t), meta=dict(topic=t))
                   for t in topics if SI.stable_hash("passage", t) % 4 == 0], 150, run.stop_para)
     jobs = [j for j in SI.plan_requests(topics, {}) if j.style in SI.STYLES]
     run.run("r", [dict(text=SI.request_prompt(j.style, j.topic), key=f"{j.style}|{j.topic}", temperature=0.9,
                        n_chars=len(j.topic), meta=dict(style=j.style, topic=j.topic)) for j in jobs], 64, run.stop_line)
-    req_path = out.parent / "requests.json.gz"
-    if not req_path.exists():
-        requests = build_requests(out)
+    req_path, key_path = out.parent / "requests.json.gz", out.parent / "requests.key.json"
+    key = digest([stored_key(p) for name in ("t", "u", "w", "r") for p in shards(out, name, run.settings)])
+    if not (req_path.exists() and key_path.is_file() and key_path.read_text() == key):  # built from these shards
+        requests = build_requests(out, run.settings)
         atomic_write(req_path, lambda f: f.write(gzip.compress(json.dumps(requests, indent=0).encode(), mtime=0)))
+        atomic_write(key_path, lambda f: f.write(key.encode()))
     with gzip.open(req_path, "rt") as f:
         requests = json.load(f)
     if run.run("s", answer_convs(requests)):
@@ -279,13 +277,13 @@ def pack(out: Path) -> Dict:
 
 
 def pass_q_and_g(run: Runner, out: Path) -> None:
-    ended = [s for s in samples_of(out, "s") if s["response"] and s["response"][-1] == run.tok.eos_token_id][::3]
+    ended = [s for s in samples_of(out, "s", run.settings) if s["response"] and s["response"][-1] == run.tok.eos_token_id][::3]
     answers = {s["key"]: run.tok.decode(s["response"][:-1]) for s in ended}
     run.run("q", [dict(text=SI.followup_prompt(s["key"], answers[s["key"]]), key=s["key"], temperature=0.9,
                        n_chars=len(s["key"]), meta=dict(setting=s["temperature"], split=s["split"])) for s in ended],
             64, run.stop_line)
     convs = []
-    for q in samples_of(out, "q"):
+    for q in samples_of(out, "q", run.settings):
         follow = SI.parse_request(q["text"], min_words=2)
         if follow is None:
             continue

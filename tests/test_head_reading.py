@@ -1,5 +1,5 @@
 """eval.measure.head_reading: the readings table, its resume (rows already measured are not measured
-again: no model is loaded), its one-line refusals, and the committed table against its archive."""
+again under their keys: no model is loaded), its one-line refusals, and the committed table against its archive."""
 
 from __future__ import annotations
 
@@ -34,15 +34,24 @@ def test_the_table_holds_each_cells_means_and_the_dials_best_setting():
     assert both["dial's best fixed setting"].tolist() == ["m=1", "-", "-"]  # the dial was measured on benchmarks
 
 
-def test_rows_already_measured_are_read_not_measured_again(tmp_path, capsys):
+def test_rows_already_measured_are_read_not_measured_again(tmp_path, monkeypatch):
+    import eval.measure.head_reading as hr
+    import eval.measure.pairs
+
+    monkeypatch.setattr(eval.measure.pairs, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    items = {(i.suite, i.item_id): i for suite in SUITE_FILES for i in load_suite(ROOT / "data" / "benchmarks", suite,
+                                                                                   limit=1)}
+    weights = hr.pair_weights()
+    old = [{**r, "key": hr.cell_key(0.0, 1.0, "benchmarks", r["suite"], r["item_id"], items[r["suite"], r["item_id"]],
+                                    8, weights)} for r in _rows(0.0, 1.0, 0.4)]  # stored with their keys
     rows = tmp_path / "rows.jsonl"
-    old = [{k: v for k, v in r.items() if k != "prompt_set"} for r in _rows(0.0, 1.0, 0.4)]  # before the column
     rows.write_text("".join(json.dumps(r) + "\n" for r in old))
     out = tmp_path / "t.md"
     assert main(["--mix", "0", "--temperatures", "1", "--per-suite", "1", "--heldout", "0", "--new-tokens", "8", "--rows", str(rows),
                  "--dial", str(tmp_path / "none"), "--archive", str(tmp_path / "a.parquet"), "--out", str(out)]) == 0
     assert "| benchmarks | 1 | 0 | 6 | 0.405 ± " in out.read_text()
-    assert len(pd.read_parquet(tmp_path / "a.parquet")) == 6
+    archive = pd.read_parquet(tmp_path / "a.parquet")
+    assert len(archive) == 6 and "key" not in archive.columns  # the archive holds the readings, not the keys
 
 
 @pytest.mark.parametrize("bad", [["--mix", "1.5"], ["--temperatures", "0"], ["--heldout", "-1"]])

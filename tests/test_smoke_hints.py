@@ -68,6 +68,7 @@ def test_rheo_export_writes_csv_and_json_with_every_row_and_column(tmp_path):
 
     import pandas as pd
 
+    from eval.report.analysis import DERIVED_COLUMNS
     from eval.store.storage import load_results
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -79,7 +80,7 @@ def test_rheo_export_writes_csv_and_json_with_every_row_and_column(tmp_path):
                                str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0 and f"wrote {out}: {len(rows)} rows, {fmt}" in done.stdout, done.stderr
         back = pd.read_csv(out) if fmt == "csv" else pd.DataFrame(json.loads(out.read_text()))
-        assert list(back.columns) == list(rows.columns) and len(back) == len(rows)
+        assert list(back.columns) == list(rows.columns) + list(DERIVED_COLUMNS) and len(back) == len(rows)
         lengths = back["accept_lengths"].map(json.loads) if fmt == "csv" else back["accept_lengths"]
         assert [list(x) for x in lengths] == [list(x) for x in rows["accept_lengths"]]
         again = subprocess.run([sys.executable, "-m", "rheo.commands", "export", "--results", str(archive), "--out",

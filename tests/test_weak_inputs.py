@@ -151,8 +151,8 @@ def test_the_generate_command_refuses_an_unread_value_before_loading(no_load, ca
     with pytest.raises(ValueError, match=r"method='topk' does not read m=3: drop it") as err:
         generate_main(["hi", "--method", "topk", "--m", "3"])
     assert "\n" not in str(err.value)
-    with pytest.raises(ValueError, match=r"with m=0 there is no lead"):
-        generate_main(["hi", "--method", "rheo_auto", "--m", "0"])
+    with pytest.raises(ValueError, match=r"does not take --m 0 .*: for Rheo m=0 give --method rheo --m 0"):
+        generate_main(["hi", "--method", "rheo_auto", "--m", "0"])  # the command line's syntax, not proxy='rheo'
     with pytest.raises(_Loaded):
         generate_main(["hi", "--method", "rheo", "--m", "0"])
 

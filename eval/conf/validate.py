@@ -74,6 +74,9 @@ def check_values(cfg: DictConfig) -> None:
         raise ValueError(f"max_new_tokens must be >= 1, got {cfg.max_new_tokens}")
     if cfg.limit is not None and cfg.limit < 1:
         raise ValueError(f"limit must be None or >= 1, got {cfg.limit}")
+    if cfg.item_ids is not None and len(cfg.item_ids) == 0:
+        raise ValueError("item_ids is empty (item_ids=[]): no prompt would run; give the question_ids to run, "
+                         "e.g. item_ids=[0,3], or leave it null for every item")
     t = cfg.temperature
     if not math.isfinite(t) or t < 0:
         raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")

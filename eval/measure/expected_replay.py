@@ -44,6 +44,7 @@ from rheo.io import atomic_write
 from rheo.methods import get_method
 from rheo.paths import folder
 from rheo.random import TorchRandom
+from rheo.resume_key import append_jsonl, digest, read_jsonl
 
 PROG = "python -m eval.measure.expected_replay"
 SPEC_COLUMNS = ("k", "m", "depth", "tree_size", "sparse_top", "proxy", "verify_order", "rank", "probe_min", "adapt")
@@ -182,8 +183,9 @@ def main(argv=None) -> int:
                     help="the models' precision (default: the rows' own; another one gives new trajectories)")
     ap.add_argument("--data-dir", type=path_arg, default=folder("data"))
     ap.add_argument("--threads", type=positive_int, default=1)
-    ap.add_argument("--jsonl", type=path_arg, help="append one JSON line per replayed row here (a rerun with "
-                    "the same --mc and --seed-offset continues from it)")
+    ap.add_argument("--jsonl", type=path_arg, help="append one JSON line per replayed row here, with its key (a "
+                    "rerun reuses a line only when the row, its prompt, --mc, --seed-offset, the dtype and the "
+                    "weights are the same)")
     ap.add_argument("--out", type=path_arg, help="write the summary (and the command) here instead of printing it")
     args = ap.parse_args(argv)
     from tqdm import tqdm
@@ -204,18 +206,19 @@ def main(argv=None) -> int:
     mine = rows[(rows["variant"] == args.variant) & (rows["model"] == first["model"])]
     answers = {(r["dataset"], int(r["item_id"]), int(r["turn"])):
                pair.tokenizer.decode(list(r["output_tokens"]), skip_special_tokens=True) for _, r in mine.iterrows()}
-    done = finished(args.jsonl, args.mc, args.seed_offset, dtype)
+    done = finished(args.jsonl)
+    weights = pair_weights(str(first["model"]))
     results = []
     for _, row in tqdm(list(chosen.iterrows()), desc="replay", unit="row"):
-        key = (row["dataset"], int(row["item_id"]), int(row["turn"]))
-        if key in done:  # a killed run continues: rows already in --jsonl are not generated again
-            results.append(done[key])
+        prompt = prompt_of(pair, row, args.data_dir, answers)
+        key = replay_key(row, prompt, args.mc, args.seed_offset, dtype, weights)
+        if digest(key) in done:  # a killed run continues: rows already in --jsonl are not generated again
+            results.append(done[digest(key)])
             continue
-        got = replay_row(pair, row, prompt_of(pair, row, args.data_dir, answers), args.mc, args.seed_offset, dtype)
+        got = {**replay_row(pair, row, prompt, args.mc, args.seed_offset, dtype), "key": key}
         results.append(got)
         if args.jsonl:
-            Path(args.jsonl).parent.mkdir(parents=True, exist_ok=True)
-            with open(args.jsonl, "a", encoding="utf-8") as f:
+            with append_jsonl(args.jsonl) as f:
                 f.write(json.dumps(got) + "\n")
     text = summary(results, args.variant, args.mc, chosen)
     if args.out:
@@ -226,20 +229,37 @@ def main(argv=None) -> int:
     return 0
 
 
-def finished(path, mc: int, seed_offset: int, dtype: str) -> dict:
-    """(dataset, item_id, turn) -> the row already in ``path`` with the same mc, seed offset and dtype
-    (lines written without a dtype count as ``dtype``'s: they predate the option)."""
-    if not path or not Path(path).is_file():
+def replay_key(row, prompt: list[int], mc: int, seed_offset: int, dtype: str, weights) -> dict:
+    """Everything that decides a replayed row (rheo.resume_key): the stored row it replays (its config
+    hash, which holds the method and its parameters, variant, place, generation seed and the tokens it
+    emitted: a row of another runs file differs in one of them), the prompt's token ids (the suite's
+    text, the chat format, the earlier turns' answers), the Monte-Carlo count, the seed offset, the
+    precision and the pair's weight files."""
+    return {"config_hash": str(row["config_hash"]), "variant": str(row["variant"]), "model": str(row["model"]),
+            "dataset": str(row["dataset"]), "item_id": int(row["item_id"]), "turn": int(row["turn"]),
+            "gen_seed": int(row["gen_seed"]), "max_new_tokens": int(row["max_new_tokens"]),
+            "output_sha": digest([int(t) for t in row["output_tokens"]]), "prompt_sha": digest([int(t) for t in prompt]),
+            "mc": int(mc), "seed_offset": int(seed_offset), "dtype": str(dtype), "weights": weights}
+
+
+def pair_weights(model: str) -> dict | None:
+    """Fingerprints of the weight files the pair of a catalog ``model`` is loaded from (None otherwise)."""
+    from rheo.models.catalog import MODELS
+
+    if model not in MODELS:
+        return None
+    from rheo.models.locate import head_fingerprint, target_fingerprint
+
+    return {"head_sha": head_fingerprint(model), "target_sha": target_fingerprint(model)}
+
+
+def finished(path) -> dict:
+    """digest(key) -> the row already in ``path`` under that key (replay_key). Lines without a key
+    (written before keys existed) are replayed again; a line cut by a kill is skipped with a warning
+    naming the file and line (rheo.resume_key.read_jsonl)."""
+    if not path:
         return {}
-    out = {}
-    for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
-        try:
-            got = json.loads(line)
-        except ValueError:  # a line cut by a kill: that row is generated again
-            continue
-        if got.get("mc") == mc and got.get("seed_offset") == seed_offset and got.get("dtype", dtype) == dtype:
-            out[(got["dataset"], int(got["item_id"]), int(got["turn"]))] = got
-    return out
+    return {digest(got["key"]): got for got in read_jsonl(path, PROG) if isinstance(got.get("key"), dict)}
 
 
 if __name__ == "__main__":

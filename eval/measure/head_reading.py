@@ -18,7 +18,8 @@ Each generation gives two readings a user can take on their own pair:
 The table puts their means over prompts (95% Student-t half-widths) next to the fixed setting the
 dial's same-state rows favour in that cell (``--dial``, :mod:`eval.states.rule_cells`), so that a
 reading of ``root_accept`` places a drafter on the dial. Rows are appended to ``--rows`` as they
-finish (a rerun skips them); the archive and the table are written at the end.
+finish, each with its key (:func:`cell_key`: the cell, the prompt, the length, seed, configuration and
+weights); a rerun skips the rows whose key is unchanged. The archive and the table are written at the end.
 """
 
 from __future__ import annotations
@@ -38,32 +39,62 @@ from eval.report.analysis import mean_ci
 from eval.report.markdown import frame_markdown
 from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.paths import folder
+from rheo.resume_key import append_jsonl, digest, read_jsonl
 
 PROG = "python -m eval.measure.head_reading"
 MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)
 TEMPERATURES = (0.7, 1.0)
-KEY = ("prompt_set", "draft_mix", "temperature", "suite", "item_id")
+MODEL, DTYPE = "smollm2_135m", "float32"
 BENCHMARKS, HELDOUT = "benchmarks", "held-out"
 HELDOUT_MIXES = (0.0, 1.0)
 
 
 def read_rows(path: Path) -> list[dict]:
-    """The rows already in the JSON-lines file ``path`` (none if it is missing)."""
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The rows already in the JSON-lines file ``path`` (none if it is missing); a line cut by a kill is
+    skipped with a warning naming the file and line (rheo.resume_key.read_jsonl), its cell measured again."""
+    return read_jsonl(path, PROG)
+
+
+def reading_spec(temperature: float):
+    """The configuration every reading generates with: rheo_adaptive at ``temperature``."""
+    from rheo.config import SpecConfig
+
+    return SpecConfig.preset("rheo_adaptive", temperature=temperature)
 
 
 def one_row(pair, drafter, prompt: list[int], temperature: float, new_tokens: int, seed: int) -> dict:
     """rheo_adaptive's readings of one generation (module docstring)."""
-    from rheo.config import SpecConfig
     from rheo.decode import speculative_generate
 
-    cfg = SpecConfig.preset("rheo_adaptive", temperature=temperature)
+    cfg = reading_spec(temperature)
     out = speculative_generate(pair.target, drafter, prompt, new_tokens, cfg, generator=torch.Generator().manual_seed(seed),
                                eos_token_id=list(pair.eos_token_ids) or None)
     return {"cycles": len(out.cycle_m), "m0_share": out.cycle_m.count(0) / len(out.cycle_m),
             "root_accept": sum(out.root_accept) / len(out.root_accept), "tau": out.tau}
+
+
+def cell_key(a: float, t: float, prompt_set: str, suite: str, item_id: int, source, new_tokens: int,
+             weights: dict) -> dict:
+    """Everything that decides a cell's row (rheo.resume_key): the cell, the prompt (a benchmark item's
+    first-turn messages with the pair's chat format, or a held-out prompt's token ids), the generation
+    length, seed, model, precision and configuration, and the pair's weight files."""
+    import dataclasses
+
+    from rheo.models.catalog import get_entry
+
+    entry = get_entry(MODEL)
+    prompt = source.turns[0] if prompt_set == BENCHMARKS else [int(x) for x in source]
+    return {"prompt_set": prompt_set, "draft_mix": float(a), "temperature": float(t), "suite": suite,
+            "item_id": int(item_id), "new_tokens": int(new_tokens), "seed": 1000 + int(item_id), "model": MODEL,
+            "dtype": DTYPE, "prompt_sha": digest([prompt, entry.chat_format, list(entry.eos_tokens or [])]),
+            "spec": digest(dataclasses.asdict(reading_spec(float(t)))), "weights": weights}
+
+
+def pair_weights() -> dict:
+    """Fingerprints of the weight files the reading's pair is loaded from."""
+    from rheo.models.locate import head_fingerprint, target_fingerprint
+
+    return {"head_sha": head_fingerprint(MODEL), "target_sha": target_fingerprint(MODEL)}
 
 
 def prompt_sets(per_suite: int, heldout: int) -> list[tuple]:
@@ -85,31 +116,31 @@ def prompt_sets(per_suite: int, heldout: int) -> list[tuple]:
 
 def measure(mixes: Sequence[float], temperatures: Sequence[float], per_suite: int, heldout: int, new_tokens: int,
             rows_path: Path) -> list[dict]:
-    """The rows of the asked (prompt set, a, T, prompt) cells, computing those not yet in ``rows_path``
-    (appended one by one; the held-out prompts at a = 0 and 1 only); rows of other cells there are left out."""
+    """The rows of the asked (prompt set, a, T, prompt) cells, computing those not yet in ``rows_path`` under
+    their key (:func:`cell_key`; appended one by one; the held-out prompts at a = 0 and 1 only); rows of other
+    cells or keys there are left out."""
     from eval.prompts.suites import chat_messages
 
     wanted = [(a, t, *p) for p in prompt_sets(per_suite, heldout) for a in mixes for t in temperatures
               if p[0] == BENCHMARKS or a in HELDOUT_MIXES]
-    keys = {(p, float(a), float(t), suite, item) for a, t, p, suite, item, _ in wanted}
-    done = [r for r in ({"prompt_set": BENCHMARKS, **r} for r in read_rows(rows_path))  # rows before the held-out set
-            if tuple(r[k] for k in KEY) in keys and r["new_tokens"] == new_tokens]
-    have = {tuple(r[k] for k in KEY) for r in done}
-    todo = [w for w in wanted if (w[2], float(w[0]), float(w[1]), w[3], w[4]) not in have]
+    weights = pair_weights()
+    keys = [cell_key(*w, new_tokens, weights) for w in wanted]
+    stored = {digest(r["key"]): r for r in read_rows(rows_path) if isinstance(r.get("key"), dict)}
+    done = [stored[digest(k)] for k in keys if digest(k) in stored]
+    todo = [(w, k) for w, k in zip(wanted, keys) if digest(k) not in stored]
     if not todo:
         return done
     from eval.measure.pairs import load_pair
     from rheo.models.mixture import MixedDrafter
 
-    pair = load_pair("smollm2_135m", "cpu", "float32")
-    rows_path.parent.mkdir(parents=True, exist_ok=True)
-    with rows_path.open("a") as sink, torch.inference_mode():
-        for a, t, prompt_set, suite, item_id, source in tqdm(todo, desc="head reading", unit="generation"):
+    pair = load_pair(MODEL, "cpu", DTYPE)
+    with append_jsonl(rows_path) as sink, torch.inference_mode():
+        for (a, t, prompt_set, suite, item_id, source), key in tqdm(todo, desc="head reading", unit="generation"):
             drafter = pair.drafter if a == 0 else MixedDrafter(pair.drafter, pair.target, float(a))
             prompt = pair.format_chat(chat_messages(source, 0, [])) if prompt_set == BENCHMARKS else source
             row = {"prompt_set": prompt_set, "draft_mix": float(a), "temperature": float(t), "suite": suite,
                    "item_id": item_id, "new_tokens": new_tokens,
-                   **one_row(pair, drafter, prompt, float(t), new_tokens, 1000 + item_id)}
+                   **one_row(pair, drafter, prompt, float(t), new_tokens, key["seed"]), "key": key}
             sink.write(json.dumps(row) + "\n")
             sink.flush()
             done.append(row)
@@ -177,6 +208,7 @@ def main(argv=None) -> int:
                          f"{bad[0] if bad else args.heldout!r}")
     torch.set_num_threads(1)
     rows = pd.DataFrame(measure(args.mix, args.temperatures, args.per_suite, args.heldout, args.new_tokens, args.rows))
+    rows = rows.drop(columns=["key"])  # the resume key stays in --rows; the archive holds the readings
     order = ["prompt_set", "temperature", "draft_mix", "suite", "item_id"]  # the table: a set, then T, then a
     rows = rows.sort_values(order, key=lambda c: c.map({BENCHMARKS: 0, HELDOUT: 1}) if c.name == "prompt_set" else c)
     rows = rows.reset_index(drop=True)

@@ -39,10 +39,10 @@ from rheo.methods.topk import DYNAMIC_FIELDS
 
 log = logging.getLogger(__name__)
 
-PAIR_KEY = ["model", "target_path", "target_sha", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
+PAIR_KEY = ["model", "target_path", "target_sha", "prompt_format", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
             "max_new_tokens"]
 TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.methods)
-SETTING = ["model", "target_path", "target_sha", "head_path", "device", "dtype", "max_new_tokens"] + TREE
+SETTING = ["model", "target_path", "target_sha", "prompt_format", "head_path", "device", "dtype", "max_new_tokens"] + TREE
 DEFAULT_WEIGHTS = "default"
 SUITE_ORDER = ["mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq"]
 #: the two-sided 95% quantile of the normal distribution
@@ -75,7 +75,7 @@ def add_variant(df: pd.DataFrame) -> pd.DataFrame:
     for col in INT_COLUMNS:
         if col in df.columns:
             df[col] = df[col].astype("Int64")
-    for col in ["target_path", "head_path", "target_sha"]:  # None = the model's default weights; a string keys cleanly
+    for col in ["target_path", "head_path", "target_sha", "prompt_format"]:  # None = the model's own; a string keys
         df[col] = (df[col] if col in df.columns else pd.Series(None, index=df.index, dtype=object)
                    ).fillna(DEFAULT_WEIGHTS).astype(str)
     df["variant"] = [variant_label(r) for r in df.itertuples()] if len(df) else pd.Series(dtype=str)
@@ -104,7 +104,7 @@ def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
     themselves keep NaN (tau is still usable).
     """
     df = df.drop(columns=[c for c in DERIVED_COLUMNS[1:] if c in df.columns])
-    for col in ("target_path", "target_sha"):  # rows written before the column: the default weights
+    for col in ("target_path", "target_sha", "prompt_format"):  # rows written before the column: the defaults
         df[col] = (df[col] if col in df.columns else pd.Series(None, index=df.index, dtype=object)
                    ).fillna(DEFAULT_WEIGHTS).astype(str)
     cols = PAIR_KEY + ["new_tokens", "wall_s"]
@@ -193,7 +193,8 @@ def paired(df: pd.DataFrame, a: str, b: str, value: str = "tau") -> pd.DataFrame
 
 def _one_row_per_prompt(rows: pd.DataFrame, variant: str) -> None:
     """Refuse, in one line, rows of one variant that share a prompt (PAIR_KEY) but come from several
-    configurations: e.g. one model name run with two chat formats or eos tokens (keyed apart, tabled alike)."""
+    configurations the tables cannot tell apart: e.g. rows stored before the ``prompt_format`` column of one
+    model name run with two chat formats or eos tokens (keyed apart; newer rows are tabled apart by it)."""
     twice = rows[rows.duplicated(PAIR_KEY, keep=False)]
     if twice.empty:
         return
@@ -201,8 +202,8 @@ def _one_row_per_prompt(rows: pd.DataFrame, variant: str) -> None:
     first = twice.iloc[0]
     raise ValueError(f"{variant}: {len(twice)} rows share their prompt and setting (e.g. model {first['model']!r} "
                      f"{first['dataset']} item {first['item_id']} turn {first['turn']}) but come from configs "
-                     f"{hashes}: one model name run with two chat formats or eos token sets? Give each its own "
-                     f"model.name, or table their folders apart")
+                     f"{hashes}: one model name run with two chat formats or eos token sets (rows older than the "
+                     f"prompt_format column)? Give each its own model.name, or table their folders apart")
 
 
 def settings(df: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple[dict, pd.DataFrame]]:
@@ -222,6 +223,8 @@ def setting_title(setting: dict) -> str:
     for weights in ("target_path", "target_sha", "head_path"):  # only when not the model's default weights
         if setting.get(weights, DEFAULT_WEIGHTS) != DEFAULT_WEIGHTS:
             parts.append(f"{weights}={setting[weights]}")
+    if setting.get("prompt_format", DEFAULT_WEIGHTS) != DEFAULT_WEIGHTS:  # 'chat_format=vicuna_v1.1': as it is
+        parts.append(str(setting["prompt_format"]))
     if "temperature" in setting:
         parts.append(f"T={setting['temperature']:g}")
     return ", ".join(parts)

@@ -48,6 +48,9 @@ def _name(prefix: str, setting: dict) -> str:
     weights = [setting.get(w) for w in ("target_path", "head_path")]
     if any(w not in (None, DEFAULT_WEIGHTS) for w in weights):  # non-default weights: keep files apart
         name += "_w" + hashlib.sha256(repr(weights).encode()).hexdigest()[:6]
+    for col, mark in (("target_sha", "t"), ("prompt_format", "f")):  # another target or prompt format: likewise
+        if setting.get(col) not in (None, DEFAULT_WEIGHTS):
+            name += f"_{mark}" + hashlib.sha256(str(setting[col]).encode()).hexdigest()[:6]
     return name
 
 

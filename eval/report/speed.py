@@ -36,7 +36,7 @@ from rheo.methods import method_names
 from rheo.timing import PHASES
 
 PHASE_COLS = [f"phase_{p}_ms" for p in PHASES]
-GROUP = ["model", "target_sha", "device", "dtype", "max_new_tokens", "temperature"]
+GROUP = ["model", "target_sha", "prompt_format", "device", "dtype", "max_new_tokens", "temperature"]
 FIRST_TREE_METHOD = "topk"  # the speed tables list the references, then Top-K, then the rest by label
 
 
@@ -64,7 +64,8 @@ def _order(variant: str) -> tuple:
 
 def _title(key: dict) -> str:
     target = "" if key["target_sha"] == DEFAULT_WEIGHTS else f" (target {key['target_sha']})"
-    return (f"{key['model']}{target}, {key['device']}/{key['dtype']}, max_new_tokens={key['max_new_tokens']}, "
+    fmt_ = "" if key.get("prompt_format", DEFAULT_WEIGHTS) == DEFAULT_WEIGHTS else f" ({key['prompt_format']})"
+    return (f"{key['model']}{target}{fmt_}, {key['device']}/{key['dtype']}, max_new_tokens={key['max_new_tokens']}, "
             f"T={key['temperature']:g}")
 
 
@@ -77,9 +78,13 @@ def _devices(rows: pd.DataFrame) -> str:
 
 
 def _targets(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with its ``target_sha`` cells filled (rows written before the column: the default weights)."""
-    sha = df["target_sha"] if "target_sha" in df.columns else pd.Series(None, index=df.index, dtype=object)
-    return df.assign(target_sha=sha.fillna(DEFAULT_WEIGHTS).astype(str))
+    """``df`` with its ``target_sha`` and ``prompt_format`` cells filled (rows written before the columns: the
+    default weights and format)."""
+    filled = {}
+    for col in ("target_sha", "prompt_format"):
+        cells = df[col] if col in df.columns else pd.Series(None, index=df.index, dtype=object)
+        filled[col] = cells.fillna(DEFAULT_WEIGHTS).astype(str)
+    return df.assign(**filled)
 
 
 def _timed(df: pd.DataFrame) -> Optional[pd.DataFrame]:
@@ -229,7 +234,9 @@ def _vs_topk(part: pd.DataFrame, topk: pd.DataFrame) -> str:
 
 
 
-AGREE_KEY = ["model", "target_sha", "device", "dtype", "max_new_tokens", "dataset", "item_id", "turn", "seed"]
+AGREE_KEY = ["model", "target_sha", "prompt_format", "device", "dtype", "max_new_tokens", "dataset", "item_id", "turn",
+             "seed"]
+AGREE_GROUP = AGREE_KEY[:6]  # one table per (model, target, prompt format, device, dtype, length)
 
 
 def agreement_table(df: pd.DataFrame) -> Optional[str]:
@@ -271,7 +278,7 @@ def agreement_table(df: pd.DataFrame) -> Optional[str]:
                                .itertuples(index=False)], index=rec.index)
     rec = rec[keep]
     blocks = []
-    for key, rows in rec.groupby(["model", "target_sha", "device", "dtype", "max_new_tokens"], sort=True):
+    for key, rows in rec.groupby(AGREE_GROUP, sort=True):
         body = []
         for (variant, tree), part in sorted(rows.groupby(["variant", "tree"]), key=lambda kv: (_order(kv[0][0]), kv[0][1])):
             diverged = part[~part["identical"]]["agree"]
@@ -279,7 +286,7 @@ def agreement_table(df: pd.DataFrame) -> Optional[str]:
                          f"{part['agree'].sum() / max(1, part['ref_len'].sum()):.3f}",
                          "-" if diverged.empty else f"{int(diverged.min())} / {float(diverged.median()):g}"])
         header = ["method", "tree", "outputs", "identical to AR", "agreement", "first divergence (min / median)"]
-        title = _title({**dict(zip(["model", "target_sha", "device", "dtype", "max_new_tokens"], key)),
+        title = _title({**dict(zip(AGREE_GROUP, key)),
                         "temperature": 0.0})
         blocks.append(f"### {title}\n\n" + markdown_table(header, body))
     return ("## Greedy output vs our AR (T=0)\n\nagreement = Σ tokens before the first divergence / Σ AR "

@@ -70,6 +70,8 @@ ROW_SCHEMA = pa.schema([
     ("m0_share", pa.float64()),
     # ... and the mean over its cycles' roots of the acceptance of a child sampled from the draft (1 - TV)
     ("root_accept", pa.float64()),
+    # the prompt format of its key when set (chat_format, eos_tokens: eval.store.keys.method_key), in one string
+    ("prompt_format", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
@@ -84,4 +86,14 @@ def key_row(key: dict) -> dict:
     method does not read stays None)."""
     row = dict.fromkeys(COLUMNS)
     row.update({c: key.get(c) for c in RUN_KEY_COLUMNS + METHOD_COLUMNS})
+    row["prompt_format"] = prompt_format(key)
     return row
+
+
+def prompt_format(key: dict):
+    """The prompt format a config key sets, as one string ('chat_format=vicuna_v1.1 eos_tokens=</s>'); None
+    when it sets none (the catalog pair's own format: the keys of the committed rows)."""
+    parts = [f"chat_format={key['chat_format']}"] if key.get("chat_format") is not None else []
+    if key.get("eos_tokens") is not None:
+        parts.append("eos_tokens=" + ",".join(str(t) for t in key["eos_tokens"]))
+    return " ".join(parts) or None

@@ -140,14 +140,33 @@ def load_rows(root: Path | str, driver: bool = False):
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist (export it with "
                                     f"`{program('python')} -m eval.states.tables DIR --archive {root}`)")
+        names = pq.read_schema(root).names
+        if "tokens_per_s" in names and "state" not in names:
+            raise ValueError(_realized(root, "archive"))
         return pq.read_table(path, schema=DRIVER_SCHEMA if driver else ROW_SCHEMA).to_pandas()
     if not (root / storage.MANIFEST).exists():
         raise FileNotFoundError(f"{root} is not a same-state results directory (no {storage.MANIFEST})")
+    if _manifest_content(root) == storage.FINGERPRINT["content"]:
+        raise ValueError(_realized(root, "folder"))
     schema = DRIVER_SCHEMA if driver else ROW_SCHEMA
     tables = shard_tables(root, schema, driver)
     if not tables:
         return pd.DataFrame(columns=schema.names)
     return _fill_run_columns(root, pa.concat_tables(tables).to_pandas())
+
+
+def _manifest_content(root: Path) -> Optional[str]:
+    try:
+        return json.loads((root / storage.MANIFEST).read_text()).get("content")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _realized(root: Path, what: str) -> str:
+    """The refusal of a realized-rows ``what`` (folder or archive, eval.run) given as same-state rows
+    (the reverse of storage.require_results_dir's)."""
+    return (f"{root} is a {what} of realized rows (eval.run), not same-state rows (measure=same_state): its "
+            f"tables are `rheo tables --results {root}` (make tables RESULTS={root})")
 
 
 #: the driver key's device and dtype as configured ("None": the model's default); shards written

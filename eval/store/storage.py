@@ -34,6 +34,7 @@ from eval.store.row_schema import (COLUMNS, METHOD_COLUMNS, OPTIONAL_COLUMNS, RO
                                    key_row, method_columns)
 from eval.store.shard_checks import (CorruptShardError, OutputDirError, ShardWriteError,  # noqa: F401
                                      expected_from_path, folder_method, plain_name, read_table_shard)
+from eval.store.export_out import write_out
 from eval.store.suite_names import suite_folder
 from rheo.files import files_at_depth, is_regular
 from rheo.io import TMP_PREFIX, atomic_write, atomic_write_bytes, owner, remove_stale_tmp  # noqa: F401
@@ -233,12 +234,14 @@ def export_results(root: Path | str, out: Path | str) -> int:
 
     One shard per row is what makes runs resumable, but each carries the whole schema
     (~12 KB a row); the archive holds the same rows in a few hundred KB, for committing.
-    Readers take it wherever they take a results directory. Returns the number of rows.
+    Readers take it wherever they take a results directory. ``out`` is written as
+    eval.store.export_out.write_out says (atomically; through a symlink; into a device as a stream).
+    Returns the number of rows.
     """
     keys: dict = {}
     rows = [read_row(p, expected_from_path(p, keys)) for p in iter_shards(Path(root))]
     table = pa.Table.from_pylist(rows, schema=ROW_SCHEMA)
-    atomic_write(Path(out), lambda f: pq.write_table(table, f, compression="zstd"))
+    write_out(out, lambda f: pq.write_table(table, f, compression="zstd"))
     return len(rows)
 
 

@@ -94,6 +94,7 @@ def load_head(head_dir, target_hf_model) -> tuple[Eagle3Head, torch.Tensor]:
     _check_vocabulary_maps(head_dir, cfg, state, t_vocab)
     cfg.vocab_size = t_vocab
     head = Eagle3Head(cfg)
+    _check_shapes(head_dir, state, head.state_dict())
     try:
         missing, unexpected = head.load_state_dict(state, strict=False)
     except RuntimeError as e:  # size mismatches
@@ -103,6 +104,17 @@ def load_head(head_dir, target_hf_model) -> tuple[Eagle3Head, torch.Tensor]:
         raise Eagle3LoadError(f"{head_dir}: checkpoint keys do not match the EAGLE-3 layout; "
                               f"missing {missing}, unexpected {unexpected}")
     return head, embed
+
+
+def _check_shapes(head_dir: Path, state: dict, wanted: dict) -> None:
+    """Eagle3LoadError naming the first checkpoint tensor whose shape is not the one its config.json gives."""
+    wrong = [(k, list(t.shape), list(wanted[k].shape)) for k, t in state.items()
+             if k in wanted and t.shape != wanted[k].shape]
+    if wrong:
+        name, shape, want = wrong[0]
+        more = f" (and {len(wrong) - 1} more tensor(s) of other shapes)" if len(wrong) > 1 else ""
+        raise Eagle3LoadError(f"{head_dir}: checkpoint tensors do not fit its config.json: {name} is {shape} in "
+                              f"the checkpoint, the config.json gives {want}{more}; {head_weights_fix(head_dir)}")
 
 
 def _check_vocabulary_maps(head_dir: Path, cfg: Eagle3Config, state: dict, t_vocab: int) -> None:

@@ -24,6 +24,7 @@ import torch
 from rheo.models.catalog import MODELS, VICUNA_V11_TEMPLATE, ModelEntry, as_eos_tokens, get_entry
 from rheo.models.locate import ModelWeightsNotFoundError, resolve_paths
 from rheo.models.pair_check import ModelMismatchError, check_pair, head_config_problems, read_json
+from rheo.models.target_shapes import check_target_shapes
 from rheo.models.weights import check_weight_files
 from rheo.placement import DTYPES, as_device, as_dtype
 
@@ -82,6 +83,7 @@ def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Opti
     """
     from rheo.models.hf_target import HFTarget
 
+    _check_arguments(name, target_path, head_path)
     if (name is None or name not in MODELS) and target_path and head_path:
         entry = local_entry(target_path, head_path, name or LOCAL_NAME, chat_format or "template", eos_tokens)
     elif name is None:
@@ -109,6 +111,17 @@ def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Opti
     drafter = _load_drafter(paths.head, hf_model, device, dtype)
     return ModelPair(target=HFTarget(hf_model), drafter=drafter, tokenizer=tokenizer, hf_model=hf_model,
                      eos_token_ids=_eos_ids(entry, tokenizer), entry=entry)
+
+
+def _check_arguments(name, target_path, head_path) -> None:
+    """TypeError naming the argument of :func:`load_model_pair` that is of the wrong kind."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"load_model_pair: name must be a model name (a str: a catalog entry, or your own pair's "
+                        f"name) or None, got {type(name).__name__} {name!r}")
+    for arg, value in (("target_path", target_path), ("head_path", head_path)):
+        if value is not None and not isinstance(value, (str, Path)):
+            raise TypeError(f"load_model_pair: {arg} must be a folder (a str or Path) or None, got "
+                            f"{type(value).__name__} {value!r}")
 
 
 def local_entry(target_path: str, head_path: str, name: str = LOCAL_NAME, chat_format: str = "template",
@@ -152,6 +165,7 @@ def _load_target(entry: ModelEntry, path: Optional[Path], device: str, dtype: to
     source = entry.target if not entry.target.startswith(("rheo/", "builtin:")) else "the target"
     check_weight_files(path, f"model {entry.name!r}: target weights",
                        f"re-download {source} into {path} (or point {entry.env_var('target')} at a good copy)")
+    check_target_shapes(path, f"model {entry.name!r}: ")
     model = LlamaForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True,
                                              attn_implementation="sdpa")
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
