@@ -184,7 +184,8 @@ def speed(args, report: Report, started: float) -> None:
     storage.prepare_output_dir(root)
     meta = {"model": args.model, "device": device, "dtype": dtype, "torch_version": torch.__version__,
             "transformers_version": report.env["transformers"], "rheo_version": "0.1.0",
-            "git_sha": report.env["git_sha"], "device_name": report.env["device_name"]}
+            "git_sha": report.env["git_sha"], "device_name": report.env["device_name"],
+            "num_threads": torch.get_num_threads()}
     temps = [float(t) for t in args.temps.split(",")]
     items = dc.load_prompts(args.data_dir, args.items)
     first = dc.load_prompts(args.data_dir, min(args.sweep_items, args.items))

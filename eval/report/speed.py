@@ -69,10 +69,11 @@ def _title(key: dict) -> str:
 
 
 def _devices(rows: pd.DataFrame) -> str:
-    """'hardware: <CPU/GPU>; threads: <torch intra-op threads>' of the rows (older rows did not record threads)."""
+    """'hardware: <CPU/GPU>; threads: <torch intra-op threads>' of the rows; 'threads: not recorded' where no
+    row holds them (rows written before the column, or by a writer that left it empty)."""
     names = sorted(n for n in rows.get("device_name", pd.Series(dtype=str)).dropna().unique())
     threads = sorted({int(t) for t in rows.get("num_threads", pd.Series(dtype=float)).dropna()})
-    told = f"threads: {', '.join(map(str, threads))}" if threads else "threads: not recorded (rows older than the column)"
+    told = f"threads: {', '.join(map(str, threads))}" if threads else "threads: not recorded"
     return (f"hardware: {'; '.join(names)}; " if names else "") + told + "\n\n"
 
 
@@ -198,8 +199,8 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
                          f"{part['new_tokens'].sum() / part['wall_s'].sum():.1f}", f"{ar_tps:.1f}",
                          fmt(speedup_ratio_of_sums(part)), fmt(sp, sp_ci) + _noise(sp - 1.0, sp_ci),
                          "-" if variant == FIRST_TREE_METHOD else _vs_topk(part, topk)])
-        header = ["method", "tree", "n", "τ", "tok/s", "AR tok/s (paired)", "speedup", "speedup per item",
-                  "vs Top-K, same tree"]
+        header = ["method", "tree", "n", "τ", "tok/s", f"AR tok/s ({ar_partners(rows)})", "speedup",
+                  "speedup per item", "vs Top-K, same tree"]
         blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + markdown_table(header, body))
     return ("## Speed next to AR\n\nEach method's rows over the AR rows of the same (item, turn, seed) timed "
             "next to them (`paired_baseline`); speedup = ratio of sums (Σ tokens / Σ wall over the AR's), "
@@ -208,8 +209,20 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
             "baseline is as fast as the library's. vs Top-K = the geometric mean [95% CI] over the prompts "
             "both ran of the method's per-item speedup over Top-K's on the same tree. *within noise* (after a "
             "speedup per item or a ratio to Top-K): its 95% CI covers 1, so these rows do not tell that speed "
-            "from AR's (or from Top-K's).\n\n"
-            + "\n\n".join(blocks) + "\n")
+            "from AR's (or from Top-K's)." + ("" if set(spec["ar_partner"]) == {"paired"} else SHARED_NOTE)
+            + "\n\n" + "\n\n".join(blocks) + "\n")
+
+
+#: the speed table's note where some rows were run with paired_baseline=false
+SHARED_NOTE = (" \"AR tok/s (shared)\": the rows were run with `paired_baseline=false`, so their AR rows are "
+               "one per prompt, shared by every method of the run and timed next to none of them in particular.")
+
+
+def ar_partners(rows: pd.DataFrame) -> str:
+    """How the AR rows of a speed block were paired (eval.report.analysis.add_speedup's ar_partner):
+    'paired' (each config's own AR rows), 'shared' (paired_baseline=false) or 'paired and shared'."""
+    kinds = set(rows["ar_partner"].dropna())
+    return " and ".join(k for k in ("paired", "shared") if k in kinds) or "none"
 
 
 def _noise(diff: float, half: float) -> str:
