@@ -238,7 +238,7 @@ def cells_markdown(frame: pd.DataFrame, reach: Optional[pd.DataFrame] = None) ->
 def main(argv=None) -> Optional[int]:
     from eval.store.committed import write_outputs
     from eval.store.state_archive import load_rows
-    from eval.store.storage import report_source
+    from eval.store.storage import rows_or_archive
 
     ap = ArgumentParser(prog=PROG, description="Each adaptive rule against every fixed setting, cell by cell.")
     ap.add_argument("dial", type=path_arg, help="the dial's same-state output_dir or archive X.parquet")
@@ -246,8 +246,8 @@ def main(argv=None) -> Optional[int]:
     ap.add_argument("--out", type=path_arg, help="the Markdown table file")
     ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
     args = ap.parse_args(argv)
-    dial = load_rows(report_source(args.dial, None)[0])
-    serving = load_rows(report_source(args.serving, None)[0])
+    dial = load_rows(rows_or_archive(args.dial))  # no folder (a fresh clone): its committed archive
+    serving = load_rows(rows_or_archive(args.serving))
     if dial.empty and serving.empty:
         print(f"{PROG}: error: {args.dial} and {args.serving} hold no same-state rows", file=sys.stderr)
         return 2
