@@ -70,6 +70,8 @@ ROW_SCHEMA = pa.schema([
     ("m0_share", pa.float64()),
     # ... and the mean over its cycles' roots of the acceptance of a child sampled from the draft (1 - TV)
     ("root_accept", pa.float64()),
+    # the version of the decoding code that made the row (eval.store.code_version; not in the config hash)
+    ("code_version", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
