@@ -156,8 +156,7 @@ MIN_CI_N = 3
 
 
 class NoInterval(float):
-    """The half-width :func:`mean_ci` gives below MIN_CI_N values: NaN (a figure draws no bar) that
-    :func:`fmt` prints as "n too small"."""
+    """mean_ci's half-width below MIN_CI_N values: NaN (no bar drawn) that fmt prints as "n too small"."""
 
     def __new__(cls) -> "NoInterval":
         return super().__new__(cls, math.nan)

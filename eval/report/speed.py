@@ -9,15 +9,14 @@
   (geometric means of the per-prompt ratios), each with a 95% CI over prompts. It separates the two
   factors of a speed gain (speed ratio = tau ratio / cycle-time ratio): a method that costs more
   per cycle gains less in speed than in tau.
-* :func:`speed_table` - per model x device/dtype x max_new_tokens x T: tokens/s of
-  every method and tree, its speedup over the AR rows timed next to it (ratio of sums,
-  eval.report.analysis), its per-prompt speedup over Top-K's on the same tree, each marked *within
-  noise* where its 95% CI covers 1, and the ``transformers`` ``generate`` reference row.
+* :func:`speed_table` - per model x device/dtype x max_new_tokens x T: tokens/s of every method and
+  tree, its speedup over its AR rows (ratio of sums; paired or shared, as the header says), its
+  per-prompt speedup over Top-K's on the same tree, each marked *within noise* where its 95% CI
+  covers 1, and the ``transformers`` ``generate`` reference row.
 * :func:`agreement_table` - at T=0, each method's output tokens against our AR's on the
   same item: identical outputs, and tokens before the first divergence. In fp32 this is
   the identity check; in bf16 a tree scored in one batch rounds differently from
   one-token steps, so a near-tie can flip and the outputs part (agreement, not identity).
-
 Each returns Markdown, or None when the rows it needs are absent.
 """
 
@@ -213,14 +212,12 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
             + "\n\n" + "\n\n".join(blocks) + "\n")
 
 
-#: the speed table's note where some rows were run with paired_baseline=false
-SHARED_NOTE = (" \"AR tok/s (shared)\": the rows were run with `paired_baseline=false`, so their AR rows are "
-               "one per prompt, shared by every method of the run and timed next to none of them in particular.")
+SHARED_NOTE = (" \"AR tok/s (shared)\": rows run with `paired_baseline=false`: one AR row per prompt, shared "
+               "by every method of the run, timed next to none of them in particular.")  # else the table's note
 
 
 def ar_partners(rows: pd.DataFrame) -> str:
-    """How the AR rows of a speed block were paired (eval.report.analysis.add_speedup's ar_partner):
-    'paired' (each config's own AR rows), 'shared' (paired_baseline=false) or 'paired and shared'."""
+    """How a block's AR rows pair (add_speedup's ar_partner): 'paired', 'shared' or 'paired and shared'."""
     kinds = set(rows["ar_partner"].dropna())
     return " and ".join(k for k in ("paired", "shared") if k in kinds) or "none"
 
