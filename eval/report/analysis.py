@@ -4,8 +4,8 @@ Everything here is a function of the rows that eval/store/storage.py loads; noth
 is stored twice. Terms:
 
 * **variant** - the label a row's method registers (rheo.methods): 'ar', "topk",
-  "rheo m=<m>" (Rheo rows of the lossy ablations, verify_order != stochastic_first
-  or proxy != rheo, are labelled as such), "static rsd (4,2,1)", "chain d=8".
+  "rheo m=<m>" (lossy ablations say so; a preset's settings are its name: "rheo_auto"),
+  "static rsd (4,2,1)", "chain d=8".
 * **setting** - what must match for two variants to be compared: model,
   device, dtype, tree shape, max_new_tokens (and temperature, where a table
   does not vary it).
