@@ -14,11 +14,15 @@ target's own ``generate``: greedy at temperature 0, sampling otherwise), warmed 
 the paper's 60-node tree costs more than it saves there) and ``--tree paper`` elsewhere;
 ``--k/--depth/--tree-size`` override either. ``--dtype auto`` (the default) is float32 on a CPU
 that emulates bf16 and bf16 where it is native (rheo.cpu_dtype); the choice and its reason are
-printed on stderr.
+printed on stderr. ``--threads`` (default 1) is torch's intra-op thread count, printed on that line too:
+one thread is the setting the project's timed CPU numbers use, and on a shared machine more threads
+than the free cores wait on each other (a busy 2-core machine ran 12x slower with torch's default of
+one per core). ``--compare-ar`` prints one line per timed repeat on stderr as it goes.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -27,6 +31,7 @@ from typing import Optional, Sequence
 import torch
 
 from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int, seed_arg, text_input
+from rheo.compare_ar import repeat_line
 from rheo.config import PAPER_TREE
 from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
 from rheo.paths import REPO_ROOT
@@ -66,7 +71,27 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
                    help="also decode with the target alone and report the speedup with its 95%% interval")
     p.add_argument("--repeats", type=positive_int, default=5,
                    help="--compare-ar: timed repetitions of each decoder after a warm-up (default 5)")
+    p.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS,
+                   help=f"torch CPU threads (default {DEFAULT_THREADS}: the setting of the project's timed CPU numbers, "
+                        f"and safe on a shared machine, where threads beyond the free cores stall each other; "
+                        f"raise it on a machine of your own)")
     return p
+
+
+#: --threads when not given (module docstring: why one)
+DEFAULT_THREADS = 1
+
+
+def set_threads(threads: int) -> str:
+    """Set torch's intra-op threads to ``threads`` (refused in one line beyond the machine's cores);
+    returns what was used, for the report line ('1 thread of 2 cores')."""
+    cores = os.cpu_count() or 1
+    if threads > cores:
+        raise ValueError(f"--threads {threads} exceeds the {cores} cores of this machine (more threads than cores only "
+                         f"wait on each other): choose --threads <= {cores}")
+    torch.set_num_threads(threads)
+    used = torch.get_num_threads()
+    return f"{used} thread{'s' if used != 1 else ''} of {cores} cores"
 
 
 #: what --method takes: the tree methods a user picks from, then the presets
@@ -129,13 +154,14 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
         raise ValueError("give either --model NAME or --target DIR --head DIR, not both")
     shape, tree = tree_of(args)
     config = spec_of(args, shape)
+    threads = set_threads(args.threads)
     dtype = resolve_dtype(args.dtype, args.device)
     name = args.model or (None if args.target else "smollm2_135m")
     text = text_input(args.prompt)  # refused before anything loads: the text, then the method's values
     pair = load_model_pair(name, device=args.device, dtype=dtype.dtype, target_path=args.target,
                            head_path=args.head, chat_format=args.chat_format)
     ran_in = str(pair.hf_model.dtype).replace("torch.", "")
-    print(f"{args.method}, tree {tree}, {ran_in} ({dtype.reason})", file=sys.stderr, flush=True)
+    print(f"{args.method}, tree {tree}, {ran_in} ({dtype.reason}), {threads}", file=sys.stderr, flush=True)
     prompt = pair.format_chat([{"role": "user", "content": text}])
     check_prompt(prompt, args.max_new_tokens, pair.target.vocab_size, getattr(pair.target, "context_length", None))
     printer = _Printer(pair.tokenizer)
@@ -160,12 +186,15 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     if args.compare_ar:
         new = max(1, len(out.tokens))
         plain = _plain(pair, prompt, args.temperature, new)
+        print(f"compare-ar: {args.repeats} timed repeat(s) of {args.method} and plain decoding, {new} tokens each, "
+              f"after a warm-up", file=sys.stderr, flush=True)
         plain(args.seed)  # warm-up
         result = time_pair(lambda i: len(decode(args.seed + i, new).tokens), lambda i: plain(args.seed + i),
-                           args.repeats)
+                           args.repeats, on_repeat=lambda i, s, p: print(repeat_line(i, args.repeats, args.method, s, p),
+                                                                        file=sys.stderr, flush=True))
         where = cpu_kind().describe() if str(args.device).split(":")[0] == "cpu" else args.device
         print(f"{result.describe()}: {args.method} {result.spec_tps:.1f} tokens/s, plain decoding "
-              f"{result.plain_tps:.1f} tokens/s; tree {tree}; {where}, {ran_in}", flush=True)
+              f"{result.plain_tps:.1f} tokens/s; tree {tree}; {where}, {threads}, {ran_in}", flush=True)
     return 0
 
 

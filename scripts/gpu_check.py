@@ -176,6 +176,7 @@ def chi_check(args, report: Report, prompts) -> None:
 def speed(args, report: Report, started: float) -> None:
     from eval.report.analysis import add_variant
     from eval.report.speed import phase_table, speed_table
+    from eval.store.code_version import code_version
 
     device = args.device
     dtype = args.speed_dtype or ("bfloat16" if torch.device(device).type == "cuda" else "float32")
@@ -184,7 +185,8 @@ def speed(args, report: Report, started: float) -> None:
     storage.prepare_output_dir(root)
     meta = {"model": args.model, "device": device, "dtype": dtype, "torch_version": torch.__version__,
             "transformers_version": report.env["transformers"], "rheo_version": "0.1.0",
-            "git_sha": report.env["git_sha"], "device_name": report.env["device_name"]}
+            "git_sha": report.env["git_sha"], "device_name": report.env["device_name"],
+            "num_threads": torch.get_num_threads(), "code_version": code_version()}
     temps = [float(t) for t in args.temps.split(",")]
     items = dc.load_prompts(args.data_dir, args.items)
     first = dc.load_prompts(args.data_dir, min(args.sweep_items, args.items))

@@ -131,7 +131,7 @@ def option_studies(root: Path) -> list[str]:
     return [f"Rheo m=1 − Top-K at T = 0.6 / 0.7 / 0.8: {m1('0.6')} / {m1('0.7')} / {m1('0.8')} (T = 1: {m1('1')})",
             f"Rheo m=1 − Top-K at T = 0 / 0.25: {m1('0')} / {m1('0.25')}; rheo_auto: {auto('0')} / {auto('0.25')}",
             f"rheo_auto meets the envelope at all {'seven' if meets == len(summary) == 7 else meets} T",
-            f"pooled over T = 0.6-0.8 per prompt: {pooled['Rheo m=1 proxy=tempered']['− envelope, mean over T']}",
+            f"pooled over T = 0.6-0.8 per prompt: {pooled['rheo_auto']['− envelope, mean over T']}",
             dial_row(root)]
 
 
@@ -145,7 +145,7 @@ def dial_row(root: Path) -> str:
         mean, _, pct, _ = numbers(rows[(t, a)][f"{col} − Top-K"])
         return f"{signed(mean, 3)} ({signed(pct, 1)}%)"
 
-    m1, auto = "Rheo m=1", "Rheo m=1 proxy=tempered"
+    m1, auto = "Rheo m=1", "rheo_auto"
     return (f"Top-K E[τ] {tau('1', '0')} → {tau('1', '1')} at T = 1, {tau('0.7', '0')} → {tau('0.7', '1')} at T = 0.7; "
             f"at T = 0.7 Rheo m=1 gain {gain('0.7', '0', m1)} → {gain('0.7', '1', m1)}, rheo_auto "
             f"{gain('0.7', '0', auto)} → {gain('0.7', '1', auto)}")

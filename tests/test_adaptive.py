@@ -162,8 +162,9 @@ def test_adapt_is_keyed_only_when_set():
     plain = SpecConfig(m=1, proxy="tempered")
     assert "adapt" not in method_key(plain, **run)
     assert method_key(dataclasses.replace(plain, adapt="root"), **run)["adapt"] == "root"
-    assert get_method("rheo").variant(dataclasses.replace(plain, adapt="root")) == "rheo m=1 proxy=tempered adapt=root"
-    assert get_method("rheo").variant(dataclasses.replace(plain, adapt="level")) == "rheo m=1 proxy=tempered adapt=level"
+    assert get_method("rheo").variant(dataclasses.replace(plain, adapt="root")) == "rheo_adaptive"  # the presets
+    assert get_method("rheo").variant(dataclasses.replace(plain, adapt="level")) == "rheo_level"
+    assert get_method("rheo").variant(dataclasses.replace(plain, m=2, adapt="root")) == "rheo m=2 proxy=tempered adapt=root"
 
 
 # ------------------------------------------------------------------ a lossy twin is caught

@@ -41,11 +41,11 @@ def test_the_gain_change_is_paired_over_prompts_and_other_dial_values_are_left_o
     cal = _rows(CALIBRATED, 0.7, 0.0, 1.07, seed=2)  # other states: another per-prompt base
     assert len(trained_rows(dial)) == 40 and len(calibrated_rows(dial)) == 0
     frame = gain_frame(trained_rows(dial), calibrated_rows(cal)).set_index("setting")
-    assert list(frame.index) == ["Rheo m=0", "Rheo m=1", "Rheo m=1 proxy=tempered"]
+    assert list(frame.index) == ["Rheo m=0", "Rheo m=1", "rheo_auto"]
     assert frame.loc["Rheo m=0", "gain_trained"] == _approx(0.05)
     assert frame.loc["Rheo m=0", "gain_calibrated"] == _approx(0.08)
     assert frame.loc["Rheo m=0", "change"] == _approx(0.03)
-    assert frame.loc["Rheo m=1 proxy=tempered", "change"] == _approx(-0.02)
+    assert frame.loc["rheo_auto", "change"] == _approx(-0.02)
     assert frame.loc["Rheo m=0", "change_hw"] < 1e-9 and frame.loc["Rheo m=0", "prompts"] == 10
     assert frame.loc["Rheo m=0", "tau_change_hw"] > 0.01  # the setting's own tau is not paired on states
     text = gain_markdown(frame.reset_index(), [1.07])

@@ -182,9 +182,9 @@ def test_alongside_runs_other_methods_item_by_item_in_turning_order(tmp_path, mo
     order = []
     one_turn = runner._one_turn
 
-    def spy(cfg, pair, meta, job, item, turn, answers):
+    def spy(cfg, pair, meta, job, item, turn, answers, versions):
         order.append((item.item_id, job.method))
-        return one_turn(cfg, pair, meta, job, item, turn, answers)
+        return one_turn(cfg, pair, meta, job, item, turn, answers, versions)
 
     monkeypatch.setattr(runner, "_one_turn", spy)
     entry.run(_cfg(tmp_path, "dataset=gsm8k", "limit=3", "baseline=false", "alongside=[topk]"))

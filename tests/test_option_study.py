@@ -39,20 +39,20 @@ def test_envelope_verdicts():
                   "rheo m=2 proxy=tempered": 0.0})
     frame = serving_frame(rows).set_index("label")
     assert frame.loc["Rheo m=1", "envelope"] == "Rheo m=1"
-    assert frame.loc["Rheo m=1 proxy=tempered", "d_topk"] == pytest.approx(0.095)
-    assert frame.loc["Rheo m=1 proxy=tempered", "d_env"] == pytest.approx(-0.005)
-    assert bool(frame.loc["Rheo m=1 proxy=tempered", "meets"])  # within 0.01 of m=1, above m=0
-    assert not bool(frame.loc["Rheo m=1 proxy=tempered", "beats"])
+    assert frame.loc["rheo_auto", "d_topk"] == pytest.approx(0.095)
+    assert frame.loc["rheo_auto", "d_env"] == pytest.approx(-0.005)
+    assert bool(frame.loc["rheo_auto", "meets"])  # within 0.01 of m=1, above m=0
+    assert not bool(frame.loc["rheo_auto", "beats"])
     assert not bool(frame.loc["Rheo m=2 proxy=tempered", "meets"])  # 0.1 below m=1
     text = serving_markdown(rows)
-    assert "Options meeting the envelope at every one of them: Rheo m=1 proxy=tempered." in text
+    assert "Options meeting the envelope at every one of them: rheo_auto." in text
 
 
 def test_an_option_above_both_beats_the_envelope():
     rows = _rows({"topk": 0.0, "rheo m=0": 0.05, "rheo m=1": 0.02, "rheo m=1 proxy=tempered": 0.15})
     frame = serving_frame(rows).set_index("label")
     assert frame.loc["Rheo m=1", "envelope"] == "Rheo m=0"
-    assert bool(frame.loc["Rheo m=1 proxy=tempered", "beats"]) and bool(frame.loc["Rheo m=1 proxy=tempered", "meets"])
+    assert bool(frame.loc["rheo_auto", "beats"]) and bool(frame.loc["rheo_auto", "meets"])
 
 
 def test_meeting_is_required_at_every_temperature():
@@ -67,9 +67,9 @@ def test_pooling_over_serving_temperatures_takes_each_temperatures_envelope():
                       _rows({"topk": 0.0, "rheo m=0": 0.2, "rheo m=1": 0.1, "rheo m=1 proxy=tempered": 0.21}, (0.7,)),
                       _rows({"topk": 0.0, "rheo m=0": 0.0, "rheo m=1": 0.1, "rheo m=1 proxy=tempered": 0.09}, (0.8,))])
     pooled = pooled_serving(rows).set_index("option")
-    assert pooled.loc["Rheo m=1 proxy=tempered", "prompts"] == 12
-    assert pooled.loc["Rheo m=1 proxy=tempered", "− envelope, mean over T"].startswith("+0.010 ± 0.000")
-    assert pooled.loc["Rheo m=1 proxy=tempered", "beats"] == "yes"
+    assert pooled.loc["rheo_auto", "prompts"] == 12
+    assert pooled.loc["rheo_auto", "− envelope, mean over T"].startswith("+0.010 ± 0.000")
+    assert pooled.loc["rheo_auto", "beats"] == "yes"
     assert pooled_serving(rows[rows["temperature"] != 0.8]).empty  # needs all three
     assert "### Pooled over T = 0.6, 0.7, 0.8" in serving_markdown(rows)
 
@@ -110,7 +110,7 @@ def test_the_readme_shows_the_option_studies_as_committed():
 
 
 def test_rheo_auto_is_the_studied_tempered_rule_and_rheo_stays_the_papers():
-    """method=rheo_auto composes to the option the serving study labels "Rheo m=1 proxy=tempered"
+    """method=rheo_auto composes to the option the serving study labels "rheo_auto"
     (same decoding configuration, so the same config hash at a given T); method=rheo is unchanged."""
     from eval.conf.compose import compose_config
     from eval.conf.schema import spec_config

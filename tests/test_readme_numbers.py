@@ -34,7 +34,8 @@ def wall_time(root: Path) -> list[str]:
     """The cold `make reproduce` time its own record holds (results/reproduce_time.json)."""
     rec = json.loads((root / "results/reproduce_time.json").read_text())
     assert rec["cores"] == 2 and rec["wall"] == f"{rec['wall_s'] // 60} min {rec['wall_s'] % 60} s"
-    return [f"`make reproduce` ran in **{rec['wall']}** cold in a fresh clone"]
+    return [f"`make reproduce` ran in **{rec['wall']}** cold in a fresh clone on an {rec['cpu']} VM on {rec['start_utc'][:10]}, "
+            f"at commit {rec['git_sha'][:7]} (its record: `results/reproduce_time.json`; the code has changed since: time yours)"]
 
 
 def main_table(root: Path) -> list[str]:

@@ -63,8 +63,9 @@ def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_spe
     assert re.fullmatch(r"speedup \d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\] over 2 runs( \(within noise\))?: rheo "
                         r"\d+\.\d tokens/s, plain decoding \d+\.\d tokens/s; tree tuned \(configs/experiment/"
                         r"tuned_rheo\.yaml\) K=\d+ d=\d+ R=\d+; .+ \((avx512_bf16|amx_bf16|bf16|no bf16 instructions)"
-                        r".*\), float32", ratio), ratio
-    assert re.search(r"^rheo, tree tuned .*, float32 \(given\)", done.stderr, re.M), done.stderr[-2000:]
+                        r".*\), 1 thread of \d+ cores, float32", ratio), ratio
+    assert re.search(r"^rheo, tree tuned .*, float32 \(given\), 1 thread of \d+ cores$", done.stderr, re.M), done.stderr[-2000:]
+    assert re.search(r"^repeat 2/2: rheo ", done.stderr, re.M), done.stderr[-2000:]
     import torch
 
     from rheo.models import load_model_pair

@@ -38,8 +38,8 @@ def test_a_rule_at_the_best_setting_meets_and_one_below_does_not():
     dial = pd.concat([_rows({**FIXED_GOOD, RULE: 0.295}, 0.7, 1.0), _rows({**FIXED_GOOD, RULE: 0.2}, 1.0, 1.0)])
     serving = _rows({**FIXED_GOOD, RULE: 0.5}, 0.7, None)
     frame = cell_frame(dial, serving)
-    assert rules_of(dial) == ["Rheo m=1 proxy=tempered adapt=root"]
-    table = verdict_table(frame, "Rheo m=1 proxy=tempered adapt=root").set_index("cell")
+    assert rules_of(dial) == ["rheo_adaptive"]  # rows stored with the rule's settings carry the preset's name
+    table = verdict_table(frame, "rheo_adaptive").set_index("cell")
     assert table.loc["dial: T = 0.7, a = 1", "verdict"] == "meets"  # 0.005 below m=0: within 0.01
     assert table.loc["dial: T = 1, a = 1", "verdict"] == "does not meet"  # 0.1 below m=0
     assert table.loc["dial: T = 1, a = 1", "worst lower bound"] == "-0.100"
@@ -70,7 +70,7 @@ def test_the_readme_rule_rows_are_the_committed_table():
     from result_tables import tables
 
     root = Path(__file__).resolve().parents[1]
-    (_, rows), = [(h, r) for h, r in tables(root / "results" / "tables" / "every_drafter.md") if "adapt=level" in h]
+    (_, rows), = [(h, r) for h, r in tables(root / "results" / "tables" / "every_drafter.md") if "rheo_level" in h]
     cells = {r["cell"]: r for r in rows if int(r["prompts"]) >= 42}
     want = []
     for t in ("0.7", "1"):

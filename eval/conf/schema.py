@@ -132,6 +132,9 @@ class RunConf:
     # also the exact expected emitted tokens of every cycle (rheo.expected): it draws no random number and
     # changes no token, so it is not in the config hash; a stored row without them is recomputed
     record_expected: bool = False
+    # resume: a stored row made by another version of the decoding code (eval.store.code_version) is
+    # recomputed; true keeps it (its numbers are the older code's); not in the config hash
+    keep_stale_rows: bool = False
     experiment: Optional[str] = None  # name of the experiment preset (for logs; rows are shared across
     # experiments, e.g. the Top-K rows of the main table and the m ablation, so it is not a row column)
     # what a unit of work measures (eval.measure.loop): "realized" (the method's own decoding: tokens, tau,

@@ -8,7 +8,8 @@ rest, the same way for all of them:
 2. the prompts (built-in suites or a prompt set of the user's), ``item_ids`` checked;
 3. what is left: the measurement looks at its stored shards with one resume policy
    (:mod:`eval.store.resume`: a corrupt or misplaced shard is reported, deleted and recomputed; a shard
-   made from other text of its item is recomputed);
+   made from other text of its item is recomputed, and so is one made by another version of the
+   decoding code unless ``keep_stale_rows=true``: :mod:`eval.store.code_version`);
 4. the model pair, loaded only if work is left (a failed load leaves a folder this run created as
    it was), checked against the first prompts (:func:`check_against_pair`);
 5. the work, unit by unit, under one progress bar; a unit that raises is counted as failed and
@@ -63,6 +64,7 @@ class Measurement(Protocol):
     label: str  # the progress bar's text
     summary: RunSummary
     specs: list  # the SpecConfig of every method it runs (checked against the pair once it is loaded)
+    versions: object  # eval.store.code_version.VersionCheck: which stored rows the code version lets it reuse
 
     def open(self, root: Path) -> None:
         """Before the prompts are read: folders of known configurations checked, archives restored."""
@@ -92,6 +94,7 @@ def run_loop(cfg: DictConfig, measurement: Measurement) -> RunSummary:
             raise ValueError(f"item_ids {missing} are not question_ids of {list(cfg.dataset.suites)}")
     summary = measurement.summary
     pending = measurement.pending(items)
+    measurement.versions.report(measurement.unit)  # stored rows of another version of the decoding code
     if not pending:
         log.info("nothing to do: all %d %s already stored", summary.skipped, measurement.unit)
         return summary

@@ -35,6 +35,7 @@ from eval.measure.generation import generate, phase_timer
 from eval.measure.summary import RunSummary
 from eval.prompts.suites import Item, chat_messages
 from eval.store import storage
+from eval.store.code_version import VersionCheck
 from eval.store.keys import config_hash, generation_seed
 from eval.store.resume import same_text
 from rheo.config import SpecConfig
@@ -72,6 +73,7 @@ class Realized:
         self.summary = RunSummary()
         self.label = " + ".join([get_method(cfg.method.name).variant(checked.spec), *cfg.alongside])
         self.taus: list[float] = []
+        self.versions = VersionCheck(keep_stale=bool(cfg.get("keep_stale_rows", False)))
 
     @property
     def specs(self) -> list[SpecConfig]:
@@ -84,7 +86,7 @@ class Realized:
 
     def pending(self, items) -> list:
         return [(j, item) for i, item in enumerate(items) for j in _order(self.cfg, self.jobs, i)
-                if not _item_done(j, item, self.summary)]
+                if not _item_done(j, item, self.summary, self.versions)]
 
     def start(self, pair, pending: list) -> None:
         for job in self.jobs:
@@ -96,7 +98,7 @@ class Realized:
     def run_unit(self, pair, job: "_Job", item: Item, bar) -> Optional[str]:
         summary, answers, error = self.summary, [], None
         for turn in range(len(item.turns)):
-            row = _one_turn(self.cfg, pair, self.meta, job, item, turn, answers)
+            row = _one_turn(self.cfg, pair, self.meta, job, item, turn, answers, self.versions)
             bar.update(1)
             reused = bool(row.get("_reused", False))
             failed = str(row["error"]).splitlines()[0] if row["status"] == "failed" else None
@@ -140,22 +142,27 @@ def _expect(job: _Job, item: Item, turn: int) -> dict:
             "item_id": item.item_id, "turn": turn}
 
 
-def _item_done(job: _Job, item: Item, summary: RunSummary) -> bool:
+def _item_done(job: _Job, item: Item, summary: RunSummary, versions: VersionCheck) -> bool:
     done = 0
     for turn in range(len(item.turns)):
         path = storage.shard_path(job.cdir, item.suite, item.item_id, turn)
-        done += _reusable(storage.load_existing(path, _expect(job, item, turn)), item, path, job.record_expected)
+        done += _reusable(storage.load_existing(path, _expect(job, item, turn)), item, path, versions,
+                          job.record_expected)
     if done == len(item.turns):
         summary.skipped += done
         return True
     return False
 
 
-def _reusable(row: Optional[dict], item: Item, path: Path, needs_expected: bool = False) -> bool:
+def _reusable(row: Optional[dict], item: Item, path: Path, versions: VersionCheck,
+              needs_expected: bool = False) -> bool:
     """A stored ok row made from the item's current text (rows stored before turns_sha existed
-    cannot be checked and are reused) that holds the expected-acceptance columns if the run records
-    them (the same tokens again, with the expectations added)."""
+    cannot be checked and are reused) by this version of the decoding code (eval.store.code_version:
+    unless keep_stale_rows) that holds the expected-acceptance columns if the run records them (the
+    same tokens again, with the expectations added)."""
     if row is None or row["status"] != "ok":
+        return False
+    if not versions.reusable(row.get("code_version"), path):
         return False
     if needs_expected and row.get("expected_tau") is None:
         log.info("%s has no expected acceptance (record_expected=true): recomputing it", path)
@@ -163,11 +170,12 @@ def _reusable(row: Optional[dict], item: Item, path: Path, needs_expected: bool 
     return same_text(row, item, path)
 
 
-def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[str]) -> dict:
+def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[str],
+              versions: VersionCheck) -> dict:
     """Generate (or reuse) one row and store it; returns the row."""
     path = storage.shard_path(job.cdir, item.suite, item.item_id, turn)
     existing = storage.load_existing(path, _expect(job, item, turn))
-    if _reusable(existing, item, path, job.record_expected):
+    if _reusable(existing, item, path, versions, job.record_expected):
         return {**existing, "_reused": True}
     gen_seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
     row = rows.base_row(job.key, meta, job.chash, item, turn, gen_seed)

@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 
 from eval.prompts.suites import Item
 from eval.store import storage
+from eval.store.code_version import code_version
 from rheo.paths import git_sha
 from rheo.timing import device_name
 
@@ -58,7 +59,7 @@ def base_row(key: dict, meta: dict, chash: str, item: Item, turn: int, gen_seed:
 
 
 def run_metadata(cfg: DictConfig, pair) -> dict:
-    """The columns every row of one run shares (versions, device, threads)."""
+    """The columns every row of one run shares (versions, the decoding code's included; device, threads)."""
     import transformers
 
     model_dtype = getattr(getattr(pair, "hf_model", None), "dtype", None)
@@ -67,7 +68,7 @@ def run_metadata(cfg: DictConfig, pair) -> dict:
         "dtype": str(model_dtype).replace("torch.", "") if model_dtype is not None else str(cfg.dtype),
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
         "rheo_version": _rheo_version(), "git_sha": git_sha(), "device_name": device_name(cfg.device),
-        "num_threads": torch.get_num_threads(),
+        "num_threads": torch.get_num_threads(), "code_version": code_version(),
     }
 
 

@@ -4,8 +4,8 @@ Everything here is a function of the rows that eval/store/storage.py loads; noth
 is stored twice. Terms:
 
 * **variant** - the label a row's method registers (rheo.methods): 'ar', "topk",
-  "rheo m=<m>" (Rheo rows of the lossy ablations, verify_order != stochastic_first
-  or proxy != rheo, are labelled as such), "static rsd (4,2,1)", "chain d=8".
+  "rheo m=<m>" (lossy ablations say so; a preset's settings are its name: "rheo_auto"),
+  "static rsd (4,2,1)", "chain d=8".
 * **setting** - what must match for two variants to be compared: model,
   device, dtype, tree shape, max_new_tokens (and temperature, where a table
   does not vary it).
@@ -150,15 +150,28 @@ def _drop_unusable_speedups(out: pd.DataFrame) -> None:
                     first["item_id"], first["turn"])
 
 
+#: the fewest values a 95% interval is given for: at n = 2 the Student-t half-width is 12.7 sd / sqrt(2),
+#: an interval that says nothing (a tau of 3.74 +- 10.56 reaches below the 1 no decoder goes below)
+MIN_CI_N = 3
+
+
+class NoInterval(float):
+    """mean_ci's half-width below MIN_CI_N values: NaN (no bar drawn) that fmt prints as "n too small"."""
+
+    def __new__(cls) -> "NoInterval":
+        return super().__new__(cls, math.nan)
+
+
 def mean_ci(values: Iterable[float]) -> tuple[float, float, int]:
-    """(mean, 95% half-width, n); half-width NaN for n < 2."""
+    """(mean, 95% half-width, n); half-width NaN for n = 1 (no spread to speak of), :class:`NoInterval`
+    (NaN, printed "n too small") for 1 < n < MIN_CI_N."""
     xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
     n = len(xs)
     if n == 0:
         return math.nan, math.nan, 0
     mean = sum(xs) / n
-    if n < 2:
-        return mean, math.nan, n
+    if n < MIN_CI_N:
+        return mean, NoInterval() if n > 1 else math.nan, n
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
     t = _T95[n - 2] if n - 1 <= len(_T95) else Z95
     return mean, t * sd / math.sqrt(n), n
@@ -275,9 +288,16 @@ def temperature_cells(rows: pd.DataFrame, wanted: Sequence[str]) -> Optional[tup
     return variants, temps, cells
 
 
+#: what a table cell says in place of an interval over too few values (NoInterval)
+TOO_FEW = "n too small"
+
+
 def fmt(mean: float, ci: Optional[float] = None, digits: int = 2) -> str:
+    """'3.74 ± 0.21'; '3.74 (n too small)' where mean_ci gave no interval; '3.74' without one; '-' without a mean."""
     if mean is None or math.isnan(mean):
         return "-"
+    if isinstance(ci, NoInterval):
+        return f"{mean:.{digits}f} ({TOO_FEW})"
     if ci is None or math.isnan(ci):
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} ± {ci:.{digits}f}"

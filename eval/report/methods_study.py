@@ -16,7 +16,6 @@ without them (the main table, the m ablation) produce no methods table.
 from __future__ import annotations
 
 import hashlib
-import math
 import textwrap
 from typing import Optional
 
@@ -114,7 +113,7 @@ def methods_table(df: pd.DataFrame) -> Optional[str]:
 
 def methods_figures(df: pd.DataFrame) -> list:
     """tau (95% CI) vs T, one line per method entry, one figure per setting."""
-    from eval.report.plots import COLORS, plt
+    from eval.report.plots import COLORS, plt, tau_yerr
 
     out = []
     for setting, rows in studies(df):
@@ -124,7 +123,7 @@ def methods_figures(df: pd.DataFrame) -> list:
         for i, e in enumerate(entries):
             pts = [(t + (i - (len(entries) - 1) / 2) * dodge, row[i]) for t, row in zip(temps, table)
                    if row[i] is not None]
-            ax.errorbar([t for t, _ in pts], [c["tau"] for _, c in pts], yerr=[_finite(c["tau_ci"]) for _, c in pts],
+            ax.errorbar([t for t, _ in pts], [c["tau"] for _, c in pts], yerr=tau_yerr([c for _, c in pts]),
                         marker="o", capsize=3, color=COLORS.get(e.split(" K=")[0]), label=_display_entry(e))
         ax.set(xlabel="temperature T", ylabel="τ (tokens / target call)", xticks=temps)
         ax.set_title("\n".join(textwrap.wrap(title(setting), 70)), fontsize=7)
@@ -132,10 +131,6 @@ def methods_figures(df: pd.DataFrame) -> list:
         fig.tight_layout()
         out.append((_name(setting), fig))
     return out
-
-
-def _finite(ci: float) -> float:
-    return 0.0 if ci is None or math.isnan(ci) else ci
 
 
 def _display_entry(entry: str) -> str:

@@ -17,8 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from eval.report.analysis import (DEFAULT_WEIGHTS, display_name, restrict_to_common, setting_title,  # noqa: E402
-                                  settings, suites_in, variant_summary)
+from eval.report.analysis import (DEFAULT_WEIGHTS, MIN_CI_N, display_name, restrict_to_common,  # noqa: E402
+                                  setting_title, settings, suites_in, variant_summary)
 from eval.report.tables import ABLATION_MS, MAIN_T, PAPER_RHEO, TOPK, rheo_variant, temperature_studies  # noqa: E402
 from rheo.methods import get_method  # noqa: E402
 
@@ -77,10 +77,11 @@ def m_ablation_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
         cells = [variant_summary(rows[rows["variant"] == rheo_variant(m)]) for m in ms]
         top = variant_summary(rows[rows["variant"] == TOPK])
         fig, ax = plt.subplots(figsize=(6.0, 3.2))
-        ax.axhspan(top["tau"] - _z(top["tau_ci"]), top["tau"] + _z(top["tau_ci"]), color=COLORS[TOPK], alpha=0.2,
-                   label=f"{display_name(TOPK)} 95% CI")
+        (low, high), = tau_bounds([top])
+        if np.isfinite(low):
+            ax.axhspan(low, high, color=COLORS[TOPK], alpha=0.2, label=f"{display_name(TOPK)} 95% CI")
         ax.axhline(top["tau"], color=COLORS[TOPK], ls="--", label=display_name(TOPK))
-        ax.errorbar(ms, [c["tau"] for c in cells], yerr=[_z(c["tau_ci"]) for c in cells], marker="o",
+        ax.errorbar(ms, [c["tau"] for c in cells], yerr=tau_yerr(cells), marker="o",
                     color=COLORS[PAPER_RHEO], capsize=3, label=f"{get_method('rheo').display} (95% CI)")
         ax.set(xlabel=f"m (lead slots per expanded node); n = {top['n']} paired prompts", ylabel=TAU_LABEL,
                xticks=ms)
@@ -101,7 +102,7 @@ def temperature_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
         for i, v in enumerate(variants):
             pts = [(t + (i - (len(variants) - 1) / 2) * dodge, row[i]) for t, row in zip(temps, cells)
                    if row[i]["n"] > 0]
-            ax.errorbar([t for t, _ in pts], [c["tau"] for _, c in pts], yerr=[_z(c["tau_ci"]) for _, c in pts],
+            ax.errorbar([t for t, _ in pts], [c["tau"] for _, c in pts], yerr=tau_yerr([c for _, c in pts]),
                         marker="o", capsize=3, color=COLORS.get(v), label=display_name(v) + _only(temps, cells, i))
         ax.set(xlabel="temperature T", ylabel=TAU_LABEL, xticks=temps)
         ax.set_title(_title(setting, width=60), fontsize=7)
@@ -136,7 +137,7 @@ def suite_bar_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
         panels = [("tau", TAU_LABEL)] + ([("speedup", SPEEDUP_LABEL)] if speed else [])
         for ax, (key, ylabel) in zip(axes[0], panels):
             for i, v in enumerate(variants):
-                err = [_z(c["tau_ci"]) for c in cells[v]] if key == "tau" else None
+                err = tau_yerr(cells[v]) if key == "tau" else None
                 ax.bar(x + (i - 0.5) * 0.4, [c[key] for c in cells[v]], 0.4, yerr=err, color=COLORS[v], capsize=2,
                        label=display_name(v))
             ax.set_xticks(x, [f"{s}\nn={n}" for s, n in zip(suites, counts)], rotation=30, fontsize=8)
@@ -145,7 +146,7 @@ def suite_bar_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
             axes[0][1].axhline(1.0, color="black", lw=0.8, ls=":")
             if str(setting.get("device", "")).startswith("cpu"):
                 axes[0][1].set_title(CPU_SPEED_NOTE, fontsize=7)
-        ci_note = "bars: 95% CI of τ" + (" (none at n = 1)" if min(counts) < 2 else "")
+        ci_note = "bars: 95% CI of τ" + (f" (none at n < {MIN_CI_N})" if min(counts) < MIN_CI_N else "")
         legend_outside(axes[0][-1], title=ci_note, title_fontsize=7)
         fig.suptitle(_title({**setting, "temperature": MAIN_T}, width=110), fontsize=8)
         fig.tight_layout()
@@ -158,5 +159,20 @@ def all_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
 
 
 def _z(ci: float) -> float:
-    """The half-width of a 95% CI bar; NaN (no bar, no cap) where there is none, e.g. at n = 1."""
+    """The half-width of a 95% CI bar; NaN (no bar, no cap) where there is none (n < MIN_CI_N)."""
     return np.nan if ci is None or np.isnan(ci) else ci
+
+
+def tau_bounds(cells: list[dict]) -> np.ndarray:
+    """[len(cells), 2] (low, high) of each cell's 95% interval of tau, the low end never below 1 (a
+    decoder emits at least one token per target call); NaN where the cell has no interval (n < MIN_CI_N)."""
+    half = np.array([_z(c["tau_ci"]) for c in cells], dtype=float).reshape(-1)
+    tau = np.array([c["tau"] for c in cells], dtype=float).reshape(-1)
+    return np.stack([np.maximum(tau - half, 1.0), tau + half], axis=1) if len(cells) else np.zeros((0, 2))
+
+
+def tau_yerr(cells: list[dict]) -> np.ndarray:
+    """[2, len(cells)] yerr (below, above) of tau error bars: :func:`tau_bounds` about each mean."""
+    bounds = tau_bounds(cells)
+    tau = np.array([c["tau"] for c in cells], dtype=float).reshape(-1)
+    return np.stack([np.maximum(tau - bounds[:, 0], 0.0), bounds[:, 1] - tau]) if len(cells) else np.zeros((2, 0))

@@ -9,15 +9,14 @@
   (geometric means of the per-prompt ratios), each with a 95% CI over prompts. It separates the two
   factors of a speed gain (speed ratio = tau ratio / cycle-time ratio): a method that costs more
   per cycle gains less in speed than in tau.
-* :func:`speed_table` - per model x device/dtype x max_new_tokens x T: tokens/s of
-  every method and tree, its speedup over the AR rows timed next to it (ratio of sums,
-  eval.report.analysis), its per-prompt speedup over Top-K's on the same tree, each marked *within
-  noise* where its 95% CI covers 1, and the ``transformers`` ``generate`` reference row.
+* :func:`speed_table` - per model x device/dtype x max_new_tokens x T: tokens/s of every method and
+  tree, its speedup over its AR rows (ratio of sums; paired or shared, as the header says), its
+  per-prompt speedup over Top-K's on the same tree, each marked *within noise* where its 95% CI
+  covers 1, and the ``transformers`` ``generate`` reference row.
 * :func:`agreement_table` - at T=0, each method's output tokens against our AR's on the
   same item: identical outputs, and tokens before the first divergence. In fp32 this is
   the identity check; in bf16 a tree scored in one batch rounds differently from
   one-token steps, so a near-tie can flip and the outputs part (agreement, not identity).
-
 Each returns Markdown, or None when the rows it needs are absent.
 """
 
@@ -70,10 +69,11 @@ def _title(key: dict) -> str:
 
 
 def _devices(rows: pd.DataFrame) -> str:
-    """'hardware: <CPU/GPU>; threads: <torch intra-op threads>' of the rows (older rows did not record threads)."""
+    """'hardware: <CPU/GPU>; threads: <torch intra-op threads>' of the rows; 'threads: not recorded' where no
+    row holds them (rows written before the column, or by a writer that left it empty)."""
     names = sorted(n for n in rows.get("device_name", pd.Series(dtype=str)).dropna().unique())
     threads = sorted({int(t) for t in rows.get("num_threads", pd.Series(dtype=float)).dropna()})
-    told = f"threads: {', '.join(map(str, threads))}" if threads else "threads: not recorded (rows older than the column)"
+    told = f"threads: {', '.join(map(str, threads))}" if threads else "threads: not recorded"
     return (f"hardware: {'; '.join(names)}; " if names else "") + told + "\n\n"
 
 
@@ -203,8 +203,8 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
                          f"{part['new_tokens'].sum() / part['wall_s'].sum():.1f}", f"{ar_tps:.1f}",
                          fmt(speedup_ratio_of_sums(part)), fmt(sp, sp_ci) + _noise(sp - 1.0, sp_ci),
                          "-" if variant == FIRST_TREE_METHOD else _vs_topk(part, topk)])
-        header = ["method", "tree", "n", "τ", "tok/s", "AR tok/s (paired)", "speedup", "speedup per item",
-                  "vs Top-K, same tree"]
+        header = ["method", "tree", "n", "τ", "tok/s", f"AR tok/s ({ar_partners(rows)})", "speedup",
+                  "speedup per item", "vs Top-K, same tree"]
         blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + markdown_table(header, body))
     return ("## Speed next to AR\n\nEach method's rows over the AR rows of the same (item, turn, seed) timed "
             "next to them (`paired_baseline`); speedup = ratio of sums (Σ tokens / Σ wall over the AR's), "
@@ -213,8 +213,18 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
             "baseline is as fast as the library's. vs Top-K = the geometric mean [95% CI] over the prompts "
             "both ran of the method's per-item speedup over Top-K's on the same tree. *within noise* (after a "
             "speedup per item or a ratio to Top-K): its 95% CI covers 1, so these rows do not tell that speed "
-            "from AR's (or from Top-K's).\n\n"
-            + "\n\n".join(blocks) + "\n")
+            "from AR's (or from Top-K's)." + ("" if set(spec["ar_partner"]) == {"paired"} else SHARED_NOTE)
+            + "\n\n" + "\n\n".join(blocks) + "\n")
+
+
+SHARED_NOTE = (" \"AR tok/s (shared)\": rows run with `paired_baseline=false`: one AR row per prompt, shared "
+               "by every method of the run, timed next to none of them in particular.")  # else the table's note
+
+
+def ar_partners(rows: pd.DataFrame) -> str:
+    """How a block's AR rows pair (add_speedup's ar_partner): 'paired', 'shared' or 'paired and shared'."""
+    kinds = set(rows["ar_partner"].dropna())
+    return " and ".join(k for k in ("paired", "shared") if k in kinds) or "none"
 
 
 def _noise(diff: float, half: float) -> str:

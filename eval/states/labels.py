@@ -1,5 +1,8 @@
 """Names of the compared methods of same-state rows (eval.measure.same_states), for tables and figures.
 
+* **variant**, **driver** - as the row's method labels them today (rheo.methods.current_label: a
+  same-state archive written before presets named their rows says 'rheo m=1 proxy=tempered' for
+  'rheo_auto').
 * **label** - the registry's display name of the row's variant (``eval.report.analysis.display_name``:
   'Top-K', 'Rheo m=1', 'RSD (4,2,1,1,1,1,1,1)', 'SpecInfer (6,3,1,1)', 'Chain d=8'); when two
   compared configs of the rows share a display name but differ in their method parameters
@@ -23,7 +26,7 @@ import pandas as pd
 
 from eval.report.analysis import display_name
 from eval.store.storage import METHOD_COLUMNS
-from rheo.methods import get_method, reads
+from rheo.methods import current_label, get_method, reads
 from rheo.methods.registry import label_number
 
 BASELINE_METHOD = "topk"
@@ -50,6 +53,10 @@ def _fmt(value) -> str:
     return str(value)
 
 
+def _current(label):
+    return current_label(label) if isinstance(label, str) else label
+
+
 def family_of(method: str, branching) -> str:
     kind = get_method(method).kind
     if kind == "static":
@@ -58,8 +65,14 @@ def family_of(method: str, branching) -> str:
 
 
 def with_labels(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` plus the columns label, family, order and dial (module docstring); head_sha and dtype filled."""
+    """``rows`` plus the columns label, family, order and dial (module docstring); head_sha and dtype filled;
+    ``variant`` and ``driver`` as their methods label them today (rows stored before a preset was named by
+    its rows: 'rheo m=1 proxy=tempered' is 'rheo_auto')."""
     rows = rows.copy()
+    for col in ("variant", "driver"):
+        if col in rows.columns:
+            today = {v: _current(v) for v in rows[col].dropna().unique()}
+            rows[col] = rows[col].map(lambda v: today.get(v, v))
     rows["head_sha"] = rows["head_sha"].fillna(NO_HEAD).astype(str)
     rows["dtype"] = (rows["dtype"] if "dtype" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
                      ).fillna(NO_DTYPE).astype(str)

@@ -24,16 +24,18 @@ from typing import Optional
 
 import pandas as pd
 
-from eval.report.analysis import mean_ci
+from eval.report.analysis import display_name, mean_ci
 from eval.report.markdown import frame_markdown
 from eval.states.labels import ordered_labels
 from eval.states.option_figures import dial_figure, serving_figure
 from eval.states.stats import PROMPT, keys_for, labelled
 from rheo.cli import ArgumentParser, path_arg, positive_int, run_main
+from rheo.methods.rheo import preset_rule
 
 PROG = "python -m eval.states.options"
 TOPK, M0, M1 = "Top-K", "Rheo m=0", "Rheo m=1"
-AUTO = "Rheo m=1 proxy=tempered"  # method=rheo_auto (configs/method/rheo_auto.yaml)
+AUTO = "rheo_auto"  # method=rheo_auto (configs/method/rheo_auto.yaml): rows of its settings carry its name
+AUTO_RULE = display_name(preset_rule(AUTO))  # what it is: 'Rheo m=1 proxy=tempered'
 TOLERANCE = 0.01  # "at least as good": lower bound of the paired difference >= -TOLERANCE
 POWER = 0.02  # the half-width the studies aim at for a difference with Top-K
 #: the paper's reported tau with official EAGLE-3 heads at T = 1: (pair, Top-K, Rheo m=1)
@@ -102,7 +104,7 @@ def serving_markdown(rows: pd.DataFrame) -> str:
              f"of the differences with {M0} and {M1} >= -{TOLERANCE:g}; beats: the lower bound of the difference "
              "with the envelope > 0.", ""]
     lines += ["### Summary: the paper's rules and the recommended rule, each − Top-K", "",
-              f"rheo_auto = {AUTO} (the same settings at every T). Verdict: whether rheo_auto meets the envelope "
+              f"rheo_auto = {AUTO_RULE} (the same settings at every T). Verdict: whether rheo_auto meets the envelope "
               "(both lower bounds >= −0.01) and whether its difference with the envelope is resolved above 0.", "",
               frame_markdown(summary_table(frame)), ""]
     labels = list(dict.fromkeys(frame["label"]))
@@ -277,7 +279,7 @@ def main(argv=None) -> Optional[int]:
         print(f"{PROG}: error: {args.results} holds no same-state rows", file=sys.stderr)
         return 2
     text = (serving_markdown if args.study == "serving" else dial_markdown)(rows)
-    figure = (serving_figure(serving_frame(rows), TOPK, {M0: M0, M1: M1, AUTO: f"rheo_auto ({AUTO})"})
+    figure = (serving_figure(serving_frame(rows), TOPK, {M0: M0, M1: M1, AUTO: f"rheo_auto ({AUTO_RULE})"})
               if args.study == "serving" else dial_figure(dial_frame(rows), PAPER_POINTS))
     archive = archive_files(args.results, args.archive, depths=args.archive_depths)[0] if args.archive else []
     write_outputs([(args.out, text.encode()), (args.figure, figure), *archive], args.results, args.update_committed)

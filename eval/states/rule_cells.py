@@ -31,23 +31,24 @@ import pandas as pd
 
 from eval.report.analysis import mean_ci
 from eval.report.markdown import frame_markdown
-from eval.states.options import AUTO, CI_TEXT, M0, M1, TOLERANCE, TOPK, _pm, wide_keys
+from eval.states.options import AUTO, AUTO_RULE, CI_TEXT, M0, M1, TOLERANCE, TOPK, _pm, wide_keys
 from rheo.cli import ArgumentParser, path_arg, run_main
 
 PROG = "python -m eval.states.rule_cells"
 FIXED = (TOPK, M0, M1, AUTO)
 FIXED_NAMES = {TOPK: "Top-K", M0: "m=0", M1: "m=1", AUTO: "rheo_auto"}
 MOONSHOT = 0.02  # "beats every fixed setting": lower bound of the difference with the best > this
-LEVEL_RULE = AUTO + " adapt=level"  # method=rheo_level (configs/method/rheo_level.yaml)
+LEVEL_RULE = "rheo_level"  # method=rheo_level (configs/method/rheo_level.yaml): its rows carry its name
 OPENING = "rheo_level opening with m=0's worst lower bound"
 
 
 def rules_of(rows: pd.DataFrame) -> list[str]:
-    """The labels of the adaptive rules among labelled rows (variants holding ``adapt=``)."""
+    """The labels of the adaptive rules among labelled rows (rows whose ``adapt`` is set)."""
     from eval.states.stats import labelled
 
     rows = labelled(rows)
-    return sorted(rows.loc[rows["variant"].str.contains(" adapt="), "label"].unique())
+    adapt = rows["adapt"] if "adapt" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
+    return sorted(rows.loc[adapt.notna() & (adapt != "none"), "label"].unique())
 
 
 def best_fixed(wide: pd.DataFrame) -> Optional[str]:
@@ -218,7 +219,7 @@ def cells_markdown(frame: pd.DataFrame, reach: Optional[pd.DataFrame] = None) ->
     lines = ["## One rule for every drafter: each adaptive rule against every fixed setting, per cell", "",
              CI_TEXT + f". A cell is one (T, a): the dial's T = 0.7 and 1 at a = 0 ... 1 (42 prompts) and the "
              f"serving study's temperatures at a = 0 (84 prompts). Meets: every lower bound of rule − setting "
-             f">= −{TOLERANCE:g} against Top-K, the paper's Rheo m=0 and m=1 and rheo_auto ({AUTO}); beats: "
+             f">= −{TOLERANCE:g} against Top-K, the paper's Rheo m=0 and m=1 and rheo_auto ({AUTO_RULE}); beats: "
              f"the lower bound of the difference with the cell's best fixed setting > +{MOONSHOT:g}.", ""]
     if frame.empty:
         return "\n".join(lines + ["No rule rows.", ""])
@@ -237,7 +238,7 @@ def cells_markdown(frame: pd.DataFrame, reach: Optional[pd.DataFrame] = None) ->
 def main(argv=None) -> Optional[int]:
     from eval.store.committed import write_outputs
     from eval.store.state_archive import load_rows
-    from eval.store.storage import report_source
+    from eval.store.storage import rows_or_archive
 
     ap = ArgumentParser(prog=PROG, description="Each adaptive rule against every fixed setting, cell by cell.")
     ap.add_argument("dial", type=path_arg, help="the dial's same-state output_dir or archive X.parquet")
@@ -245,8 +246,8 @@ def main(argv=None) -> Optional[int]:
     ap.add_argument("--out", type=path_arg, help="the Markdown table file")
     ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
     args = ap.parse_args(argv)
-    dial = load_rows(report_source(args.dial, None)[0])
-    serving = load_rows(report_source(args.serving, None)[0])
+    dial = load_rows(rows_or_archive(args.dial))  # no folder (a fresh clone): its committed archive
+    serving = load_rows(rows_or_archive(args.serving))
     if dial.empty and serving.empty:
         print(f"{PROG}: error: {args.dial} and {args.serving} hold no same-state rows", file=sys.stderr)
         return 2

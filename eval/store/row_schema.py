@@ -72,6 +72,8 @@ ROW_SCHEMA = pa.schema([
     ("root_accept", pa.float64()),
     # the prompt format of its key when set (chat_format, eos_tokens: eval.store.keys.method_key), in one string
     ("prompt_format", pa.string()),
+    # the version of the decoding code that made the row (eval.store.code_version; not in the config hash)
+    ("code_version", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required

@@ -32,11 +32,12 @@ ROW_SCHEMA = pa.schema(_KEY_COLUMNS + [
     ("root_acceptance", pa.float64()), ("root_ot_bound", pa.float64()),
     ("driver_emitted", pa.int64()), ("driver_expected", pa.float64()),
     ("git_sha", pa.string()), ("finished_at", pa.string()),
+    ("code_version", pa.string()),  # eval.store.code_version; null in rows stored before the column
 ])
 DRIVER_SCHEMA = pa.schema(_KEY_COLUMNS + [
     ("output_tokens", pa.list_(pa.int64())), ("accept_lengths", pa.list_(pa.int64())),
     ("expected_accept_lengths", pa.list_(pa.float64())), ("answer", pa.string()), ("git_sha", pa.string()),
-    ("finished_at", pa.string()),
+    ("finished_at", pa.string()), ("code_version", pa.string()),
 ])
 
 

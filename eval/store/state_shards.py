@@ -21,6 +21,7 @@ from typing import Optional
 import pyarrow as pa
 
 from eval.store import storage
+from eval.store.code_version import VersionCheck
 from eval.store.resume import same_text
 from eval.store.suite_names import suite_of_folder
 from rheo.files import files_at_depth
@@ -30,7 +31,7 @@ DRIVER = "driver"  # the folder of the driver's rows, beside the compared method
 #: columns that shards written before they existed lack: the driver's device and dtype (filled from
 #: its config.json), the draft-quality dial, the draft temperature and the method parameters keyed only when a method
 #: reads them (null: not set)
-LATE_COLUMNS = ("device", "dtype", "draft_mix", "draft_temp") + tuple(sorted(storage.OPTIONAL_COLUMNS & set(storage.METHOD_COLUMNS)))
+LATE_COLUMNS = ("device", "dtype", "draft_mix", "draft_temp", "code_version") + tuple(sorted(storage.OPTIONAL_COLUMNS & set(storage.METHOD_COLUMNS)))
 
 
 def expect_from_path(path: Path) -> dict:
@@ -48,11 +49,15 @@ def read_shard(path: Path, schema: pa.Schema, expect: Optional[dict] = None) -> 
     return storage.read_table_shard(path, schema, expect_from_path(path) if expect is None else expect, LATE_COLUMNS)
 
 
-def stored(path: Path, schema: pa.Schema, item) -> Optional[pa.Table]:
+def stored(path: Path, schema: pa.Schema, item, versions: VersionCheck) -> Optional[pa.Table]:
     """The rows stored at ``path`` if a run may reuse them (readable, in their place, made from
-    ``item``'s current text); None otherwise (a bad shard is reported and deleted)."""
+    ``item``'s current text by this version of the decoding code, or kept by ``versions``); None
+    otherwise (a bad shard is reported and deleted)."""
     table = storage.load_existing(path, expect_from_path(path), lambda p, e: read_shard(p, schema, e))
-    if table is None or not same_text(table.slice(0, 1).to_pylist()[0], item, path):
+    if table is None:
+        return None
+    first = table.slice(0, 1).to_pylist()[0]
+    if not same_text(first, item, path) or not versions.reusable(first.get("code_version"), path):
         return None
     return table
 

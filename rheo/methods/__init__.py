@@ -7,12 +7,12 @@ below, in this order, are the list of built-in methods (tables list methods in
 registration order).
 """
 
-from rheo.methods.registry import (Method, build_tree, get_method, method_names, method_of_variant, reads,
-                                   register, select_candidates, unregister, verify_tree)
+from rheo.methods.registry import (Method, build_tree, current_label, get_method, method_names, method_of_variant,
+                                   reads, register, select_candidates, unregister, verify_tree)
 
 from rheo.methods import topk  # noqa: E402,F401  (registers topk)
 from rheo.methods import rheo  # noqa: E402,F401  (registers rheo)
 from rheo.methods import static  # noqa: E402,F401  (registers static, chain)
 
-__all__ = ["Method", "build_tree", "get_method", "method_names", "method_of_variant", "reads",
+__all__ = ["Method", "build_tree", "current_label", "get_method", "method_names", "method_of_variant", "reads",
            "register", "select_candidates", "unregister", "verify_tree"]

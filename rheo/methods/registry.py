@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
 
 import torch
 
+from rheo.presets import PRESETS
 from rheo.probs import draft_distribution
 
 if TYPE_CHECKING:  # only for annotations: the registry imports no mechanism
@@ -126,6 +127,9 @@ class Method:
     max_children: the most children one node can get (checked against the draft vocabulary)
     label:       row (or SpecConfig) -> variant label, a stable key starting with ``name``
     pretty:      variant label -> display text
+    rename:      a variant label as stored by an earlier version -> the label ``label`` gives today
+                 (Rheo: the rule part named by its preset, 'rheo m=1 proxy=tempered' -> 'rheo_auto');
+                 None: labels never changed
     acceptance:  (target_probs [V], draft_logits [V], cfg) -> probability that one node whose
                  children all survive accepts a child; None if there is no closed form
     path_probs:  the verifier's path probabilities (module docstring); None if it has none
@@ -147,6 +151,7 @@ class Method:
     max_children: Callable[["Spec"], int] = _k
     label: Optional[Callable[[Any], str]] = None
     pretty: Optional[Callable[[str], str]] = None
+    rename: Optional[Callable[[str], str]] = None
     acceptance: Optional[Callable[[torch.Tensor, torch.Tensor, "Spec"], float]] = None
     path_probs: Optional[PathProbs] = None
     candidate_sets: Optional[Callable[["DraftDist", "Spec"], Optional[list]]] = None
@@ -201,7 +206,10 @@ class Method:
         return self.label(row) if self.label is not None else self.name
 
     def display_variant(self, variant: str) -> str:
-        """'rheo m=1' -> 'Rheo m=1' unless the method says otherwise."""
+        """'rheo m=1' -> 'Rheo m=1' unless the method says otherwise; a label named by a preset
+        ('rheo_auto', 'rheo_auto probe_min=0.1') shows as it is."""
+        if variant.split(" ", 1)[0] in PRESETS:
+            return variant
         if self.pretty is not None:
             return self.pretty(variant)
         return self.display + variant[len(self.name):]
@@ -257,8 +265,17 @@ def registration_rank(name: str) -> int:
 
 
 def method_of_variant(variant: str) -> Optional[Method]:
-    """The method a variant label belongs to (labels start with the method name), or None."""
-    return _REGISTRY.get(variant.split(" ", 1)[0])
+    """The method a variant label belongs to (labels start with the method name, or with the name of
+    a preset of it: rheo.presets), or None."""
+    first = variant.split(" ", 1)[0]
+    return _REGISTRY.get(PRESETS[first]["method"] if first in PRESETS else first)
+
+
+def current_label(variant: str) -> str:
+    """A stored variant label (a same-state row's ``variant`` or ``driver``) as its method labels it
+    today (the method's ``rename``); unknown labels as they are."""
+    method = method_of_variant(variant)
+    return method.rename(variant) if method is not None and method.rename is not None else variant
 
 
 # ------------------------------------------------------------------ one-off lookups (tests, scripts)

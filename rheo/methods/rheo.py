@@ -10,8 +10,9 @@ import torch
 from rheo.candidates import Candidates, draws_probe, select_rheo
 from rheo.expected import dynamic_path_probs
 from rheo.methods.registry import Method, register
-from rheo.methods.topk import DYNAMIC_FIELDS, check_sparse_top, option_label, top_slots_mass
+from rheo.methods.topk import DYNAMIC_FIELDS, OPTION_FIELDS, check_sparse_top, option_label, top_slots_mass
 from rheo.ot import rheo_sets
+from rheo.presets import PRESETS
 from rheo.probs import DraftDist, clamp_probability, draft_distribution, tempered
 from rheo.random import RandomSource
 from rheo.tree import build_dynamic_tree
@@ -42,17 +43,49 @@ def _validate(cfg: Spec) -> None:
                          "(rheo_adaptive and rheo_level use m=1), or adapt='none' for Rheo m=0 at every cycle")
 
 
-def rheo_label(row) -> str:
-    """'rheo m=1'; the lossy ablations say so."""
-    label = f"rheo m={int(row.m)}"
-    if row.verify_order != "stochastic_first":
-        label += f" {row.verify_order}"
-    if row.proxy != "rheo":
-        label += f" proxy={row.proxy}"
-    adapt = getattr(row, "adapt", None)
+#: the values at which a Rheo label leaves a field out (SpecConfig's defaults: tests/test_method_names.py)
+LABEL_DEFAULTS = {"verify_order": "stochastic_first", "proxy": "rheo", "adapt": "none"}
+
+
+def rule_label(m: int, verify_order: str = "stochastic_first", proxy: str = "rheo", adapt=None) -> str:
+    """'rheo m=1', 'rheo m=1 proxy=tempered adapt=root': the rule part of a Rheo label, preset or not."""
+    label = f"rheo m={int(m)}"
+    if verify_order != "stochastic_first":
+        label += f" {verify_order}"
+    if proxy != "rheo":
+        label += f" proxy={proxy}"
     if adapt is not None and adapt == adapt and adapt != "none":  # None / NaN: a row keyed before it existed
         label += f" adapt={adapt}"
-    return label + option_label(row)
+    return label
+
+
+def preset_rule(name: str) -> str:
+    """The rule label of the Rheo preset ``name`` (rheo.presets): 'rheo_auto' -> 'rheo m=1 proxy=tempered'."""
+    fields = PRESETS[name]
+    return rule_label(**{**LABEL_DEFAULTS, **{f: v for f, v in fields.items() if f != "method"}})
+
+
+#: rule label -> the preset it is: a row of a preset's settings is labelled by the preset's name (a preset
+#: that fixes a field outside the rule, e.g. rank, is not named here: its rows keep the rule label)
+PRESET_RULES = {preset_rule(name): name for name, fields in PRESETS.items()
+                if fields["method"] == "rheo" and set(fields) <= {"method", "m", *LABEL_DEFAULTS}}
+
+
+def named(label: str) -> str:
+    """A Rheo label with its rule part named by the preset it is: 'rheo m=1 proxy=tempered probe_min=0.1'
+    -> 'rheo_auto probe_min=0.1'; other labels as they are. Labels stored before presets were named
+    (same-state archives) read the same through it."""
+    for rule in sorted(PRESET_RULES, key=len, reverse=True):
+        rest = label[len(rule):]
+        if label.startswith(rule) and all(token.split("=")[0] in OPTION_FIELDS for token in rest.split()):
+            return PRESET_RULES[rule] + rest
+    return label
+
+
+def rheo_label(row) -> str:
+    """'rheo m=1'; the lossy ablations say so; a preset's settings are its name ('rheo_auto')."""
+    rule = rule_label(row.m, row.verify_order, row.proxy, getattr(row, "adapt", None))
+    return named(rule + option_label(row))
 
 
 def rheo_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg: Spec) -> float:
@@ -88,4 +121,4 @@ def rheo_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, cfg:
 register(Method(
     name="rheo", display="Rheo", kind="dynamic", candidates=rheo_candidates, build=build_dynamic_tree,
     verify=verify_dynamic, fields=DYNAMIC_FIELDS + ("m", "verify_order", "proxy", "probe_min", "adapt"), validate=_validate,
-    label=rheo_label, acceptance=rheo_acceptance, path_probs=dynamic_path_probs, candidate_sets=rheo_sets))
+    label=rheo_label, rename=named, acceptance=rheo_acceptance, path_probs=dynamic_path_probs, candidate_sets=rheo_sets))

@@ -31,6 +31,10 @@ def _set(value) -> bool:
     return value is not None and value == value
 
 
+#: the fields option_label writes, each as ' field=value'
+OPTION_FIELDS = ("rank", "probe_min")
+
+
 def option_label(row) -> str:
     """' rank=q_T probe_min=0.1': the ranking and probe options where they differ from the paper's
     rule (a row keyed before they existed, or at their defaults, holds None or the default)."""
