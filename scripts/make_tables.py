@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.report import methods_study, speed, tables
+from eval.report import agreement, methods_study, speed, tables
 from eval.report.analysis import add_variant, load
 from eval.report.needs import TABLE_NEEDS, skipped
 from eval.store.committed import Outputs, outputs_main
@@ -31,7 +31,7 @@ from rheo.cli import run_main
 #: every table drawn from the rows: name -> builder (rows -> Markdown, or None without the rows it needs)
 TABLES = {"main": tables.main_table, "m_ablation": tables.m_ablation_table, "temperature": tables.temperature_table,
           "methods": methods_study.methods_table, "speed": speed.speed_table, "phases": speed.phase_table,
-          "cost": speed.paired_cost_table, "agreement": speed.agreement_table, "expected": tables.expected_check_table}
+          "cost": speed.paired_cost_table, "agreement": agreement.agreement_table, "expected": tables.expected_check_table}
 #: tables another target writes into the same folder from its own results (`make methods`): never removed as stale
 SHARED = ("methods",)
 #: a copy of these left in the output folder by an earlier run is removed when not drawn now

@@ -216,7 +216,7 @@ def plt_figure():
 
 
 def test_agreement_table_counts_tokens_before_the_first_divergence():
-    from eval.report.speed import agreement_table, first_divergence
+    from eval.report.agreement import agreement_table, first_divergence
 
     assert first_divergence([1, 2, 3], [1, 2, 3]) is None
     assert first_divergence([1, 2, 3], [1, 9, 3]) == 1

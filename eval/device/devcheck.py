@@ -26,7 +26,7 @@ import torch
 
 from baselines import AR, HF_GENERATE
 from eval.measure.generation import generate, phase_timer
-from eval.report.speed import first_divergence
+from eval.report.agreement import first_divergence
 from eval.store import storage
 from eval.store.keys import SUITE_FILES, config_hash, generation_seed, method_key
 from rheo import config as rheo_config

@@ -270,24 +270,6 @@ def display_name(variant: str) -> str:
     return method.display_variant(variant) if method is not None else variant
 
 
-def temperature_cells(rows: pd.DataFrame, wanted: Sequence[str]) -> Optional[tuple[list[str], list[float], list[list[dict]]]]:
-    """The temperature study of one setting: (variants present, temperatures, cells[t][v]).
-
-    At each temperature the summaries use only the (item, turn, seed) keys that every
-    variant run at that temperature has. None when fewer than 2 temperatures or variants.
-    """
-    variants = [v for v in wanted if (rows["variant"] == v).any()]
-    if rows["temperature"].nunique() < 2 or len(variants) < 2:
-        return None
-    temps = sorted(rows["temperature"].unique())
-    cells = []
-    for t in temps:
-        at_t = rows[rows["temperature"] == t]
-        part = restrict_to_common(at_t, [v for v in variants if (at_t["variant"] == v).any()])
-        cells.append([variant_summary(part[part["variant"] == v]) for v in variants])
-    return variants, temps, cells
-
-
 #: what a table cell says in place of an interval over too few values (NoInterval)
 TOO_FEW = "n too small"
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 from itertools import accumulate
-from typing import Optional
+from typing import Optional, Sequence
 
 import pandas as pd
 
 from eval.report.analysis import (display_name, fmt, mean_ci, paired, restrict_to_common, setting_title, settings,
-                                  suites_in, temperature_cells, variant_of, variant_summary)
+                                  suites_in, variant_of, variant_summary)
 from eval.report.markdown import markdown_table
 from eval.report.stats import permutation_test, sign_test
 from rheo.methods import get_method
@@ -256,3 +256,21 @@ def runs_table(all_rows: pd.DataFrame) -> Optional[str]:
            .reset_index())
     body = [[str(v) for v in r] for r in inv.itertuples(index=False)]
     return "## Stored rows per configuration\n\n" + markdown_table(list(inv.columns), body) + "\n"
+
+
+def temperature_cells(rows: pd.DataFrame, wanted: Sequence[str]) -> Optional[tuple[list[str], list[float], list[list[dict]]]]:
+    """The temperature study of one setting: (variants present, temperatures, cells[t][v]).
+
+    At each temperature the summaries use only the (item, turn, seed) keys that every
+    variant run at that temperature has. None when fewer than 2 temperatures or variants.
+    """
+    variants = [v for v in wanted if (rows["variant"] == v).any()]
+    if rows["temperature"].nunique() < 2 or len(variants) < 2:
+        return None
+    temps = sorted(rows["temperature"].unique())
+    cells = []
+    for t in temps:
+        at_t = rows[rows["temperature"] == t]
+        part = restrict_to_common(at_t, [v for v in variants if (at_t["variant"] == v).any()])
+        cells.append([variant_summary(part[part["variant"] == v]) for v in variants])
+    return variants, temps, cells
