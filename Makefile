@@ -11,6 +11,15 @@ RECIPE := $(PY) scripts/recipe.py
 REPORT := $(PY) scripts/report.py
 UPDATE := $(if $(filter yes,$(UPDATE_COMMITTED)),--update-committed)
 VENV_STAMP := .venv/.rheo-setup
+# PLAN=1 on a sweep target (make reproduce-full PLAN=1 ARGS="..."): each harness command it would run is
+# counted and estimated instead (rheo plan --command; the whole target in one: rheo plan TARGET ARGS); nothing runs
+ifneq ($(PLAN),)
+RUN := $(PY) -m eval.plan --command
+PY := :
+REPORT := :
+RECIPE := :
+.SILENT:
+endif
 # every target names a command, not a file
 .PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9 -]*):([^=].*)?$$/\1/p' Makefile)
 RESULTS ?= results/runs
@@ -31,8 +40,10 @@ test: $(VENV_STAMP) ## fast tests (CPU, tiny models), one worker per core (TEST_
 	.venv/bin/pytest -q -n $(or $(TEST_WORKERS),auto) --maxprocesses 8
 test-slow: $(VENV_STAMP) ## slow tests too (real SmolLM2, large Monte-Carlo)
 	.venv/bin/pytest -q -m slow
-bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work)
-	$(PY) scripts/bench_core.py
+bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work; one thread, as docs/harness.md measured)
+	$(PY) scripts/bench_core.py --threads 1 $(ARGS)
+plan: ## what a sweep target would run, counted from its own expansion, with a GPU-time estimate (TARGET=reproduce-full ARGS="model=... device=cuda")
+	$(PY) -m eval.plan $(or $(TARGET),reproduce-full) $(ARGS)
 cycle-cost: ## aten ops, host syncs and ms per target call by phase, tiny 32-layer pair (ARGS="--shape llama31_8b --device cuda --dtype bfloat16")
 	$(PY) scripts/cycle_cost.py --out $(TABLES) $(ARGS)
 # ------------------------------------------------------------------ make reproduce (docs/harness.md)
