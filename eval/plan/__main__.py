@@ -32,8 +32,8 @@ ASSUMPTIONS = (
     "GPU kinds (SXM datasheets): {gpus}",
     "(device X h): the device's own work; where it is below the estimate the run is bound by the host's "
     "launches, and a faster GPU does not shorten it",
-    "left out: prefill, warm-up, model loading, host slowdowns (results/gpu/README.md saw windows 2x slower), "
-    "the speed study's repeated timing; one GPU, one job at a time",
+    "left out: prefill, the untimed warm-up, model loading, host slowdowns (results/gpu/README.md saw windows "
+    "2x slower); one GPU, one job at a time",
     "disk: each row as eval.store.storage writes it (one parquet shard per generation, measured here)",
 )
 
