@@ -60,3 +60,19 @@ def test_the_recommendation_leads_with_one_flag():
     rule = README.split("## Which rule to use")[1].split("\n## ")[0]
     first = rule.strip().split("\n\n")[0]
     assert first.startswith("**One flag: `--method rheo_auto`.**")
+
+
+def test_make_bench_runs_one_thread_as_its_documented_numbers_did():
+    import subprocess
+
+    line = subprocess.run(["make", "-n", "bench"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "scripts/bench_core.py --threads 1" in line
+    assert "--threads 1" in (ROOT / "docs" / "harness.md").read_text()
+
+
+def test_every_documented_sweep_over_seeds_is_bounded():
+    """A sweep example over seeds states limit= and max_new_tokens= (unbounded, it runs for hours on a CPU)."""
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for line in doc.read_text().splitlines():
+            if "eval.run -m" in line and re.search(r"seed=\d+,", line):
+                assert "limit=" in line and "max_new_tokens=" in line, (doc.name, line)
