@@ -149,3 +149,18 @@ def test_docs_gpu_holds_the_plan_table_of_the_paper_models():
     table = markdown_report(list(t.values()), cost.DEFAULT_TAU)
     assert table.splitlines()[2] in page.splitlines()
     assert all(line in page for line in table.splitlines()[4:] if line)  # the assumptions, word for word
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["nosuch"], "make -n nosuch failed: make: *** No rule to make target 'nosuch'"),
+    (["tables"], "make tables runs no sweep of the harness"),
+    (["reproduce-full", "model=nosuch"], "Could not find 'model/nosuch'"),
+    ([], "give a make target"),
+])
+def test_what_cannot_be_planned_is_refused_in_one_line(argv, needle):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MAKEFLAGS": ""}
+    done = subprocess.run([sys.executable, "-m", "rheo.commands", "plan", *argv], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("rheo plan: error: ") and needle in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
