@@ -60,9 +60,9 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "run": ("the benchmark harness (Hydra overrides, as python -m eval.run)", _module("eval.run", "run")),
     "tables": ("result tables from a results folder (scripts/make_tables.py)", _script("make_tables.py", "tables")),
     "figures": ("figures from a results folder (scripts/make_figures.py)", _script("make_figures.py", "figures")),
+    "export": ("rows as CSV or JSON (python -m eval.report.export_rows)", _module("eval.report.export_rows", "export")),
     "plan": ("what a sweep target would run: jobs, prompts, tokens, GPU-time estimate (python -m eval.plan)",
              _module("eval.plan", "plan")),
-    "export": ("rows as CSV or JSON (python -m eval.report.export_rows)", _module("eval.report.export_rows", "export")),
 }
 
 

@@ -119,11 +119,11 @@ def test_a_guarded_make_line_is_read_as_make_runs_it():
 def test_the_cost_model_is_bound_by_launches_for_the_paper_pairs():
     """At batch 1 an 8B call launches more than the device works, on every kind; the 13B forward launches more."""
     for gpu in cost.GPUS.values():
-        host, device = cost.ms_per_call("Top-K", 1.0, cost.SHAPES["llama31_8b_instruct"], gpu, 61, 8)
+        host, device = cost.ms_per_call("Top-K", 1.0, cost.shape_of("llama31_8b_instruct"), gpu, 61, 8)
         assert host > device > 0
     eight = cost.ops_per_call("Rheo m=1", 1.0, 32)
     assert cost.ops_per_call("Rheo m=1", 1.0, 40) > eight == pytest.approx(1934.3, abs=0.1)  # the committed table
-    slow, fast = (cost.ms_per_call("AR", 0.0, cost.SHAPES["vicuna_13b_v13"], cost.GPUS[g], 1, 0)[1]
+    slow, fast = (cost.ms_per_call("AR", 0.0, cost.shape_of("vicuna_13b_v13"), cost.GPUS[g], 1, 0)[1]
                   for g in ("A100", "H200"))
     assert slow > fast  # the device floor follows the bandwidth
 

@@ -106,7 +106,7 @@ def text_report(title: str, commands: Sequence[Command], results: dict[str, Tota
                   f"  new tokens          {t.tokens:,} at most",
                   f"  target calls        {t.calls:,} at most (tau {tau:g} for tree methods)",
                   f"  disk for rows       {_size(t.disk_bytes)}",
-                  "  estimated time      " + ("none: no shape known for this model (eval/plan/cost.py SHAPES)"
+                  "  estimated time      " + ("none: no shape known for this model (eval/plan/cost.py TARGET_SHAPES)"
                                               if t.unpriced else ", ".join(f"{g} {_hours(t, g)}" for g in t.hours)
                                               + " (one GPU; an estimate, see below)")]
         if not any(d.startswith("cuda") for d in t.devices):

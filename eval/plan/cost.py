@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from rheo.models.catalog import BUILTIN_SMOLLM2, MODELS
 from rheo.paths import REPO_ROOT
 
 #: ops per target call by method and temperature (``make cycle-cost``, the tiny 32-layer pair)
@@ -58,11 +59,18 @@ class Shape:
     bytes_per_param: int = 2
 
 
-#: the catalog's paper pairs (public model cards; an EAGLE-3 head is one decoder layer, the fusion
+#: shapes by the catalog's target (public model cards; an EAGLE-3 head is one decoder layer, the fusion
 #: layer and a 32k-token draft head: about 0.4B parameters at 8B widths, 0.6B at 13B widths)
-SHAPES = {"llama31_8b_instruct": Shape(8.03e9, 0.40e9, 32), "r1_distill_llama_8b": Shape(8.03e9, 0.40e9, 32),
-          "vicuna_13b_v13": Shape(13.0e9, 0.60e9, 40),
-          "smollm2_135m": Shape(0.135e9, 0.03e9, 30)}
+TARGET_SHAPES = {"meta-llama/Llama-3.1-8B-Instruct": Shape(8.03e9, 0.40e9, 32),
+                 "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": Shape(8.03e9, 0.40e9, 32),
+                 "lmsys/vicuna-13b-v1.3": Shape(13.0e9, 0.60e9, 40),
+                 BUILTIN_SMOLLM2: Shape(0.135e9, 0.03e9, 30)}
+
+
+def shape_of(model: str) -> Optional[Shape]:
+    """The shape of a catalog model's target (None for a pair of your own or a test pair)."""
+    entry = MODELS.get(model)
+    return None if entry is None else TARGET_SHAPES.get(entry.target)
 
 
 def cost_label(method: str, proxy: Optional[str]) -> str:

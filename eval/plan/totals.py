@@ -63,7 +63,7 @@ def _add(t: Totals, job: Job, one: Generation, tau: float, compared: int) -> Non
     t.by_method[one.label] = t.by_method.get(one.label, 0) + rows
     t.prompts[rows] = t.prompts.get(rows, 0) + 1
     t.disk_bytes += rows * cost.row_bytes(job.max_new_tokens, per_row_calls, one.expected)
-    shape = cost.SHAPES.get(job.model)
+    shape = cost.shape_of(job.model)
     if shape is None:
         t.unpriced.add(job.model)
         return
