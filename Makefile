@@ -2,17 +2,18 @@
 # dtype, output folder) is a file under configs/experiment/; a target here is the command that runs
 # it. ARGS is appended to every command: Hydra overrides for runs (ARGS="limit=1 hydra.launcher.n_jobs=1"),
 # options for scripts and recipes (ARGS=--resume). Committed tables, figures and archives change only
-# when asked in so many words: UPDATE_COMMITTED=yes (else every report refuses to change them).
+# when asked in so many words: UPDATE_COMMITTED=yes (else every report refuses to change them). PLAN=1 on
+# a sweep target counts and estimates each harness command it would run (rheo plan) and runs nothing.
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
-PY := .venv/bin/python
-RUN := $(PY) -m eval.run -m
+PY := $(if $(PLAN),:,.venv/bin/python)
+RUN := $(if $(PLAN),.venv/bin/python -m eval.plan --command,$(PY) -m eval.run -m)
 RECIPE := $(PY) scripts/recipe.py
 REPORT := $(PY) scripts/report.py
 UPDATE := $(if $(filter yes,$(UPDATE_COMMITTED)),--update-committed)
 VENV_STAMP := .venv/.rheo-setup
-# every target names a command, not a file
-.PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9 -]*):([^=].*)?$$/\1/p' Makefile)
+$(if $(PLAN),.SILENT:)
+.PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9 -]*):([^=].*)?$$/\1/p' Makefile)  # every target names a command, not a file
 RESULTS ?= results/runs
 TABLES ?= results/tables
 FIGURES ?= results/figures
@@ -24,15 +25,14 @@ help: ## list the targets
 setup: ## create .venv: reuse a torch already installed, else the CPU wheel torch==2.13.0; then the project (editable, dev extras)
 	bash scripts/setup_venv.sh
 	touch $(VENV_STAMP)
-# test, smoke and reproduce set .venv up themselves when it is missing (or older than pyproject.toml)
-$(VENV_STAMP): pyproject.toml
+$(VENV_STAMP): pyproject.toml  # test, smoke and reproduce set .venv up themselves when missing (or older than pyproject.toml)
 	$(MAKE) setup
 test: $(VENV_STAMP) ## fast tests (CPU, tiny models), one worker per core (TEST_WORKERS=N to change)
 	.venv/bin/pytest -q -n $(or $(TEST_WORKERS),auto) --maxprocesses 8
 test-slow: $(VENV_STAMP) ## slow tests too (real SmolLM2, large Monte-Carlo)
 	.venv/bin/pytest -q -m slow
-bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work)
-	$(PY) scripts/bench_core.py
+bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work; one thread, as docs/harness.md measured)
+	$(PY) scripts/bench_core.py --threads 1 $(ARGS)
 cycle-cost: ## aten ops, host syncs and ms per target call by phase, tiny 32-layer pair (ARGS="--shape llama31_8b --device cuda --dtype bfloat16")
 	$(PY) scripts/cycle_cost.py --out $(TABLES) $(ARGS)
 # ------------------------------------------------------------------ make reproduce (docs/harness.md)
@@ -143,7 +143,7 @@ gpu-bundle: gpu-wheels ## wheels + the SmolLM2 GGUF in <= 30 MB parts under .gpu
 gpu-setup: ## on the GPU machine: reassemble the GGUF (SHA-256 checked), install the wheels, build the model cache
 	PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_bundle.py setup --bundle $(GPU_BUNDLE)
 gpu-check: ## the GPU path checked and timed (greedy identity, bf16 agreement, chi-square, tau parity, speed) -> GPU_OUT
-	$(GPU_ENV) OMP_NUM_THREADS=$(or $(OMP_NUM_THREADS),4) $(GPU_PY) scripts/gpu_check.py --device $(DEVICE) --out $(GPU_OUT) $(GPU_ARGS)
+	$(GPU_ENV) OMP_NUM_THREADS=$(or $(OMP_NUM_THREADS),4) $(GPU_PY) scripts/gpu_check.py --device $(DEVICE) --device-setting DEVICE --out $(GPU_OUT) $(GPU_ARGS)
 gpu-reference: ## the CPU reference of gpu-check's tau parity -> results/gpu/cpu_reference.json
 	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out $(GPU_OUT) --make-reference $(GPU_ARGS)
 gpu-corpus gpu-train-head: ## on a lent GPU: the draft-head corpus, then the head (configs/recipe/gpu_*.yaml) -> GPU_OUT

@@ -64,6 +64,14 @@ def fail(message: object, prog: Optional[str] = None, code: int = 2) -> NoReturn
     raise SystemExit(code)
 
 
+def fail_lines(message: str, prog: Optional[str] = None, code: int = 2) -> NoReturn:
+    """``<prog>: error: <first line>`` then the message's other lines as they are (an error whose class
+    sets ``multi_line = True``: its first line is self-contained, the rest are the fix's details)."""
+    first, *rest = str(message).splitlines() or [""]
+    print(f"{prog or program_name()}: error: {one_line(first)}", *rest, sep="\n", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
 @contextlib.contextmanager
 def errors_as_one_line(prog: Optional[str] = None,
                        user_errors: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
@@ -82,6 +90,8 @@ def errors_as_one_line(prog: Optional[str] = None,
         if _yaml_message(e):
             fail(_yaml_message(e), prog)
         if is_user_error(e, user_errors):
+            if getattr(e, "multi_line", False):  # a fix and a list of places: the first line stands alone
+                fail_lines(str(e), prog)
             fail(message, prog)
         fail(f"{type(e).__name__}: {message} (an unexpected error: rerun with {DEBUG_ENV}=1 for the traceback)",
              prog, 1)

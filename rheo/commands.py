@@ -5,6 +5,7 @@
     rheo tables --results results/mine --out results/mine/tables
     rheo figures --results results/mine --out results/mine/figures
     rheo export --results results/runs.parquet --out runs.csv
+    rheo plan reproduce-full model=llama31_8b_instruct device=cuda dtype=bfloat16
 
 ``run`` is the Hydra harness (``python -m eval.run``, every override accepted); ``tables`` and
 ``figures`` are the project's ``scripts/make_tables.py`` and ``scripts/make_figures.py`` of the
@@ -60,6 +61,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "tables": ("result tables from a results folder (scripts/make_tables.py)", _script("make_tables.py", "tables")),
     "figures": ("figures from a results folder (scripts/make_figures.py)", _script("make_figures.py", "figures")),
     "export": ("rows as CSV or JSON (python -m eval.report.export_rows)", _module("eval.report.export_rows", "export")),
+    "plan": ("what a sweep target would run: jobs, prompts, tokens, GPU-time estimate (python -m eval.plan)",
+             _module("eval.plan", "plan")),
 }
 
 

@@ -36,6 +36,7 @@ from rheo.config import PAPER_TREE
 from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
 from rheo.paths import REPO_ROOT
 from rheo.methods import reads
+from rheo.placement import as_device
 from rheo.presets import PRESETS
 
 __all__ = ["build_parser", "generate_main"]
@@ -152,6 +153,7 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
         raise ValueError("give both --target DIR and --head DIR (a local pair), or --model NAME")
     if args.target is not None and args.model is not None:
         raise ValueError("give either --model NAME or --target DIR --head DIR, not both")
+    as_device(args.device, "--device")  # refused as this command spells it: "use --device cpu"
     shape, tree = tree_of(args)
     config = spec_of(args, shape)
     threads = set_threads(args.threads)

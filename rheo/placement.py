@@ -30,8 +30,19 @@ def as_dtype(value: Union[None, str, torch.dtype], name: str = "dtype") -> Optio
     raise TypeError(f"{name} must be a torch.dtype or one of {list(DTYPES)}, got {type(value).__name__} {value!r}")
 
 
+def setting(name: str, value: object) -> str:
+    """How the user sets ``name`` where they typed it: an option (``--device cpu``), a make variable
+    (``DEVICE=cpu``) or a config key and keyword (``device=cpu``)."""
+    return f"{name} {value}" if name.startswith("-") else f"{name}={value}"
+
+
+def _given(name: str, value: object) -> str:
+    return f"{name} {value}" if name.startswith("-") else f"{name}={value!r}"
+
+
 def as_device(value: Union[str, torch.device], name: str = "device") -> torch.device:
-    """A device this torch build can use: "cpu", "cuda", "cuda:<i>" (or "mps"); else ValueError naming ``name``."""
+    """A device this torch build can use: "cpu", "cuda", "cuda:<i>" (or "mps"); else ValueError naming ``name``
+    as the user wrote it (``device`` for a config key, ``--device`` for an option, ``DEVICE`` for make)."""
     if not isinstance(value, (str, torch.device)):
         raise TypeError(f"{name} must be a string like 'cpu' or 'cuda:0', got {type(value).__name__} {value!r}")
     try:
@@ -41,13 +52,14 @@ def as_device(value: Union[str, torch.device], name: str = "device") -> torch.de
     if device.type == "cuda":
         if not torch.cuda.is_available():
             build = "a CPU-only torch build" if torch.version.cuda is None else "no visible CUDA device"
-            raise ValueError(f"{name}={value!r} but CUDA is not usable here ({build}, torch {torch.__version__}); "
-                             f"use {name}=cpu")
+            raise ValueError(f"{_given(name, value)} but CUDA is not usable here ({build}, torch {torch.__version__}); "
+                             f"use {setting(name, 'cpu')}")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ValueError(f"{name}={value!r} but only {torch.cuda.device_count()} CUDA device(s) are visible")
+            raise ValueError(f"{_given(name, value)} but only {torch.cuda.device_count()} CUDA device(s) are visible")
     elif device.type == "mps":
         if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-            raise ValueError(f"{name}={value!r} but MPS is not available in this torch build; use {name}=cpu")
+            raise ValueError(f"{_given(name, value)} but MPS is not available in this torch build; use "
+                             f"{setting(name, 'cpu')}")
     elif device.type != "cpu":
         raise ValueError(f"{name} must be cpu, cuda, cuda:<index> or mps, got {value!r}")
     return device

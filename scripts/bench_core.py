@@ -5,7 +5,7 @@ verification (``verify_tree``) with the models replaced by precomputed logits, s
 only the core's own work is measured. The paper tree (rheo.config.PAPER_TREE);
 draft vocabulary 32k mapped into a 128k target vocabulary (EAGLE-3 / Llama-3).
 
-    python scripts/bench_core.py [--cycles 60] [--threads 2]
+    python scripts/bench_core.py [--cycles 60] [--threads 1]
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def run(cfg: SpecConfig, cycles: int, drafter, d2t, vocab, seed: int) -> dict:
 def main() -> None:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cycles", type=positive_int, default=60)
-    ap.add_argument("--threads", type=positive_int, default=2)
+    ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--draft-vocab", type=positive_int, default=32_000)
     ap.add_argument("--target-vocab", type=positive_int, default=128_256)
     ap.add_argument("--temperature", type=float, default=1.0)

@@ -42,6 +42,7 @@ from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.paths import folder, git_sha
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
+from rheo.placement import setting
 from rheo.timing import device_name
 
 DTYPES = {k: v for k, v in PLACEMENT_DTYPES.items() if k != "float16"}
@@ -69,6 +70,8 @@ def parse(argv):
     ap.add_argument("--make-reference", action="store_true", help="write the CPU reference of the tau parity")
     ap.add_argument("--data-dir", type=Path, default=ROOT / "data" / "benchmarks")
     ap.add_argument("--reference", type=Path, default=REFERENCE, help="the CPU reference file of the tau parity")
+    # how the user set --device, for hints: `make gpu-check` passes DEVICE (its variable)
+    ap.add_argument("--device-setting", default="--device", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     try:
         k, depth, size = (int(x) for x in args.tree.split(","))
@@ -101,7 +104,8 @@ def main(argv=None) -> int:
     device, skip = args.device, set(filter(None, args.skip.split(",")))
     cuda = torch.device(device).type == "cuda"
     if cuda and not torch.cuda.is_available():
-        raise SystemExit("--device cuda but torch.cuda.is_available() is False (use --device cpu to rehearse)")
+        raise SystemExit(f"{setting(args.device_setting, device)} but torch.cuda.is_available() is False (use "
+                         f"{setting(args.device_setting, 'cpu')} to rehearse)")
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 identity needs full-precision matmuls
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")

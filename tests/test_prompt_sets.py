@@ -202,7 +202,7 @@ def test_speed_bench_without_a_local_copy_says_what_to_download(tmp_path):
     with pytest.raises(ValueError) as err:
         validate(cfg)
     text = str(err.value)
-    assert "huggingface-cli download nvidia/SPEED-Bench --repo-type dataset" in text and "qualitative" in text
+    assert "hf download nvidia/SPEED-Bench --repo-type dataset" in text and "qualitative" in text
     assert len(text.splitlines()) == 1
 
 

@@ -34,10 +34,10 @@ def test_every_console_entry_point_resolves_to_a_callable():
 
 def test_help_lists_the_commands_and_an_unknown_one_is_one_line():
     done = _rheo("--help")
-    assert done.returncode == 0 and all(f"  {c} " in done.stdout for c in ("generate", "run", "tables", "figures", "export"))
+    assert done.returncode == 0 and all(f"  {c} " in done.stdout for c in ("generate", "run", "tables", "figures", "export", "plan"))
     done = _rheo("nosuch")
     assert done.returncode == 2 and done.stderr.strip() == ("rheo: error: unknown command 'nosuch'; choose one of "
-                                                            "['generate', 'run', 'tables', 'figures', 'export'] (see rheo --help)")
+                                                            "['generate', 'run', 'tables', 'figures', 'export', 'plan'] (see rheo --help)")
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -6,7 +6,7 @@ prompt set from a local file or folder, or the Hugging Face hub (:func:`load_pro
 * a JSON-lines file (``.jsonl``; checked line by line, so errors name ``file:line``),
   a parquet file (``.parquet``) or an Arrow file (``.arrow``),
 * a folder written by ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``,
-* a folder in the hub's layout (``huggingface-cli download <name> --repo-type dataset
+* a folder in the hub's layout (``hf download <name> --repo-type dataset
   --local-dir <folder>``: data files plus the README's ``configs``), read with
   ``load_dataset(folder, dataset.hub_config)``.
 
@@ -68,7 +68,7 @@ def _missing(conf, path: Path) -> str:
     text = f"dataset.path {path} does not exist"
     if conf.hub:
         config = f" (config {conf.hub_config})" if conf.hub_config else ""
-        return (f"{text}: download {conf.hub}{config} there where there is network (`huggingface-cli download "
+        return (f"{text}: download {conf.hub}{config} there where there is network (`hf download "
                 f"{conf.hub} --repo-type dataset --local-dir {path}`), or set dataset.path=null to load it from "
                 f"the hub")
     return f"{text}: give a .jsonl / .parquet / .arrow file or a save_to_disk folder"
@@ -144,7 +144,7 @@ def _from_hub(conf):
     except Exception as e:  # offline: ConnectionError; wrong name: DatasetNotFoundError; ... one line each
         raise BenchmarkDataError(
             f"dataset.hub {conf.hub}: could not load it ({type(e).__name__}: {_first_line(e)}); without network, "
-            f"put a local copy in a folder (`huggingface-cli download {conf.hub} --repo-type dataset --local-dir "
+            f"put a local copy in a folder (`hf download {conf.hub} --repo-type dataset --local-dir "
             f"data/{conf.name}` on a machine with network, or `load_dataset(...).save_to_disk(folder)`) and set "
             f"dataset.path=data/{conf.name}") from None
     return _pick_split(loaded, conf, f"hub dataset {conf.hub}")

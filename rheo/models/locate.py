@@ -10,8 +10,9 @@ Each part (target, head) is looked up, in this order:
    assets, the project loader for the built-in SmolLM2 GGUF.
 
 A path given by 1 or 2 must exist (no silent fall-through). When a part is not
-found, one :class:`ModelWeightsNotFoundError` names the entry, the hub id and
-what to set.
+found, one :class:`ModelWeightsNotFoundError` says how to fix it first (its first line alone says
+where to put the folder and what to set; then the ``hf download`` lines of rheo.models.sources),
+then every place looked, one a line.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from rheo.models.catalog import BUILTIN_SMOLLM2, ModelEntry, get_entry
+from rheo.models.sources import RECIPES, fix_lines
 from rheo.models.weights import sampled_fingerprint, weights_fingerprint
 from rheo.paths import REPO_ROOT, folder
 
@@ -31,7 +33,10 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
 class ModelWeightsNotFoundError(FileNotFoundError):
-    """Weights of a registry entry are not available locally."""
+    """Weights of a registry entry are not available locally (a message of several lines: the command
+    line prints them as they are, rheo.cli)."""
+
+    multi_line = True
 
     def __init__(self, message: str, entry: str, missing: tuple[str, ...]) -> None:
         super().__init__(message)
@@ -45,11 +50,8 @@ class ResolvedPaths:
     head: Path
 
 
-#: repo-relative sources: committed assets, and heads built into .cache/ by a make recipe
+#: repo-relative sources: committed assets, and heads built into .cache/ by a make recipe (RECIPES)
 LOCAL_PREFIXES = ("rheo/", f"{folder('cache')}/")
-RECIPES = {str(folder("cache", "heads", "eagle3_smollm2_135m_mid")): "build it with `make head-mid`, ~25 min on one core",
-           str(folder("cache", "heads", "eagle3_smollm2_135m_broad")): "build it with `make head-broad`, ~1.5 h on two "
-                                                                         "cores"}
 
 
 def resolve_paths(entry: ModelEntry, target_path: Optional[str] = None,
@@ -65,8 +67,7 @@ def resolve_paths(entry: ModelEntry, target_path: Optional[str] = None,
             found[part] = path
     if problems:
         missing = tuple(p.split(" ", 1)[0] for p in problems)
-        raise ModelWeightsNotFoundError(
-            f"model {entry.name!r}: weights not available locally.\n" + "\n".join(problems), entry.name, missing)
+        raise ModelWeightsNotFoundError(_message(entry, missing, problems), entry.name, missing)
     return ResolvedPaths(target=found["target"], head=found["head"])
 
 
@@ -143,14 +144,21 @@ def _resolve_part(entry: ModelEntry, part: str, given: Optional[str]) -> tuple[O
 
 
 def _report(entry: ModelEntry, part: str, looked: list[str], env: str) -> str:
+    """'<part> (<source>) not found; looked at:' and one line per place."""
     source = getattr(entry, part)
     hub = f"hub id {source}" if not source.startswith((*LOCAL_PREFIXES, "builtin:")) else source
-    fix = (f"    fix: set {env}=/path/to/{part} (a folder with "
-           f"{'config.json and ' if part == 'target' else ''}weights), or put it at "
-           f"$RHEO_MODEL_DIR/{entry.name}/{part}, or pass {part}_path=...")
-    if not source.startswith((*LOCAL_PREFIXES, "builtin:")):
-        fix += f"; with network access: `huggingface-cli download {source}`"
-    return f"{part} ({hub}) not found. Looked at:\n" + "".join(f"    - {x}\n" for x in looked) + fix
+    return f"{part} ({hub}) not found; looked at:\n" + "\n".join(f"    - {x}" for x in looked)
+
+
+def _message(entry: ModelEntry, missing: tuple[str, ...], problems: list[str]) -> str:
+    """The fix first (a self-contained first line, then the download lines and the variable to set),
+    then every place looked, one a line (rheo.models.sources; docs/models.md)."""
+    parts = " and ".join(missing)
+    where = ", ".join(f"$RHEO_MODEL_DIR/{entry.name}/{p}" for p in missing)
+    first = (f"model {entry.name!r}: {parts} weights not found on this machine (nothing is downloaded): put "
+             f"{'them' if len(missing) > 1 else 'it'} at {where} or set {' / '.join(entry.env_var(p) for p in missing)}"
+             f" (docs/models.md)")
+    return "\n".join([first, "  fix:", *(f"    {x}" for x in fix_lines(entry, missing)), *(f"  {p}" for p in problems)])
 
 
 def _check_dir(path: Path, need_config: bool) -> str:
