@@ -11,7 +11,8 @@ import pytest
 
 from rheo.models.catalog import MODELS
 from rheo.models.locate import ModelWeightsNotFoundError, resolve_paths
-from rheo.models.sources import SOURCES, download_line, markdown_table
+from eval.report.markdown import markdown_table
+from rheo.models.sources import SOURCES, download_line, table_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 HUB_ENTRIES = [e for e in MODELS.values() if e.target in SOURCES or e.head in SOURCES]
@@ -19,7 +20,7 @@ HUB_ENTRIES = [e for e in MODELS.values() if e.target in SOURCES or e.head in SO
 
 def test_docs_models_is_the_catalogs_table():
     page = (ROOT / "docs" / "models.md").read_text()
-    assert markdown_table() in page  # regenerate: python -c "from rheo.models.sources import markdown_table; ..."
+    assert markdown_table(*table_rows()) in page  # regenerate: print markdown_table(*table_rows()) into docs/models.md
     for entry in MODELS.values():
         assert page.count(f"| `{entry.name}` |") == 2  # target and head
 

@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 from eval.plan import cost
 from eval.plan.expand import Command, expand, make_commands
 from eval.plan.totals import Totals, totals
+from eval.report.markdown import markdown_table
 from rheo.cli import ArgumentParser, positive_float, run_main
 
 ASSUMPTIONS = (
@@ -120,12 +121,9 @@ def markdown_report(results: Sequence[Totals], tau: float) -> str:
     gpus = list(cost.GPUS)
     head = ["model", "jobs", "configurations", "generations", "new tokens (at most)", "disk for rows",
             *[f"{g} (estimate)" for g in gpus]]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for t in results:
-        cells = [t.model, str(t.jobs), str(t.configurations), f"{t.generations:,}", f"{t.tokens:,}",
-                 _size(t.disk_bytes), *[_hours(t, g) for g in gpus]]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines + ["", "The estimate assumes:", ""] + [f"- {a}" for a in assumptions(tau)])
+    rows = [[t.model, str(t.jobs), str(t.configurations), f"{t.generations:,}", f"{t.tokens:,}",
+             _size(t.disk_bytes), *[_hours(t, g) for g in gpus]] for t in results]
+    return "\n".join([markdown_table(head, rows), "", "The estimate assumes:", ""] + [f"- {a}" for a in assumptions(tau)])
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

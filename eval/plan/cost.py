@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from rheo.methods import reads
 from rheo.models.catalog import BUILTIN_SMOLLM2, MODELS
 from rheo.paths import REPO_ROOT
 
@@ -78,10 +79,10 @@ def cost_label(method: str, proxy: Optional[str]) -> str:
     tempered proxy is rheo_auto; other Rheo settings are Rheo m=1; every other tree method Top-K's."""
     if method in ("ar", "hf_generate"):
         return "AR"
-    if method == "rheo":
-        return "rheo_auto" if proxy == "tempered" else "Rheo m=1"
     if method == "rheo_auto":
         return "rheo_auto"
+    if reads(method, "m"):  # Rheo: the one tree method with leads
+        return "rheo_auto" if proxy == "tempered" else "Rheo m=1"
     return "Top-K"
 
 

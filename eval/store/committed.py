@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from eval.store.storage import OutputDirError
+from eval.store.shard_checks import OutputDirError
 from rheo.cli import ArgumentParser, one_line, path_arg
 from rheo.io import atomic_write_bytes, remove_stale_outputs
 from rheo.paths import folder

@@ -105,11 +105,9 @@ def _cell(entry: ModelEntry, part: str) -> tuple[str, str, str, str]:
     return f"`{source}`", "this project's (Apache-2.0)", "not committed", recipe.replace("build it with ", "")
 
 
-def markdown_table() -> str:
-    """docs/models.md's table: every catalog entry, target and head."""
-    head = "| model | part | repository | licence / gating | size | get it |"
-    lines = [head, "|---|---|---|---|---|---|"]
-    for entry in MODELS.values():
-        for part in ("target", "head"):
-            lines.append("| " + " | ".join((f"`{entry.name}`", part, *_cell(entry, part))) + " |")
-    return "\n".join(lines)
+def table_rows() -> tuple[list[str], list[tuple[str, ...]]]:
+    """docs/models.md's table, (header, rows): every catalog entry, target and head (written by
+    eval.report.markdown.markdown_table)."""
+    head = ["model", "part", "repository", "licence / gating", "size", "get it"]
+    rows = [(f"`{entry.name}`", part, *_cell(entry, part)) for entry in MODELS.values() for part in ("target", "head")]
+    return head, rows
