@@ -18,6 +18,7 @@ import torch
 from rheo.adaptive import RootRow, cycle_policy
 from rheo.candidates import SAMPLE
 from rheo.config import SpecConfig
+from rheo.engine import engine_pair
 from rheo.methods import get_method
 from rheo.models.base import DraftModel, TargetModel
 from rheo.random import RandomSource, TorchRandom
@@ -191,6 +192,7 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     both sessions as it found them)."""
     if not isinstance(config, SpecConfig):
         raise TypeError(f"config must be a rheo.config.SpecConfig, got {type(config).__name__}")
+    target, drafter = engine_pair(target, drafter, config.engine)  # the pair itself for engine="eager"
     ids = check_prompt(prompt, max_new_tokens, target.vocab_size, getattr(target, "context_length", None))
     if config.max_children > drafter.vocab_size:
         raise ValueError(f"{config.max_children} children per node (k, or max(branching) of a static tree) "
