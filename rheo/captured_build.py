@@ -19,6 +19,7 @@ generator does not split a draw that way: there the trees are equal in distribut
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 import torch
@@ -26,8 +27,9 @@ import torch
 from rheo.candidates import LEAD
 from rheo.models.base import DraftTree
 from rheo.random import CountingRandom, PredrawnRandom, RandomSource, TorchRandom
-from rheo.tree import (BuiltTree, CandidateFn, DraftFn, Grown, ancestor_mask, built_tree, check_read, grow_tree,
-                       node_capacity, prune, rank_nodes, residuals, select_kept)
+from rheo import engine as engines
+from rheo.tree import (BuiltTree, CandidateFn, DraftFn, Grown, ancestor_mask, build_dynamic_tree, built_tree,
+                       check_read, grow_tree, node_capacity, prune, rank_nodes, residuals, select_kept)
 
 if TYPE_CHECKING:
     from rheo.methods.registry import Method
@@ -87,11 +89,13 @@ def finish(captured: Captured, cfg: "Spec") -> BuiltTree:
     the eager prune from the graph's ranking when fewer slots than ``tree_size`` were drafted."""
     read = check_read(captured.read.tolist())
     if read[0] < captured.ranked.shape[0]:  # rare: empty slots would be kept; prune again, eagerly
-        return prune(captured.grown, captured.ranked[:read[0]], captured.finite, captured.exp_row_all, cfg)
-    tree = DraftTree(tokens=captured.tokens, parents=captured.parents, depths=captured.depths,
-                     ancestor_mask=captured.mask)
-    return built_tree(tree, captured.kind, captured.sample_prob, captured.exp_row, captured.resid_ids,
-                      captured.resid_probs, read)
+        built = prune(captured.grown, captured.ranked[:read[0]], captured.finite, captured.exp_row_all, cfg)
+    else:
+        tree = DraftTree(tokens=captured.tokens, parents=captured.parents, depths=captured.depths,
+                         ancestor_mask=captured.mask)
+        built = built_tree(tree, captured.kind, captured.sample_prob, captured.exp_row, captured.resid_ids,
+                           captured.resid_probs, read)
+    return dataclasses.replace(built, root_row=captured.root_row)
 
 
 def root_tensor(root_token: int | torch.Tensor, device: torch.device | str) -> torch.Tensor:
@@ -160,3 +164,36 @@ class CapturedBuilder:
             captured = torch.utils._pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t,
                                                     captured)
         return finish(captured, cfg)
+
+
+#: the attribute of an engine's drafter that keeps its captured builders (method name -> builder)
+_BUILDERS = "_rheo_captured_builders"
+
+
+def engine_builder(drafter: object, method: "Method", engine: str) -> Optional[CapturedBuilder]:
+    """The captured builder the decode loop uses for ``method`` under ``engine`` with the engine's
+    ``drafter`` (kept on it, so its compiled graphs serve every generation); None where the tree is
+    built eagerly: engine "eager", and methods whose tree is not the dynamic one (static trees)."""
+    if engine == "eager" or method.kind != "dynamic" or method.build is not build_dynamic_tree:
+        return None
+    builders = drafter.__dict__.setdefault(_BUILDERS, {})
+    if method.name not in builders:
+        device = torch.device(getattr(drafter, "device", None) or "cpu")
+        compiler = engines.graphs_compiler(device) if engine == "graphs" else None
+        builders[method.name] = CapturedBuilder(method, compiler, clone=engine == "graphs" and device.type == "cuda")
+    return builders[method.name]
+
+
+def cycle_builder(method: "Method", drafter: object, session: object, engine: str) -> Callable[..., BuiltTree]:
+    """The decode loop's tree builder for one generation: ``method.build_tree`` (its draft calls go
+    through the callable it is handed, timed or watched), or under a static engine the captured build
+    over ``session.draft`` (one function: the handed callable is not called, the root's draft row comes
+    back as ``BuiltTree.root_row``)."""
+    builder = engine_builder(drafter, method, engine)
+    if builder is None:
+        return method.build_tree
+
+    def build(draft_fn: DraftFn, root_token: int, cfg: "Spec", rng: RandomSource,
+              draft_to_target: Optional[torch.Tensor] = None, device: torch.device | str = "cpu") -> BuiltTree:
+        return builder.build(session.draft, root_token, cfg, rng, draft_to_target, device)
+    return build

@@ -17,6 +17,7 @@ import torch
 
 from rheo.adaptive import RootRow, cycle_policy
 from rheo.candidates import SAMPLE
+from rheo.captured_build import cycle_builder
 from rheo.config import SpecConfig
 from rheo.engine import engine_pair
 from rheo.methods import get_method
@@ -218,8 +219,8 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     with tm.phase("prefill"):
         d_sess.prefill(ids, t_sess.prefill(ids[:-1]))
     root = ids[-1]
-    d2t = drafter.draft_to_target
-    draft_fn = tm.wrap("draft", d_sess.draft)
+    d2t, draft_fn = drafter.draft_to_target, tm.wrap("draft", d_sess.draft)
+    build = cycle_builder(method, drafter, d_sess, config.engine)  # method.build_tree, or the captured build
     counts: list[torch.Tensor] = []  # per cycle [2]: sampled nodes kept, and accepted
     while True:
         if on_state is not None:
@@ -227,11 +228,11 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
         cfg = config if policy is None else policy.config()
         cycle_draft = draft_fn if policy is None else RootRow(draft_fn)
         with tm.phase("tree"):
-            built = method.build_tree(cycle_draft, root, cfg, rng, d2t, device=_device_of(drafter))
+            built = build(cycle_draft, root, cfg, rng, d2t, device=_device_of(drafter))
         with tm.phase("score"):
             scored = t_sess.score_tree(built.tree)
         if policy is not None:
-            policy.observe(cycle_draft.row, scored.logits[0], d2t)
+            policy.observe(cycle_draft.row if built.root_row is None else built.root_row, scored.logits[0], d2t)
         if record_expected:  # before verifying: the rows of the expanded nodes in one batch
             out.expected_accept_lengths.append(method.expected_emitted(built, scored.logits, cfg))
         with tm.phase("verify"):

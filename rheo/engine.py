@@ -57,6 +57,8 @@ def graphs_compiler(device: torch.device | str) -> Callable[[Callable], Callable
             return compiled
 
         def step(*args):
+            if torch.compiler.is_compiling():  # traced inside a larger captured function (the draft-and-build
+                return fn(*args)  # function traces the head's step): part of that graph, not a replay of its own
             torch.compiler.cudagraph_mark_step_begin()  # outputs kept across calls are clones
             return compiled(*args)
         return step

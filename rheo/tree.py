@@ -49,6 +49,7 @@ class BuiltTree:
     drafted:     number of drafted nodes before pruning (root excluded)
     host_kind:   kind as a list, when the builder read it with the tree (``tree.host``), else None
     host_exp_row: exp_row as a list, likewise
+    root_row:    [Vd] the root's draft logits, when a captured build returns them (rheo.captured_build)
     """
 
     tree: DraftTree
@@ -60,6 +61,7 @@ class BuiltTree:
     drafted: int
     host_kind: Optional[list[int]] = None
     host_exp_row: Optional[list[int]] = None
+    root_row: Optional[torch.Tensor] = None
 
 
 def build_dynamic_tree(candidates: CandidateFn, draft_fn: DraftFn, root_token: int, cfg: "Spec",
