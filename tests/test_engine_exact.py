@@ -106,7 +106,8 @@ def test_chi_square_through_the_static_engine(method):
 
 def test_models_without_a_static_twin_are_refused_in_one_line(pair):
     toy = PrefixLM(lambda prefix: torch.zeros(4), 4)
-    with pytest.raises(ValueError, match=r"^engine='static' drafts with an EAGLE-3 head .* got PrefixLM: use engine='eager'$"):
+    refusal = r"^engine='static' drafts with an EAGLE-3 head .* got PrefixLM: use engine='eager'$"
+    with pytest.raises(ValueError, match=refusal):
         engine_drafter(toy, "static")
     with pytest.raises(ValueError, match=r"^engine='graphs' needs a transformers Llama target .* got PrefixLM"):
         engine_pair(toy, pair[1], "graphs")
@@ -115,10 +116,20 @@ def test_models_without_a_static_twin_are_refused_in_one_line(pair):
     assert engine_pair(toy, toy, "eager") == (toy, toy)  # eager: any pair, as it is
 
 
+def test_graphs_on_a_cpu_says_once_that_it_runs_without_cuda_graphs(capsys, monkeypatch):
+    import rheo.engine
+
+    monkeypatch.setattr(rheo.engine, "_NOTED", set())
+    rheo.engine.graphs_compiler("cpu")
+    rheo.engine.graphs_compiler("cpu")
+    assert capsys.readouterr().err == "engine=graphs on cpu: Inductor without CUDA graphs (a cpu has none to replay)\n"
+
+
 def test_the_static_twin_is_made_once_and_one_session_holds_its_cache(pair):
     target = pair[0]
     static = engine_target(target, "static")
-    assert engine_target(target, "static") is static and engine_drafter(pair[1], "static") is engine_drafter(pair[1], "static")
+    assert engine_target(target, "static") is static
+    assert engine_drafter(pair[1], "static") is engine_drafter(pair[1], "static")
     first = static.new_session()
     first.prefill(PROMPT[:-1])
     static.new_session()

@@ -46,7 +46,8 @@ def _rows(engine, tokens_per_s, method="rheo", m=1):
     """One stored row of ``method`` on one prompt, run on ``engine`` (None: before the column)."""
     return {"model": "p", "target_path": None, "target_sha": None, "head_path": None, "device": "cuda",
             "dtype": "bfloat16", "dataset": "gsm8k", "item_id": 0, "turn": 0, "temperature": 0.0, "seed": 0,
-            "max_new_tokens": 8, "method": method, "m": m if method == "rheo" else None, "k": None if method == "ar" else 10,
+            "max_new_tokens": 8, "method": method, "m": m if method == "rheo" else None,
+            "k": None if method == "ar" else 10,
             "depth": 8, "tree_size": 60, "sparse_top": 128, "proxy": "rheo", "verify_order": "stochastic_first",
             "new_tokens": 8, "wall_s": 8 / tokens_per_s, "tokens_per_s": tokens_per_s, "paired_with": None,
             "config_hash": f"{method}-{engine}", "engine": engine}

@@ -40,7 +40,7 @@ from rheo.methods.topk import DYNAMIC_FIELDS
 log = logging.getLogger(__name__)
 
 PAIR_KEY = ["model", "target_path", "target_sha", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
-            "max_new_tokens", "engine"]
+            "max_new_tokens", "engine"]  # engine: rows of two engines are never paired
 #: the engine of rows without one (rheo.engine: the reference; rows older than the column)
 EAGER = "eager"
 TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.methods)
