@@ -81,7 +81,8 @@ def engine_target(target: Any, engine: str) -> Any:
     if engine == "eager":
         return target
     from rheo.models.hf_target import HFTarget, plain_lm_head
-    from rheo.models.static_target import StaticHFTarget, full_attention
+    from rheo.models.static_target import StaticHFTarget
+    from rheo.models.static_forward import full_attention
 
     if type(target) is not HFTarget or not plain_lm_head(target.hf_model) or not full_attention(target.hf_model):
         raise ValueError(f"engine={engine!r} needs a transformers Llama target with full attention (rheo.models."

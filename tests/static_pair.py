@@ -13,7 +13,7 @@ from rheo.models.tiny import make_tiny_llama
 HIDDEN, HEADS, KV_HEADS = 32, 4, 2
 
 
-def eagle_pair(vocab: int = 24, layers: int = 4, seed: int = 0) -> tuple[HFTarget, Eagle3Drafter]:
+def eagle_pair(vocab: int = 12, layers: int = 4, seed: int = 0) -> tuple[HFTarget, Eagle3Drafter]:
     """(HFTarget, Eagle3Drafter): a seeded random Llama of ``layers`` decoder layers (>= 3: the head
     reads layers 2, L//2, L-3) and a random head whose output layer is the target's (so that its
     drafts agree with the target often enough for trees to be accepted past the root)."""

@@ -73,7 +73,7 @@ def test_the_head_step_and_extend_make_one_graph_for_every_depth_and_length():
     f, depth = 3, MAX_DEPTH - 1
     counts = []
     for cycle in range(20):
-        tokens, parents, depths = [int(torch.randint(0, 20, (1,), generator=g))], [-1], [0]
+        tokens, parents, depths = [int(torch.randint(0, drafter.vocab_size, (1,), generator=g))], [-1], [0]
         frontier = torch.tensor([0])
         for layer in range(depth):
             view = TreeView(torch.tensor(tokens), torch.tensor(parents), torch.tensor(depths), layer)
@@ -86,7 +86,8 @@ def test_the_head_step_and_extend_make_one_graph_for_every_depth_and_length():
             depths += [layer + 1] * f
             frontier = torch.arange(first, first + f)
         accepted = 1 + cycle % (depth + 1)  # 1 .. depth+1 tokens committed
-        session.commit(torch.randint(0, 20, (accepted,), generator=g), torch.randn(accepted, 3 * target.hidden_size))
+        tokens = torch.randint(0, drafter.vocab_size, (accepted,), generator=g)
+        session.commit(tokens, torch.randn(accepted, 3 * target.hidden_size))
         counts.append(graph_counts())
     assert session.committed == 5 + sum(1 + c % (depth + 1) for c in range(20))
     assert counts[-1][1] == 0  # no graph break
