@@ -16,8 +16,9 @@ one generation runs under ``torch.profiler``; every event is charged to the inne
   that wait for the device, as the op counter counts them);
 * **ms**: per target call and phase, from a second, unprofiled generation.
 
-Every engine is warmed by one generation first (compiles, tables made once, the captured builder's
-first eager build), so the counted generation is the steady state. Phases: ``tree`` is the draft loop
+Every engine is warmed by two generations first (compiles, tables made once, the captured builder's
+first eager build, and the graph a new head session's first tree adds), so the counted generation is
+the steady state. Phases: ``tree`` is the draft loop
 and the build together (one captured function under static and graphs), then score, verify, commit
 and other. On a CPU a count says how many calls the host makes: it predicts a GPU's launch-bound cost
 under eager dispatch, not a CUDA graph's (there, one replay launches all of a graph's kernels).
@@ -168,7 +169,8 @@ def profile_row(pair: CostPair, label: str, fields: Optional[dict], temperature:
     """One (method, T, engine): kernels, graph launches and syncs per target call by phase, ms."""
     device = torch.device(getattr(pair.drafter, "device", "cpu"))
     start = time.perf_counter()
-    run_once(pair, fields, temperature, engine, prompt, new_tokens, None)  # warm: compiles, first builds
+    for _ in range(2):  # warm: compiles, first builds, and a new session's first tree (its own guard)
+        run_once(pair, fields, temperature, engine, prompt, new_tokens, None)
     warm_s = time.perf_counter() - start
     timer = MarkTimer(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
