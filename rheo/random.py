@@ -149,7 +149,15 @@ class PredrawnRandom:
         self.used += n
         return u.to(device)
 
-    categorical = TorchRandom.categorical
+    def categorical(self, probs: torch.Tensor) -> torch.Tensor:
+        """:meth:`TorchRandom.categorical`'s index, counted instead of searched: the entries of the
+        (non-decreasing) CDF at or below the scaled uniform, which is what ``searchsorted(right=True)``
+        returns, in a form a compiler fuses into one kernel with the comparison (probs: [n, V] -> [n])."""
+        n, vocab = probs.shape
+        cdf = probs.cumsum(-1, dtype=torch.float64)  # [n, V]
+        u = self._uniform(n, probs.device) * cdf[:, -1]  # [n]
+        return (cdf <= u[:, None]).sum(-1).clamp(max=vocab - 1)
+
     bernoulli = TorchRandom.bernoulli
 
 

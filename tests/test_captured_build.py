@@ -95,6 +95,22 @@ def test_the_predrawn_build_is_the_eager_build_seed_for_seed(name, fields, tempe
         assert torch.equal(eager_g.get_state(), pre_g.get_state())  # the verifier's draws follow unchanged
 
 
+def test_a_predrawn_categorical_draws_the_index_torch_random_searches_for():
+    """Zero-probability entries, ties at the CDF and rows of one entry included."""
+    g = torch.Generator().manual_seed(4)
+    probs = torch.rand(400, 9, generator=g, dtype=torch.float64) * (torch.rand(400, 9, generator=g) > 0.4)
+    probs[:, 0] += 1e-3  # every row has mass
+    probs[:50, 1:] = 0  # rows of one entry
+    uniforms = torch.rand(400, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    uniforms[50:60] = 0.0  # u at the bottom of the CDF
+    want = TorchRandom(torch.Generator().manual_seed(5)).categorical(probs)
+    assert torch.equal(PredrawnRandom(torch.rand(400, generator=torch.Generator().manual_seed(5),
+                                                 dtype=torch.float64)).categorical(probs), want)
+    scaled = uniforms * probs.cumsum(-1)[:, -1]
+    searched = torch.searchsorted(probs.cumsum(-1), scaled[:, None], right=True).squeeze(-1).clamp(max=8)
+    assert torch.equal(PredrawnRandom(uniforms).categorical(probs), searched)
+
+
 def test_a_predrawn_source_refuses_to_read_past_its_uniforms():
     rng = PredrawnRandom(torch.rand(3, dtype=torch.float64))
     rng.bernoulli(torch.full((2,), 0.5))
