@@ -31,8 +31,8 @@ __all__ = ["StaticEagle3Drafter", "StaticEagle3Session", "step_graph", "extend_g
 
 #: ancestor chains are padded to this many entries at first (doubled when a tree is deeper)
 MAX_DEPTH = 8
-#: per-node buffers hold this many tree nodes at first (doubled when a tree has more)
-MIN_NODES = 64
+#: per-node buffers hold this many tree nodes at first (the paper's tree drafts 711; doubled when a tree has more)
+MIN_NODES = 1024
 
 
 class HeadState:
