@@ -174,6 +174,7 @@ def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Seque
     ``stop_when(new_tokens) -> bool``: asked after each emitted token with all new tokens so far;
     True ends generation after that token (a stop rule that is a function of the sequence, like
     EOS, so the output is the target's sequence cut where the rule first holds).
+    ``config.engine``: the pair runs as that engine's twin (rheo.engine; "eager": as it is).
     """
     return generate_with_source(target, drafter, prompt, max_new_tokens, config, TorchRandom(generator),
                                 eos_token_id, timer, record_expected, on_tokens=on_tokens, stop_when=stop_when)

@@ -70,7 +70,7 @@ def test_the_head_step_and_extend_make_one_graph_for_every_depth_and_length():
     feats = torch.randn(5, 3 * target.hidden_size)
     session.prefill(list(range(6)), feats)
     g = torch.Generator().manual_seed(0)
-    f, depth = 3, MAX_DEPTH - 1
+    f, depth = 3, MAX_DEPTH  # the paper's depth: steps at depths 1 .. 7
     counts = []
     for cycle in range(20):
         tokens, parents, depths = [int(torch.randint(0, drafter.vocab_size, (1,), generator=g))], [-1], [0]
@@ -91,4 +91,4 @@ def test_the_head_step_and_extend_make_one_graph_for_every_depth_and_length():
         counts.append(graph_counts())
     assert session.committed == 5 + sum(1 + c % (depth + 1) for c in range(20))
     assert counts[-1][1] == 0  # no graph break
-    assert counts[0][0] == 2 and counts[-1][0] == 2  # the step (all depths 1 .. depth-1) and the extend
+    assert counts[0][0] == 2 and counts[-1][0] == 2  # the step (every depth, every length) and the extend

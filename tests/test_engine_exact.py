@@ -135,3 +135,21 @@ def test_the_static_twin_is_made_once_and_one_session_holds_its_cache(pair):
     static.new_session()
     with pytest.raises(RuntimeError, match="a newer session of this static target holds its cache"):
         first.prefill(PROMPT[:2])
+
+
+def test_a_discarded_tree_leaves_the_committed_past_as_it_was(pair):
+    target, drafter = pair
+    from rheo.methods import get_method
+
+    cfg = SpecConfig(method="topk", temperature=0.0, **TREE)
+    eager, static = target.new_session(), engine_target(target, "static").new_session()
+    feats = eager.prefill(PROMPT[:-1])
+    static.prefill(PROMPT[:-1])
+    d_sess = drafter.new_session()
+    d_sess.prefill(PROMPT, feats)
+    built = get_method("topk").build_tree(d_sess.draft, PROMPT[-1], cfg, None, drafter.draft_to_target)
+    static.score_tree(built.tree)
+    static.discard()  # same-state evaluation scores trees it does not verify
+    want, got = eager.score_tree(built.tree), static.score_tree(built.tree)
+    assert (got.logits.materialize() - want.logits.materialize()).abs().max() <= 1e-5
+    assert static.past_len == len(PROMPT) - 1

@@ -31,8 +31,8 @@ __all__ = ["StaticEagle3Drafter", "StaticEagle3Session", "step_graph", "extend_g
 
 #: ancestor chains are padded to this many entries at first (doubled when a tree is deeper)
 MAX_DEPTH = 8
-#: per-node buffers hold this many tree nodes at first (doubled when a tree has more)
-MIN_NODES = 64
+#: per-node buffers hold this many tree nodes at first (the paper's tree drafts 711; doubled when a tree has more)
+MIN_NODES = 1024
 
 
 class HeadState:
@@ -55,9 +55,9 @@ class HeadState:
         self.node_hidden = torch.zeros(nodes, cfg.hidden_size, dtype=dtype, device=dev)
         self.node_kv = torch.zeros(nodes, 2, nkv, hd, dtype=dtype, device=dev)
         self.node_chain = torch.zeros(nodes, max_depth, dtype=torch.long, device=dev)
-        for t in (self.kv, self.length, self.root_hidden, self.root_logits, self.node_hidden, self.node_kv,
-                  self.node_chain):
-            torch._dynamo.mark_static_address(t)
+        for t in (self.kv, self.length, self.cos, self.sin, self.perm, self.root_hidden, self.root_logits,
+                  self.node_hidden, self.node_kv, self.node_chain):
+            torch._dynamo.mark_static_address(t)  # a CUDA graph reads and writes them in place, never a copy
 
     @property
     def capacity(self) -> int:
@@ -133,6 +133,8 @@ class StaticEagle3Drafter:
         self.vocab_size, self.draft_to_target, self.device = eager.vocab_size, eager.draft_to_target, eager.device
         self.min_capacity, self.keep_outputs = int(min_capacity), keep_outputs
         self.norms = norm_pair(eager.head)
+        for t in (self.norms, eager.embed_weight):  # read by the graphs: in place, not copied at each replay
+            torch._dynamo.mark_static_address(t)
         self._states: dict[tuple[int, int, int], HeadState] = {}
         self._owner: Optional[StaticEagle3Session] = None
         #: 0-d views of 0 .. 4095 on the device: a depth or a count passed without a host-to-device copy

@@ -3,17 +3,15 @@ decoder call over a static cache (:func:`decode_graph`), a padded tree's scoring
 (:func:`score_graph`) and the commit's fixed-shape copies (:func:`commit_graph`). No Python value in
 them depends on the cache length or the tree: ``past`` is a 0-d tensor and every shape is a bucket's.
 transformers' decoder layers run unchanged; only the model's top level (embedding, rotary, mask, the
-cache object, the feature reads, the final norm and output rows) is written here.
+cache object, the feature reads, the final norm and output rows) is written here. ``target`` is a
+:class:`rheo.models.static_target.StaticHFTarget` (its decoder, output layer, feature layers, dtype).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence
 
 import torch
-
-if TYPE_CHECKING:
-    from rheo.models.static_target import StaticHFTarget
 
 __all__ = ["CHAIN_ROWS", "StaticKV", "chain_rows", "commit_graph", "decode_graph", "full_attention", "score_graph"]
 
@@ -44,7 +42,7 @@ class StaticKV:
         return k, v
 
 
-def decode_graph(target: "StaticHFTarget", kv: Sequence[torch.Tensor], tokens: torch.Tensor,
+def decode_graph(target: Any, kv: Sequence[torch.Tensor], tokens: torch.Tensor,
                  depths: torch.Tensor, visible: torch.Tensor, past: torch.Tensor):
     """The decoder over N new tokens behind ``past`` cached ones (no Python value depends on ``past``).
 
@@ -89,7 +87,7 @@ def chain_rows(parents: torch.Tensor, rows: int) -> torch.Tensor:
     return torch.cat(chain)  # [rows]
 
 
-def score_graph(target: "StaticHFTarget", kv: Sequence[torch.Tensor], tokens: torch.Tensor, depths: torch.Tensor,
+def score_graph(target: Any, kv: Sequence[torch.Tensor], tokens: torch.Tensor, depths: torch.Tensor,
                 parents: torch.Tensor, ancestors: torch.Tensor, past: torch.Tensor):
     """One scoring call of a padded tree (the function a compiler captures).
 
