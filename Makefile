@@ -33,8 +33,8 @@ test-slow: $(VENV_STAMP) ## slow tests too (real SmolLM2, large Monte-Carlo)
 	.venv/bin/pytest -q -m slow
 bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work; one thread, as docs/harness.md measured)
 	$(PY) scripts/bench_core.py --threads 1 $(ARGS)
-cycle-cost: ## aten ops, host syncs and ms per target call by phase, tiny 32-layer pair (ARGS="--shape llama31_8b --device cuda --dtype bfloat16")
-	$(PY) scripts/cycle_cost.py --out $(TABLES) $(ARGS)
+cycle-cost: ## aten ops, host syncs and ms per target call by phase, tiny 32-layer pair (ARGS="--shape llama31_8b --device cuda --dtype bfloat16"); ENGINE=static|graphs: profiled beside eager, into outputs/cycle_cost
+	$(PY) scripts/cycle_cost.py $(if $(ENGINE),--engine $(ENGINE) --out outputs/cycle_cost,--out $(TABLES)) $(ARGS)
 # ------------------------------------------------------------------ make reproduce (docs/harness.md)
 reproduce: $(VENV_STAMP) ## CPU protocol: tau experiments (two jobs at a time), then speed alone; tables, figures, archives; its wall time
 	$(PY) -m eval.measure.wall_clock start .reproduce-clock.json

@@ -26,6 +26,9 @@ PAPER_TREE = MappingProxyType({"k": 10, "depth": 8, "tree_size": 60, "sparse_top
 PROXIES = ("rheo", "tempered", "fixed")
 RANKS = ("q", "q_T")
 VERIFY_ORDERS = ("stochastic_first", "deterministic_first")
+#: how the models run (rheo.engine): "eager" (the reference: committed rows, exactness tests), "static"
+#: (static-shape sessions run eagerly, the twin of the compiled path) or "graphs" (those compiled)
+ENGINES = ("eager", "static", "graphs")
 ADAPTS = ("none", *ADAPT_RULES)
 #: field metadata: held (None where unused) by the harness key of every method, whatever it reads, so
 #: the config hashes of rows stay what they were; other fields enter only the keys of methods that read
@@ -37,7 +40,7 @@ KEY_WHEN_SET = {"key_when_set": True}
 #: field metadata: a library setting only, no harness parameter (no config key, no row column)
 LIBRARY_ONLY = {"harness": False}
 #: fields a harness takes from the run rather than from the method node
-RUN_FIELDS = ("method", "temperature")
+RUN_FIELDS = ("method", "temperature", "engine")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,10 @@ class SpecConfig:
     branching:    static trees: children per node at each depth, (b1, ..., bd); depth = d
     replacement:  static trees: siblings drawn i.i.d. (True, SpecInfer) or without
                   replacement (False, RSD)
+    engine:       how the target and the drafter run, whatever the method (rheo.engine): "eager"
+                  (the reference), "static" (static-shape sessions, eagerly) or "graphs" (the
+                  same compiled to graphs); a run's setting like temperature, in a row's key only
+                  when not "eager" (rows of two engines never pool)
     """
 
     method: str = "rheo"
@@ -91,6 +98,7 @@ class SpecConfig:
     rank: str = field(default="q", metadata=KEY_WHEN_SET)
     probe_min: float = field(default=0.0, metadata=KEY_WHEN_SET)
     adapt: str = field(default="none", metadata=KEY_WHEN_SET)
+    engine: str = "eager"
 
     def __post_init__(self) -> None:
         for name in ("k", "m", "depth", "tree_size", "sparse_top"):  # np.int64(3) -> 3
@@ -105,6 +113,7 @@ class SpecConfig:
         _choice("verify_order", self.verify_order, VERIFY_ORDERS)
         _choice("rank", self.rank, RANKS)
         _choice("adapt", self.adapt, ADAPTS)
+        _choice("engine", self.engine, ENGINES)
         if not (type(self.probe_min) is float and 0.0 <= self.probe_min <= 1.0):
             raise ValueError(f"probe_min must be a number in [0, 1], got {_show(self.probe_min)}")
         unread = unread_settings({f: getattr(self, f) for f in self.__dataclass_fields__}, method.fields, type(self))

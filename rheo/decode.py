@@ -17,7 +17,9 @@ import torch
 
 from rheo.adaptive import RootRow, cycle_policy
 from rheo.candidates import SAMPLE
+from rheo.captured_build import cycle_builder
 from rheo.config import SpecConfig
+from rheo.engine import engine_pair
 from rheo.methods import get_method
 from rheo.models.base import DraftModel, TargetModel
 from rheo.random import RandomSource, TorchRandom
@@ -172,6 +174,7 @@ def speculative_generate(target: TargetModel, drafter: DraftModel, prompt: Seque
     ``stop_when(new_tokens) -> bool``: asked after each emitted token with all new tokens so far;
     True ends generation after that token (a stop rule that is a function of the sequence, like
     EOS, so the output is the target's sequence cut where the rule first holds).
+    ``config.engine``: the pair runs as that engine's twin (rheo.engine; "eager": as it is).
     """
     return generate_with_source(target, drafter, prompt, max_new_tokens, config, TorchRandom(generator),
                                 eos_token_id, timer, record_expected, on_tokens=on_tokens, stop_when=stop_when)
@@ -191,6 +194,7 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     both sessions as it found them)."""
     if not isinstance(config, SpecConfig):
         raise TypeError(f"config must be a rheo.config.SpecConfig, got {type(config).__name__}")
+    target, drafter = engine_pair(target, drafter, config.engine)  # the pair itself for engine="eager"
     ids = check_prompt(prompt, max_new_tokens, target.vocab_size, getattr(target, "context_length", None))
     if config.max_children > drafter.vocab_size:
         raise ValueError(f"{config.max_children} children per node (k, or max(branching) of a static tree) "
@@ -216,8 +220,8 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
     with tm.phase("prefill"):
         d_sess.prefill(ids, t_sess.prefill(ids[:-1]))
     root = ids[-1]
-    d2t = drafter.draft_to_target
-    draft_fn = tm.wrap("draft", d_sess.draft)
+    d2t, draft_fn = drafter.draft_to_target, tm.wrap("draft", d_sess.draft)
+    build = cycle_builder(method, drafter, d_sess, config.engine)  # method.build_tree, or the captured build
     counts: list[torch.Tensor] = []  # per cycle [2]: sampled nodes kept, and accepted
     while True:
         if on_state is not None:
@@ -225,11 +229,11 @@ def generate_with_source(target: TargetModel, drafter: DraftModel, prompt: Seque
         cfg = config if policy is None else policy.config()
         cycle_draft = draft_fn if policy is None else RootRow(draft_fn)
         with tm.phase("tree"):
-            built = method.build_tree(cycle_draft, root, cfg, rng, d2t, device=_device_of(drafter))
+            built = build(cycle_draft, root, cfg, rng, d2t, device=_device_of(drafter))
         with tm.phase("score"):
             scored = t_sess.score_tree(built.tree)
         if policy is not None:
-            policy.observe(cycle_draft.row, scored.logits[0], d2t)
+            policy.observe(cycle_draft.row if built.root_row is None else built.root_row, scored.logits[0], d2t)
         if record_expected:  # before verifying: the rows of the expanded nodes in one batch
             out.expected_accept_lengths.append(method.expected_emitted(built, scored.logits, cfg))
         with tm.phase("verify"):

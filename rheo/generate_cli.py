@@ -32,7 +32,7 @@ import torch
 
 from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int, seed_arg, text_input
 from rheo.compare_ar import repeat_line
-from rheo.config import PAPER_TREE
+from rheo.config import ENGINES, PAPER_TREE
 from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
 from rheo.paths import REPO_ROOT
 from rheo.methods import reads
@@ -62,6 +62,9 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
     p.add_argument("--tree-size", type=positive_int, default=None, help="kept nodes (overrides --tree)")
     p.add_argument("--temperature", type=non_negative_float, default=0.7, help="0 = greedy (default 0.7)")
     p.add_argument("--m", type=non_negative_int, default=None, help="rheo: lead slots per node (default 1)")
+    p.add_argument("--engine", default="eager", choices=ENGINES,
+                   help="eager (default, the reference); static: static-shape sessions; graphs: those compiled "
+                        "(CUDA graphs on a GPU, Inductor on a CPU); an EAGLE-3 pair (rheo.engine)")
     p.add_argument("--max-new-tokens", type=positive_int, default=128, help="default 128")
     p.add_argument("--seed", type=seed_arg, default=0, help="random seed (default 0)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
@@ -129,7 +132,8 @@ def spec_of(args, shape: dict):
 
     method = PRESETS[args.method]["method"] if args.method in PRESETS else args.method
     shape = {f: v for f, v in shape.items() if reads(method, f) or getattr(args, f, None) is not None}
-    changes = {**shape, "temperature": args.temperature, **({} if args.m is None else {"m": args.m})}
+    changes = {**shape, "temperature": args.temperature, "engine": getattr(args, "engine", "eager"),
+               **({} if args.m is None else {"m": args.m})}
     if args.method in PRESETS:
         try:
             return SpecConfig.preset(args.method, **changes)
@@ -163,7 +167,8 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     pair = load_model_pair(name, device=args.device, dtype=dtype.dtype, target_path=args.target,
                            head_path=args.head, chat_format=args.chat_format)
     ran_in = str(pair.hf_model.dtype).replace("torch.", "")
-    print(f"{args.method}, tree {tree}, {ran_in} ({dtype.reason}), {threads}", file=sys.stderr, flush=True)
+    engine = "" if args.engine == "eager" else f", engine {args.engine}"
+    print(f"{args.method}, tree {tree}, {ran_in} ({dtype.reason}), {threads}{engine}", file=sys.stderr, flush=True)
     prompt = pair.format_chat([{"role": "user", "content": text}])
     check_prompt(prompt, args.max_new_tokens, pair.target.vocab_size, getattr(pair.target, "context_length", None))
     printer = _Printer(pair.tokenizer)

@@ -125,3 +125,53 @@ class PathRandom:
         return (probs.to(torch.float64).log() + gumbel).argmax(-1)  # [n]
 
     bernoulli = TorchRandom.bernoulli
+
+
+class PredrawnRandom:
+    """Draws from uniforms drawn before: the ``i``-th uniform any draw needs is ``uniforms[i]``, in the
+    order :class:`TorchRandom` would draw them (categorical and bernoulli are its own code), so a
+    function that takes its randomness as a tensor can be captured whole (no ``torch.Generator`` in it).
+
+    uniforms: [N] float64. On a CPU, ``torch.rand(N, generator=g)`` equals the separate draws of the
+    same total length made on ``g`` in turn, so a build fed ``TorchRandom(g)``'s ``N`` uniforms drawn at
+    once makes the same tree as the build drawing them itself, and leaves ``g`` where it would.
+    Reading past the end raises ValueError (the count is a property of the configuration's shapes)."""
+
+    def __init__(self, uniforms: torch.Tensor) -> None:
+        self.uniforms = uniforms
+        self.used = 0  # uniforms read so far
+
+    def _uniform(self, n: int, device: torch.device) -> torch.Tensor:
+        if self.used + n > self.uniforms.shape[0]:
+            raise ValueError(f"a draw of {n} uniforms after {self.used} of {self.uniforms.shape[0]} pre-drawn ones: "
+                             "the function drew more than its count")
+        u = self.uniforms[self.used:self.used + n]
+        self.used += n
+        return u.to(device)
+
+    def categorical(self, probs: torch.Tensor) -> torch.Tensor:
+        """:meth:`TorchRandom.categorical`'s index, counted instead of searched: the entries of the
+        (non-decreasing) CDF at or below the scaled uniform, which is what ``searchsorted(right=True)``
+        returns, in a form a compiler fuses into one kernel with the comparison (probs: [n, V] -> [n])."""
+        n, vocab = probs.shape
+        cdf = probs.cumsum(-1, dtype=torch.float64)  # [n, V]
+        u = self._uniform(n, probs.device) * cdf[:, -1]  # [n]
+        return (cdf <= u[:, None]).sum(-1).clamp(max=vocab - 1)
+
+    bernoulli = TorchRandom.bernoulli
+
+
+class CountingRandom:
+    """A :class:`TorchRandom` that counts the uniforms it hands out (``used``): how many a function
+    needs pre-drawn for :class:`PredrawnRandom`."""
+
+    def __init__(self, base: TorchRandom) -> None:
+        self.base = base
+        self.used = 0
+
+    def _uniform(self, n: int, device: torch.device) -> torch.Tensor:
+        self.used += n
+        return self.base._uniform(n, device)
+
+    categorical = TorchRandom.categorical
+    bernoulli = TorchRandom.bernoulli

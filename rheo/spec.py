@@ -33,6 +33,7 @@ class Spec(Protocol):
     rank: str
     probe_min: float
     adapt: str
+    engine: str
 
     @property
     def greedy(self) -> bool: ...

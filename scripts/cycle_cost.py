@@ -7,6 +7,10 @@ what counts as an op and a sync: eval.device.op_counter; docs/gpu.md).
         [--dtype bfloat16] [--reduce 8] [--new-tokens 24] [--tau 5.0] [--no-time] [--out DIR]
     python scripts/cycle_cost.py --rows results/speed.parquet --shape smollm2 --out results/tables/speed
 
+``--engine static|graphs``: the same methods under that engine beside the eager one, counted with
+torch.profiler (eval.device.profiled_cost: kernels launched, graph launches, host syncs and ms per
+target call and phase), written to DIR/cycle_cost_<shape>_<device>_<engine>.{md,parquet}.
+
 ``--rows``: count the configurations of a speed study's rows instead (eval.device.row_cost): ops, syncs
 and predicted GPU speedup next to the CPU speedup the rows measured, written to DIR/launches.md.
 """
@@ -36,6 +40,8 @@ def main() -> None:
     ap.add_argument("--threads", type=positive_int, default=None, help="torch threads (CPU)")
     ap.add_argument("--no-time", action="store_true", help="count only (no timed generations)")
     ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git (--rows)")
+    ap.add_argument("--engine", default=None, choices=("static", "graphs"),
+                    help="profile the methods under this engine beside eager (torch.profiler counts)")
     ap.add_argument("--rows", default=None, help="a speed study's rows (folder or archive): count their configurations")
     ap.add_argument("--out", default=None, help="folder for cycle_cost_<shape>.{md,parquet} (default: none, print)")
     args = ap.parse_args()
@@ -46,6 +52,8 @@ def main() -> None:
     pair = load_cost_pair(args.shape, args.device, args.dtype, args.reduce)
     if args.rows:
         return launches(pair, args)
+    if args.engine:
+        return engine_costs(pair, args)
     rows = cost_rows(pair, args.new_tokens, args.prompt_len, timed=not args.no_time,
                      progress=lambda r: print(f"  {r['method']:<10} T={r['temperature']:g}: {r['ops']:,.0f} ops, "
                                               f"{r['syncs']:.1f} syncs per call", file=sys.stderr, flush=True))
@@ -58,6 +66,29 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         name = f"cycle_cost_{args.shape}" + (f"_r{args.reduce}" if args.reduce > 1 else "") + f"_{args.device}"
         (out / f"{name}.md").write_text(f"# Cycle cost: {args.shape} on {args.device} ({args.dtype})\n\n{text}")
+        pd.DataFrame(rows).to_parquet(out / f"{name}.parquet", index=False)
+        print(f"wrote {out / name}.md and .parquet", file=sys.stderr)
+
+
+def engine_costs(pair, args) -> None:
+    """--engine: eager and the engine, profiled (module docstring)."""
+    from eval.device.profiled_cost import profile_rows, profile_tables
+
+    rows = profile_rows(pair, ("eager", args.engine), args.new_tokens, args.prompt_len,
+                        progress=lambda r: print(f"  {r['engine']:<6} {r['method']:<10} T={r['temperature']:g}: "
+                                                 f"{r['kernels']:,.0f} kernels, {r['graphs']:.1f} graph launches, "
+                                                 f"{r['syncs']:.1f} syncs, {r['ms']:.1f} ms per call (warm-up "
+                                                 f"{r['warm_s']:.0f} s)", file=sys.stderr, flush=True))
+    for r in rows:
+        r.update(device=args.device, dtype=args.dtype, reduce=args.reduce, new_tokens=args.new_tokens)
+    text = profile_tables(rows)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        name = f"cycle_cost_{args.shape}_{args.device}_{args.engine}"
+        (out / f"{name}.md").write_text(f"# Cycle cost under engine={args.engine}: {args.shape} on {args.device} "
+                                        f"({args.dtype}), eager beside\n\n{text}")
         pd.DataFrame(rows).to_parquet(out / f"{name}.parquet", index=False)
         print(f"wrote {out / name}.md and .parquet", file=sys.stderr)
 

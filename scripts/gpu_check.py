@@ -66,7 +66,13 @@ def parse(argv):
     ap.add_argument("--sweep-items", type=positive_int, default=1)
     ap.add_argument("--tuned", action="store_true", help="also time configs/experiment/tuned_{topk,rheo}.yaml")
     ap.add_argument("--time-limit", type=float, default=540.0, help="seconds; speed stops before it")
-    ap.add_argument("--skip", default="", help="comma list of: fp32,bf16,determinism,chi,speed")
+    ap.add_argument("--engine", default="eager", choices=("eager", "static", "graphs"),
+                    help="also check this engine against eager: per call on --engine-shape, per cycle there and on "
+                         "the embedded pair (eval/device/engine_check.py)")
+    ap.add_argument("--engine-shape", default=None, help="cost shape of the engine check (default: llama31_8b on "
+                                                         "CUDA, tiny32 elsewhere)")
+    ap.add_argument("--engine-reduce", type=positive_int, default=1, help="divide the engine shape's widths by this")
+    ap.add_argument("--skip", default="", help="comma list of: fp32,bf16,determinism,chi,engine,speed")
     ap.add_argument("--make-reference", action="store_true", help="write the CPU reference of the tau parity")
     ap.add_argument("--data-dir", type=Path, default=ROOT / "data" / "benchmarks")
     ap.add_argument("--reference", type=Path, default=REFERENCE, help="the CPU reference file of the tau parity")
@@ -121,10 +127,11 @@ def main(argv=None) -> int:
 
     env = {"device": device, "device_name": device_name(device), "torch": torch.__version__,
            "transformers": transformers.__version__, "python": sys.version.split()[0], "git_sha": git_sha(),
-           "model": args.model, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+           "model": args.model, "engine": args.engine, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     report = Report(args.out, env)
-    for name, fn in (("fp32", fp32_checks), ("bf16", bf16_check), ("chi", chi_check), ("speed", speed)):
-        if name in skip:
+    for name, fn in (("fp32", fp32_checks), ("bf16", bf16_check), ("chi", chi_check), ("engine", engine_check),
+                     ("speed", speed)):
+        if name in skip or (name == "engine" and args.engine == "eager"):
             continue
         try:
             fn(args, report, prompts) if name != "speed" else fn(args, report, started)
@@ -232,6 +239,31 @@ def speed(args, report: Report, started: float) -> None:
                f"## Speed ({dtype}, {args.items} items x 6 suites x {args.max_new} tokens; sweep on "
                f"{args.sweep_items} item(s) per suite)\n\n{note}\n\n" + "\n\n".join(
                    t.replace("## ", "### ", 1) for t in tables.values() if t), failed=bool(errors))
+
+
+def engine_check(args, report: Report, prompts) -> None:
+    """eager against --engine: per call and per cycle on a random cost shape, per cycle on the embedded pair."""
+    from eval.device.cycle_shapes import CostPair, load_cost_pair
+    from eval.device.engine_check import marks, per_call, per_cycle
+
+    cuda = torch.device(args.device).type == "cuda"
+    dtype = args.speed_dtype or ("bfloat16" if cuda else "float32")
+    shape = args.engine_shape or ("llama31_8b" if cuda else "tiny32")
+    cost = load_cost_pair(shape, args.device, dtype, args.engine_reduce)
+    calls, cycles = per_call(cost, args.engine, dtype), per_cycle(cost, args.engine, dtype)
+    embedded = load_pair(args, "float32", args.device)
+    parity = per_cycle(CostPair(args.model, embedded.target, embedded.drafter, embedded.target.vocab_size),
+                       args.engine, "float32", new_tokens=min(args.check_tokens, 48))
+    text = (f"## Engine {args.engine} against eager ({shape}, {dtype}; T = 0, paper tree)\n\n"
+            + md_table(calls, ["case", "eager_ms", "ms", "speedup", "eager_kernels", "kernels", "graph_launches",
+                               "logit_diff", "new_graphs", "ok"])
+            + "\n\n" + md_table(cycles, ["method", "engine", "ms_per_call", "tau", "ms_per_token", "ar_steps",
+                                          "vs_topk", "same_tokens"])
+            + "\n\n" + "\n".join(f"- {m}" for m in marks(calls, cycles, args.engine))
+            + f"\n\n### Embedded pair ({args.model}, float32): tau and tokens against eager\n\n"
+            + md_table(parity, ["method", "engine", "ms_per_call", "tau", "same_tokens"]))
+    report.add("engine", {"calls": calls, "cycles": cycles, "embedded": parity}, text,
+               not all(r["ok"] for r in calls + cycles + parity))
 
 
 def tuned_specs(temperature: float) -> list[SpecConfig]:

@@ -105,6 +105,7 @@ class RunConf:
     dataset: DatasetConf = MISSING
     method: MethodConf = MISSING
     temperature: float = 1.0
+    engine: str = "eager"  # how the models run (rheo.engine): eager | static | graphs; in the key when not eager
     seed: int = 0
     max_new_tokens: int = 256
     limit: Optional[int] = None  # first `limit` items of each suite (None = all)
@@ -172,7 +173,7 @@ def spec_config(cfg: DictConfig, method: Optional[str] = None, typed: Optional[s
     note: the job runs, and is keyed, without it."""
     fields = {f: v for f, v in to_plain(cfg.method).items() if f != "name" and f in SpecConfig.__dataclass_fields__}
     if method is not None and method != cfg.method.name:  # only the parameters it reads (AR: none)
-        return SpecConfig.for_method(method=method, temperature=float(cfg.temperature), **fields)
+        return SpecConfig.for_method(method=method, temperature=float(cfg.temperature), engine=_engine(cfg), **fields)
     name = cfg.method.name
     unread = unread_settings(fields, get_method(name).fields)
     typed = typed_method_fields() if typed is None else typed
@@ -180,7 +181,12 @@ def spec_config(cfg: DictConfig, method: Optional[str] = None, typed: Optional[s
         log.info("method=%s does not read %s: this job runs and is keyed without %s", name,
                  ", ".join(f"{f}={v!r}" for f, v in unread.items()), "it" if len(unread) == 1 else "them")
         fields = {f: v for f, v in fields.items() if f not in unread}
-    return SpecConfig(method=name, temperature=float(cfg.temperature), **fields)
+    return SpecConfig(method=name, temperature=float(cfg.temperature), engine=_engine(cfg), **fields)
+
+
+def _engine(cfg: DictConfig) -> str:
+    """The run's engine (a config composed before the field existed: eager)."""
+    return str(cfg.get("engine") or "eager")
 
 
 def typed_method_fields() -> set[str]:

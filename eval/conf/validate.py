@@ -25,7 +25,7 @@ from baselines import AR
 from eval.conf.local_pair import check_local_pair
 from eval.conf.schema import DTYPES, LOCAL_MODEL, MEASURES, MODELS, TEST_MODELS, CheckedRun, methods, run_plan
 from eval.prompts.sources import check_dataset
-from rheo.config import SpecConfig
+from rheo.config import ENGINES, SpecConfig
 from rheo.methods import method_names
 from rheo.models.catalog import CHAT_FORMATS
 from rheo.paths import resolve_path
@@ -81,6 +81,7 @@ def check_values(cfg: DictConfig) -> None:
     if not math.isfinite(t) or t < 0:
         raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
     _check_alongside(cfg)
+    _check_engine(cfg)
     if cfg.measure == "same_state":
         _check_same_state(cfg)
         return
@@ -90,6 +91,24 @@ def check_values(cfg: DictConfig) -> None:
     for name in ("draft_mix", "draft_temp", "restore_from"):
         if cfg.get(name) is not None:
             raise ValueError(f"{name} is read by measure=same_state only; leave it null for measure=realized")
+
+
+def _check_engine(cfg: DictConfig) -> None:
+    """engine (rheo.engine): one of ENGINES; other than eager, a realized run of the tree methods and AR
+    on an EAGLE-3 pair."""
+    engine = cfg.get("engine") or "eager"
+    _choice("engine", engine, ENGINES)
+    if engine == "eager":
+        return
+    if cfg.measure == "same_state":
+        raise ValueError(f"engine={engine} runs measure=realized only: leave engine=eager for a same-state run")
+    if cfg.model.name in TEST_MODELS:
+        raise ValueError(f"engine={engine} needs an EAGLE-3 pair; model {cfg.model.name!r} drafts with a toy model: "
+                         f"use engine=eager")
+    library = [m for m in [cfg.method.name, *cfg.alongside] if m in method_names("reference") and m != AR.name]
+    if library:
+        raise ValueError(f"method {library[0]!r} runs a library's own loop, which engine={engine} cannot change: "
+                         f"use engine=eager")
 
 
 def _check_same_state(cfg: DictConfig) -> None:

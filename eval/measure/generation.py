@@ -11,8 +11,10 @@ from typing import Optional, Sequence
 
 import torch
 
+from baselines import AR
 from rheo.config import SpecConfig
 from rheo.decode import EosSpec, GenerationOutput, speculative_generate
+from rheo.engine import with_engine
 from rheo.methods import get_method
 from rheo.timing import PhaseTimer
 
@@ -23,10 +25,14 @@ def generate(pair, spec: SpecConfig, prompt: Sequence[int], max_new_tokens: int,
     """Up to ``max_new_tokens`` tokens after ``prompt`` (token ids) with ``pair`` (a rheo.models
     ModelPair) under ``spec`` (its method and temperature; a tree method's parameters).
     ``record_expected``: a tree method also records each cycle's expected emitted tokens (a
-    reference method has no cycles and ignores it)."""
+    reference method has no cycles and ignores it). ``spec.engine`` (rheo.engine) runs the pair's
+    static twin for the tree methods and AR; another reference method refuses it."""
     method = get_method(spec.method)
     if method.is_reference:
-        return method.generate(pair, prompt, max_new_tokens, spec.temperature, generator, eos_token_id, device,
+        if spec.engine != "eager" and method.name != AR.name:
+            raise ValueError(f"method {spec.method!r} runs a library's own loop, which engine={spec.engine!r} cannot "
+                             f"change: use engine='eager' (AR runs the engine's target)")
+        return method.generate(with_engine(pair, spec.engine), prompt, max_new_tokens, spec.temperature, generator, eos_token_id, device,
                                timer)
     return speculative_generate(pair.target, pair.drafter, prompt, max_new_tokens, config=spec,
                                 generator=generator, eos_token_id=eos_token_id, timer=timer,

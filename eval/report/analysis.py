@@ -40,7 +40,9 @@ from rheo.methods.topk import DYNAMIC_FIELDS
 log = logging.getLogger(__name__)
 
 PAIR_KEY = ["model", "target_path", "target_sha", "prompt_format", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
-            "max_new_tokens"]
+            "max_new_tokens", "engine"]  # engine: rows of two engines are never paired
+#: the engine of rows without one (rheo.engine: the reference; rows older than the column)
+EAGER = "eager"
 TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.methods)
 SETTING = ["model", "target_path", "target_sha", "prompt_format", "head_path", "device", "dtype", "max_new_tokens"] + TREE
 DEFAULT_WEIGHTS = "default"
@@ -78,14 +80,25 @@ def add_variant(df: pd.DataFrame) -> pd.DataFrame:
     for col in ["target_path", "head_path", "target_sha", "prompt_format"]:  # None = the model's own; a string keys
         df[col] = (df[col] if col in df.columns else pd.Series(None, index=df.index, dtype=object)
                    ).fillna(DEFAULT_WEIGHTS).astype(str)
+    df = with_engine_column(df)
     df["variant"] = [variant_label(r) for r in df.itertuples()] if len(df) else pd.Series(dtype=str)
+    return df
+
+
+def with_engine_column(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``engine`` filled (None: "eager"), so that rows of two engines never share a pairing key."""
+    df["engine"] = (df["engine"] if "engine" in df.columns else pd.Series(None, index=df.index, dtype=object)
+                    ).fillna(EAGER).astype(str)
     return df
 
 
 def variant_label(row) -> str:
     """The row's method's label (rheo.methods): 'ar', 'hf_generate' (the references), 'topk',
-    'rheo m=1', 'static rsd (4,2,1)', ..."""
-    return get_method(row.method).variant(row)
+    'rheo m=1', 'static rsd (4,2,1)', ...; a row of another engine than "eager" says which
+    ('rheo m=1 engine=graphs'), so that it is never grouped with the eager rows."""
+    engine = getattr(row, "engine", None)
+    label = get_method(row.method).variant(row)
+    return label if engine in (None, EAGER) or engine != engine else f"{label} engine={engine}"
 
 
 def variant_of(method: str, **fields) -> str:
@@ -103,7 +116,7 @@ def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
     ("shared"). Rows without a partner (tau experiments run with baseline=false) and AR rows
     themselves keep NaN (tau is still usable).
     """
-    df = df.drop(columns=[c for c in DERIVED_COLUMNS[1:] if c in df.columns])
+    df = with_engine_column(df.drop(columns=[c for c in DERIVED_COLUMNS[1:] if c in df.columns]))
     for col in ("target_path", "target_sha", "prompt_format"):  # rows written before the column: the defaults
         df[col] = (df[col] if col in df.columns else pd.Series(None, index=df.index, dtype=object)
                    ).fillna(DEFAULT_WEIGHTS).astype(str)

@@ -37,14 +37,14 @@ DECODING_FILES = (
     "rheo/decode.py", "rheo/tree.py", "rheo/tree_union.py", "rheo/verify.py", "rheo/candidates.py",
     "rheo/probs.py", "rheo/random.py", "rheo/expected.py", "rheo/mechanism.py", "rheo/ot.py",
     "rheo/adaptive.py", "rheo/same_state.py", "rheo/timing.py", "rheo/config.py", "rheo/spec.py",
-    "rheo/placement.py", "rheo/cpu_dtype.py",
+    "rheo/placement.py", "rheo/cpu_dtype.py", "rheo/engine.py", "rheo/captured_build.py",
     # the method plug-ins and the reference methods
     "rheo/methods/*.py", "baselines/*.py",
     # the model adapters a generation runs through
     "rheo/models/base.py", "rheo/models/hf_target.py", "rheo/models/kv_arena.py", "rheo/models/processed.py",
     "rheo/models/eagle3.py", "rheo/models/eagle3_head.py", "rheo/models/eagle3_fast.py",
     "rheo/models/eagle3_checkpoint.py", "rheo/models/loading.py", "rheo/models/smollm2.py",
-    "rheo/models/mixture.py", "rheo/models/scaled.py",
+    "rheo/models/mixture.py", "rheo/models/scaled.py", "rheo/models/static_*.py",
     # the measurements that turn a generation into rows
     "eval/measure/generation.py", "eval/measure/realized.py", "eval/measure/same_states.py",
     "eval/measure/rows.py", "eval/measure/pairs.py",

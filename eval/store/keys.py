@@ -48,6 +48,7 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
     ``chat_format``, ``eos_tokens``: a model's prompt format and turn ends when set (a pair of your
     own, or a catalog pair's overridden), in the key only then. A pair outside the catalog is
     fingerprinted by the weight files in its ``head_path``.
+    ``spec.engine`` (rheo.engine), in the key only when not "eager": rows of two engines never pool.
     """
     method = get_method(spec.method)
     key = {
@@ -68,6 +69,8 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
         key["chat_format"] = str(chat_format)
     if eos_tokens is not None:
         key["eos_tokens"] = [str(t) for t in eos_tokens]
+    if spec.engine != "eager":  # the reference engine leaves every earlier key as it was
+        key["engine"] = spec.engine
     if not method.is_reference and model in MODELS:  # the head's weights, not only its path
         key["head_sha"] = head_fingerprint(model, head_path)
     elif not method.is_reference and head_path:  # a pair of your own

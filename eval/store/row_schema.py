@@ -37,7 +37,7 @@ def _arrow_type(annotation) -> pa.DataType:
 
 #: the columns of a row's config key (eval.store.keys.method_key) other than the method parameters
 RUN_KEY_COLUMNS = ("model", "target_path", "head_path", "method", "temperature", "seed", "max_new_tokens",
-                   "paired_with", "target_sha")
+                   "paired_with", "target_sha", "engine")
 METHOD_COLUMNS = tuple(name for name, _ in method_columns())
 ROW_SCHEMA = pa.schema([
     ("model", pa.string()), ("target_path", pa.string()), ("head_path", pa.string()), ("dataset", pa.string()),
@@ -74,6 +74,8 @@ ROW_SCHEMA = pa.schema([
     ("prompt_format", pa.string()),
     # the version of the decoding code that made the row (eval.store.code_version; not in the config hash)
     ("code_version", pa.string()),
+    # the engine the row ran on (rheo.engine) when not "eager"; None: eager (and rows older than the column)
+    ("engine", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
