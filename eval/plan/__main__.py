@@ -64,12 +64,39 @@ def plan(target: Optional[str], overrides: Sequence[str], one_command: bool = Fa
     return make_commands(target, " ".join(shlex.quote(o) for o in overrides))
 
 
-def assumptions(tau: float) -> list[str]:
+#: the cost line of a plan whose configurations run engine=graphs, and what its CPU counts predict
+GRAPHS = (
+    "under engine=graphs a target call costs max(host, device): host = its launches from the host, each graph "
+    "launch and each kernel of a phase that launches no graph (the verifier's walk, what is left eager), from the "
+    "engine=graphs rows of results/tables/cycle_cost_tiny32_cpu_graphs.parquet (`make cycle-cost ENGINE=graphs`: "
+    "the same pair and tree; the target's forward scaled by its layers / 32; T > 0 reads the T = 1 counts) x {us:g} "
+    "us per launch; device = the target's weights once and the head's once per draft step at the kind's memory "
+    "bandwidth, plus 2 x parameters x scored tokens at its dense bf16 peak, plus {gap:g} us per kernel inside a "
+    "graph (an assumed gap between a replayed graph's kernels, eval.plan.cost.US_PER_GRAPH_KERNEL; not measured)",
+    "the engine=graphs counts were measured with Inductor on a CPU, where nothing is replayed: they predict how "
+    "many launches the host makes per call and which phases stay eager; they do not predict CUDA's kernels (its "
+    "Inductor fuses differently) nor their device time, which `make gpu-check GPU_ARGS='--engine graphs'` times on a GPU",
+)
+
+
+def assumptions(tau: float, engines: Sequence[str] = ("eager",)) -> list[str]:
+    """The estimate's assumptions: each engine's cost line (eager's, graphs'), then the rest."""
     from eval.device.cycle_cost import US_PER_OP
 
     gpus = "; ".join(f"{g.name} {g.memory_gb:g} GB, {g.bandwidth_tbs:g} TB/s, {g.bf16_tflops:g} TFLOP/s"
                      for g in cost.GPUS.values())
-    return [a.format(tau=tau, us=US_PER_OP, gpus=gpus) for a in ASSUMPTIONS]
+    lines = [a.format(tau=tau, us=US_PER_OP, gpus=gpus) for a in ASSUMPTIONS]
+    if "graphs" in engines:
+        at = lines.index(next(a for a in lines if a.startswith("GPU kinds")))
+        lines[at:at] = [g.format(us=US_PER_OP, gap=cost.US_PER_GRAPH_KERNEL) for g in GRAPHS]
+    if "eager" not in engines:
+        lines = [a for a in lines if not a.startswith("a target call costs")]
+    return lines
+
+
+def _engines(results: Sequence[Totals]) -> set[str]:
+    """The engines a plan's configurations run (eager when none was priced)."""
+    return set().union(*(t.engines for t in results)) or {"eager"}
 
 
 def _size(n: float) -> str:
@@ -113,7 +140,7 @@ def text_report(title: str, commands: Sequence[Command], results: dict[str, Tota
         if not any(d.startswith("cuda") for d in t.devices):
             lines.append(f"  (these jobs run on {', '.join(sorted(t.devices))}: the GPU hours are for the same "
                          f"sweep with device=cuda)")
-    lines += ["", "the estimate assumes (eval/plan/cost.py):"] + [f"  - {a}" for a in assumptions(tau)]
+    lines += ["", "the estimate assumes (eval/plan/cost.py):"] + [f"  - {a}" for a in assumptions(tau, _engines(results.values()))]
     return "\n".join(lines)
 
 
@@ -123,7 +150,8 @@ def markdown_report(results: Sequence[Totals], tau: float) -> str:
             *[f"{g} (estimate)" for g in gpus]]
     rows = [[t.model, str(t.jobs), str(t.configurations), f"{t.generations:,}", f"{t.tokens:,}",
              _size(t.disk_bytes), *[_hours(t, g) for g in gpus]] for t in results]
-    return "\n".join([markdown_table(head, rows), "", "The estimate assumes:", ""] + [f"- {a}" for a in assumptions(tau)])
+    said = [f"- {a}" for a in assumptions(tau, _engines(results))]
+    return "\n".join([markdown_table(head, rows), "", "The estimate assumes:", ""] + said)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -10,6 +10,12 @@ Per target call (batch 1, eager PyTorch), the larger of two times:
 * **device**: reading the target's weights once, and the head's once per draft step, at the kind's
   memory bandwidth, plus 2 x parameters x scored tokens at its dense bf16 peak.
 
+Under ``engine=graphs`` (:func:`graphs_launches`, the graphs rows of :data:`CYCLE_COST_GRAPHS`) the host
+launches each graph once and, one by one, the kernels of the phases that launch no graph (the verifier's
+walk, what is left eager), at the same cost per launch; the device adds :data:`US_PER_GRAPH_KERNEL` per
+kernel inside a graph. Those counts were taken with Inductor on a CPU, where nothing is replayed: they say
+how many launches the host makes and which phases stay eager, not what CUDA's kernels are or cost.
+
 Everything else is left out: prefill, warm-up, model loading, sampling on the host, host slowdowns
 (the H200 run of results/gpu/ saw windows 2x slower), and tokens past an early end of turn (every
 generation is counted at max_new_tokens, an upper bound).
@@ -31,6 +37,15 @@ from rheo.paths import REPO_ROOT
 #: ops per target call by method and temperature (``make cycle-cost``, the tiny 32-layer pair)
 CYCLE_COST = REPO_ROOT / "results" / "tables" / "cycle_cost_tiny32_cpu.parquet"
 CYCLE_COST_LAYERS = 32
+#: kernels and graph launches per target call and phase under engine=graphs (``make cycle-cost ENGINE=graphs``:
+#: the same tiny 32-layer pair, Inductor on a CPU, eager rows beside)
+CYCLE_COST_GRAPHS = REPO_ROOT / "results" / "tables" / "cycle_cost_tiny32_cpu_graphs.parquet"
+#: the table each engine's host cost reads
+COST_TABLES = {"eager": CYCLE_COST, "graphs": CYCLE_COST_GRAPHS}
+PHASES = ("tree", "score", "verify", "commit", "other")
+#: device time per kernel inside a replayed CUDA graph beyond its reads and arithmetic (an assumption:
+#: the gap between back-to-back kernels of a graph is a few microseconds; not measured here)
+US_PER_GRAPH_KERNEL = 3.0
 #: tokens per target call assumed for every tree method (the paper's mean acceptance lengths are
 #: 5.04 for Top-K and 5.25 for Rheo on its 8B and 13B pairs; `make cycle-cost` predicts at 5 too)
 DEFAULT_TAU = 5.0
@@ -100,17 +115,48 @@ def ops_per_call(label: str, temperature: float, layers: int) -> float:
     return ops - score + score * layers / CYCLE_COST_LAYERS
 
 
+@lru_cache(maxsize=1)
+def _graphs_table() -> dict:
+    import pandas as pd
+
+    rows = pd.read_parquet(CYCLE_COST_GRAPHS)
+    counts = [f"{what}_{phase}" for what in ("graphs", "kernels") for phase in PHASES]
+    return {(r["method"], float(r["temperature"])): {k: float(r[k]) for k in counts}
+            for _, r in rows[rows["engine"] == "graphs"].iterrows()}
+
+
+def graphs_launches(label: str, temperature: float, layers: int) -> tuple[float, float]:
+    """(host launches, kernels inside graphs) of one target call under engine=graphs (T > 0 reads T = 1):
+    a phase that launches a graph counts its graph launches on the host and its kernels inside; a phase
+    that launches none counts its kernels on the host. The target's forward (score) scaled to ``layers``."""
+    row = _graphs_table()[(label, 0.0 if temperature == 0 else 1.0)]
+    host = inside = 0.0
+    for phase in PHASES:
+        kernels = row[f"kernels_{phase}"] * (layers / CYCLE_COST_LAYERS if phase == "score" else 1)
+        if row[f"graphs_{phase}"] > 0:
+            host, inside = host + row[f"graphs_{phase}"], inside + kernels
+        else:
+            host += kernels
+    return host, inside
+
+
 def ms_per_call(label: str, temperature: float, shape: Shape, gpu: GPUKind, nodes: int,
-                draft_steps: int) -> tuple[float, float]:
-    """(host, device) milliseconds of one target call, its launches and its reads + arithmetic; the call
-    costs the larger. ``nodes``: scored tokens; ``draft_steps``: head steps (0 for AR)."""
+                draft_steps: int, engine: str = "eager") -> tuple[float, float]:
+    """(host, device) milliseconds of one target call, its launches and its reads + arithmetic (+ the gaps
+    between a graph's kernels under engine=graphs); the call costs the larger. ``nodes``: scored tokens;
+    ``draft_steps``: head steps (0 for AR)."""
     from eval.device.cycle_cost import US_PER_OP
 
-    host = ops_per_call(label, temperature, shape.layers) * US_PER_OP / 1e3
+    if engine not in COST_TABLES:
+        raise ValueError(f"the plan has no cycle-cost table for engine={engine}: it prices "
+                         f"{' and '.join(f'engine={e}' for e in COST_TABLES)}")
     read = (shape.target_params + draft_steps * shape.head_params) * shape.bytes_per_param
     flops = 2 * (shape.target_params * nodes + shape.head_params * draft_steps)
     device = (read / (gpu.bandwidth_tbs * 1e12) + flops / (gpu.bf16_tflops * 1e12)) * 1e3
-    return host, device
+    if engine == "graphs":
+        launches, inside = graphs_launches(label, temperature, shape.layers)
+        return launches * US_PER_OP / 1e3, device + inside * US_PER_GRAPH_KERNEL / 1e3
+    return ops_per_call(label, temperature, shape.layers) * US_PER_OP / 1e3, device
 
 
 def calls_per_generation(max_new_tokens: int, tau: float) -> int:

@@ -30,6 +30,7 @@ class Totals:
     prompts: dict[int, int] = field(default_factory=dict)  # prompts per configuration -> configurations
     unpriced: set = field(default_factory=set)  # models without a shape: no hours
     devices: set = field(default_factory=set)  # the jobs' device settings
+    engines: set = field(default_factory=set)  # the configurations' engines (each priced by its own table)
 
 
 def totals(commands: Sequence[Command], tau: float = cost.DEFAULT_TAU,
@@ -62,6 +63,7 @@ def _add(t: Totals, job: Job, one: Generation, tau: float, compared: int) -> Non
     t.calls += rows * per_row_calls
     t.by_method[one.label] = t.by_method.get(one.label, 0) + rows
     t.prompts[rows] = t.prompts.get(rows, 0) + 1
+    t.engines.add(one.spec.engine)
     t.disk_bytes += rows * cost.row_bytes(job.max_new_tokens, per_row_calls, one.expected)
     shape = cost.shape_of(job.model)
     if shape is None:
@@ -71,7 +73,8 @@ def _add(t: Totals, job: Job, one: Generation, tau: float, compared: int) -> Non
     label = cost.cost_label(spec.method, None if one.reference else spec.proxy)
     nodes, steps = (1, 0) if one.reference else (spec.tree_size + 1, spec.depth)
     for name in t.hours:
-        host, device = cost.ms_per_call(label, spec.temperature, shape, cost.GPUS[name], nodes, steps)
+        host, device = cost.ms_per_call(label, spec.temperature, shape, cost.GPUS[name], nodes, steps,
+                                         spec.engine)
         trees = 1 + compared  # same-state: every compared tree is built and scored at each state too
         t.hours[name] += trees * rows * per_row_calls * max(host, device) / 3.6e6
         t.device_hours[name] += trees * rows * per_row_calls * device / 3.6e6
