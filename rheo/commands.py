@@ -1,14 +1,17 @@
 """The ``rheo`` command: one entry point for what users run.
 
     rheo generate "prompt" [--model NAME | --target DIR --head DIR] [--method rheo|topk|rheo_auto] ...
-    rheo run model=smollm2_135m method=rheo dataset=mt_bench limit=5 output_dir=results/mine
-    rheo tables --results results/mine --out results/mine/tables
-    rheo figures --results results/mine --out results/mine/figures
-    rheo export --results results/runs.parquet --out runs.csv
+    rheo run model=smollm2_135m method=rheo dataset=mt_bench limit=5 output_dir=outputs/mine
+    rheo tables --results outputs/mine --out outputs/mine/tables
+    rheo figures --results outputs/mine --out outputs/mine/figures
+    rheo export --results results/runs.parquet              (-> outputs/exports/runs.csv)
+    rheo publish [--yes]                                     (outputs/ -> the committed results/)
 
 ``run`` is the Hydra harness (``python -m eval.run``, every override accepted); ``tables`` and
 ``figures`` are the project's ``scripts/make_tables.py`` and ``scripts/make_figures.py`` of the
 checkout rheo is installed from (``pip install -e .``). Errors end as ``rheo.cli`` describes.
+Every command writes under the output root (``outputs/``; ``RHEO_OUT=DIR`` moves it), said on stderr
+first; ``publish`` is the one that changes the committed results (eval/store/publish.py).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import sys
 from typing import Callable, Optional, Sequence
 
 from rheo.cli import fail, run_main, set_program
-from rheo.paths import REPO_ROOT
+from rheo.paths import REPO_ROOT, announce
 
 __all__ = ["main", "COMMANDS"]
 
@@ -60,6 +63,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "tables": ("result tables from a results folder (scripts/make_tables.py)", _script("make_tables.py", "tables")),
     "figures": ("figures from a results folder (scripts/make_figures.py)", _script("make_figures.py", "figures")),
     "export": ("rows as CSV or JSON (python -m eval.report.export_rows)", _module("eval.report.export_rows", "export")),
+    "publish": ("copy the output root's results into the committed ones (checked; --yes writes)",
+                _module("eval.store.publish", "publish")),
 }
 
 
@@ -76,6 +81,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args[0] not in COMMANDS:
         fail(f"unknown command {args[0]!r}; choose one of {list(COMMANDS)} (see rheo --help)", "rheo")
     name = args[0]
+    announce()
     if name == "generate":
         run_main(lambda: COMMANDS[name][1](args[1:]), "rheo generate")
     COMMANDS[name][1](args[1:])  # the harness and the scripts end their own errors

@@ -22,6 +22,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
@@ -29,7 +30,7 @@ import torch
 from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int, seed_arg, text_input
 from rheo.config import PAPER_TREE
 from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
-from rheo.paths import REPO_ROOT
+from rheo.paths import REPO_ROOT, is_committed_evidence, out_root, shown
 from rheo.methods import reads
 from rheo.presets import PRESETS
 
@@ -73,6 +74,13 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
 METHODS = ("rheo", "topk", *PRESETS)
 
 
+def tuned_preset(base: str) -> Path:
+    """The tuned tree of ``base`` ("topk" or "rheo"): this machine's (`make tune`, under the output root)
+    when it exists, else the committed preset of configs/experiment/."""
+    own = out_root() / "experiment" / "mine" / f"tuned_{base}.yaml"
+    return own if own.is_file() else REPO_ROOT / "configs" / "experiment" / f"tuned_{base}.yaml"
+
+
 def tree_of(args) -> tuple[dict, str]:
     """(k, depth, tree_size) of the run and its name for the report line."""
     tree = args.tree or ("tuned" if str(args.device).split(":")[0] == "cpu" else "paper")
@@ -81,12 +89,12 @@ def tree_of(args) -> tuple[dict, str]:
     if tree == "tuned":
         method = PRESETS[args.method]["method"] if args.method in PRESETS else args.method
         base = "rheo" if reads(method, "m") else "topk"  # the tuned tree of the sampling methods, or Top-K's
-        path = REPO_ROOT / "configs" / "experiment" / f"tuned_{base}.yaml"
+        path = tuned_preset(base)
         if path.is_file():
             from omegaconf import OmegaConf
 
             shape.update({f: int(v) for f, v in OmegaConf.load(path).method.items() if f in shape})
-            name = f"tuned ({path.relative_to(REPO_ROOT)})"
+            name = f"tuned ({shown(path)}{', committed' if is_committed_evidence(path) else ', this machine'})"
         else:
             name = f"paper ({path.name} not found: run `make tune`)"
     given = {f: getattr(args, f) for f in shape if getattr(args, f) is not None}

@@ -111,6 +111,7 @@ class RunConf:
     item_ids: Optional[List[int]] = None  # explicit question_ids (applied before limit)
     device: str = "cpu"
     dtype: Optional[str] = "auto"  # auto: by CPU capability (run_dtype); None = the model's default
+    out_root: str = "outputs"  # the output root (config.yaml: $RHEO_OUT, else outputs); not in the config hash
     paths: Dict[str, str] = field(default_factory=dict)  # the project's folders (configs/paths/)
     output_dir: str = MISSING  # config.yaml: ${paths.runs}
     data_dir: str = MISSING  # config.yaml: ${paths.data}

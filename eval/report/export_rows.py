@@ -1,8 +1,8 @@
 """``rheo export``: a results folder's (or archive's) rows as CSV or JSON, for spreadsheets and
 tools that read neither Parquet nor Markdown (Spec-Bench-style scripts).
 
-    rheo export --results results/runs.parquet --out runs.csv            # --format from the suffix
-    rheo export --results results/mine --out mine.json --format json
+    rheo export --results results/runs.parquet                # -> outputs/exports/runs.csv
+    rheo export --results outputs/mine --out outputs/mine.json  # --format from the suffix
 
 One line per row (failed rows only with ``--include-failed``), the columns of
 docs/results-columns.md. Columns that hold lists (``accept_lengths``, ``output_tokens``,
@@ -22,6 +22,7 @@ import pandas as pd
 from eval.store.storage import load_results, require_results_dir
 from rheo.cli import ArgumentParser, path_arg, run_main
 from rheo.io import atomic_write
+from rheo.paths import output
 
 FORMATS = ("csv", "json")
 
@@ -53,11 +54,14 @@ def export_rows(rows: pd.DataFrame, out: Path, fmt: str) -> int:
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=path_arg, required=True, help="a results folder or archive (X.parquet)")
-    ap.add_argument("--out", type=path_arg, required=True, help="the file to write (.csv or .json)")
+    ap.add_argument("--out", type=path_arg, default=None, help="the file to write (.csv or .json; default: "
+                    "<output root>/exports/<results name>.csv, or .json with --format json)")
     ap.add_argument("--format", choices=FORMATS, default=None, help="csv or json (default: --out's suffix)")
     ap.add_argument("--include-failed", action="store_true", help="also the rows stored as failed")
     ap.add_argument("--replace", action="store_true", help="replace an existing --out")
     args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = output("exports", f"{Path(args.results).name.split('.')[0] or 'rows'}.{args.format or 'csv'}")
     fmt = args.format or args.out.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
         raise ValueError(f"--out {args.out}: give --format csv or --format json (or an --out ending in .csv/.json)")
