@@ -1,9 +1,8 @@
 # The front door: `make help` lists the targets. What a study runs (methods, temperatures, items,
 # dtype, output folder) is a file under configs/experiment/; a target here is the command that runs
 # it. ARGS is appended to every command: Hydra overrides for runs (ARGS="limit=1 hydra.launcher.n_jobs=1"),
-# options for scripts and recipes (ARGS=--resume). Everything a target writes lies under the output
-# root OUT (outputs/, git-ignored; OUT=DIR or RHEO_OUT=DIR moves it); the committed results (results/,
-# the tuned presets) are read-only input, and `make publish` is the one way to update them.
+# options for scripts and recipes (ARGS=--resume). Everything a target writes lies under OUT (outputs/,
+# git-ignored; OUT=DIR moves it); the committed results are read-only input, updated only by `make publish`.
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 PY := .venv/bin/python
@@ -11,10 +10,7 @@ RUN := $(PY) -m eval.run -m
 RECIPE := $(PY) scripts/recipe.py
 REPORT := $(PY) scripts/report.py
 OUT ?= $(or $(RHEO_OUT),outputs)
-export RHEO_OUT := $(OUT)
-ifeq ($(MAKELEVEL),0)
-$(shell echo "outputs: $(OUT)/ (OUT=DIR moves it; committed results change only by make publish)" >&2)
-endif
+export RHEO_OUT := $(OUT)$(if $(MAKELEVEL:0=),,$(shell echo "outputs: $(OUT)/ (OUT=DIR moves it; committed results change only by make publish)" >&2))
 VENV_STAMP := .venv/.rheo-setup
 # every target names a command, not a file
 .PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9 -]*):([^=].*)?$$/\1/p' Makefile)
@@ -22,10 +18,8 @@ RESULTS ?= $(OUT)/runs
 TABLES ?= $(OUT)/tables
 FIGURES ?= $(OUT)/figures
 SMOKE ?= $(OUT)/smoke
-# this machine's tuned preset of $(1) (`make tune`) when there is one, else the committed one
-tuned = $(if $(wildcard $(OUT)/experiment/mine/tuned_$(1).yaml),mine/tuned_$(1),tuned_$(1))
+MINE := $(if $(wildcard $(OUT)/experiment/mine/tuned_topk.yaml),mine/)# this machine's tuned presets (make tune), else the committed
 DRAFT_TEMP ?= 1.07
-
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_ -]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-26s %s\n", $$1, $$2}'
 setup: ## create .venv: reuse a torch already installed, else the CPU wheel torch==2.13.0; then the project (editable, dev extras)
@@ -47,15 +41,14 @@ reproduce: $(VENV_STAMP) ## CPU protocol: tau experiments (two jobs at a time), 
 	$(PY) -m eval.measure.wall_clock start $(OUT)/reproduce-clock.json
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) report ARGS=
-	$(PY) scripts/export_results.py --results $(OUT)/runs --out $(OUT)/runs.parquet
-	$(PY) scripts/export_results.py --results $(OUT)/speed --out $(OUT)/speed.parquet
+	for s in runs speed; do $(PY) scripts/export_results.py --results $(OUT)/$$s --out $(OUT)/$$s.parquet || exit 1; done
 	$(PY) -m eval.measure.wall_clock finish $(OUT)/reproduce-clock.json $(OUT)/reproduce_time.json
 reproduce-tau: $(VENV_STAMP) ## main table + same-state m ablation and temperature study (configs/experiment/reproduce_tau.yaml)
 	$(RUN) experiment=reproduce_tau $(ARGS)
 reproduce-speed: $(VENV_STAMP) ## speed, alone, one thread: paper tree + the tuned trees (this machine's from `make tune`, else the committed), AR paired, generate reference
 	$(RUN) experiment=speed output_dir=$(OUT)/speed limit=1 max_new_tokens=64 dtype=bfloat16 num_threads=1 $(ARGS)
-	$(RUN) experiment=$(call tuned,topk) output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
-	$(RUN) experiment=$(call tuned,rheo) output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
+	$(RUN) experiment=$(MINE)tuned_topk output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
+	$(RUN) experiment=$(MINE)tuned_rheo output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
 speed-launches: $(VENV_STAMP) ## ops, syncs and predicted GPU speedup of the speed tables' configurations next to their measured CPU speedup (embedded pair, counted; minutes)
 	for s in speed speed_options speed_rule; do $(PY) scripts/cycle_cost.py --rows $(OUT)/$$s.parquet --shape smollm2 --out $(TABLES)/$$s || exit 1; done
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m ablation, T sweep, speed (ARGS="model=... device=cuda dtype=bfloat16")
@@ -72,8 +65,7 @@ figures: ## PNG figures from RESULTS (as tables) -> FIGURES; with the theory Mon
 docs: ## refill the README's and docs/' generated tables from results/tables (a test checks they are current)
 	$(PY) scripts/make_docs.py
 notebook: ## execute notebooks/analysis.ipynb on the committed archives -> OUT/notebooks/analysis.ipynb (the committed one is left as it is)
-	mkdir -p $(OUT)/notebooks
-	$(PY) -m jupyter execute notebooks/analysis.ipynb --output=$(abspath $(OUT))/notebooks/analysis
+	mkdir -p $(OUT)/notebooks && $(PY) -m jupyter execute notebooks/analysis.ipynb --output=$(abspath $(OUT))/notebooks/analysis
 smoke: $(VENV_STAMP) ## a few-minute CPU check of the pipeline (configs/experiment/cpu_smoke.yaml) -> SMOKE/{runs,tables,figures}
 	$(RUN) experiment=cpu_smoke output_dir=$(SMOKE)/runs $(ARGS)
 	$(PY) scripts/make_tables.py --results $(SMOKE)/runs --out $(SMOKE)/tables --no-theory
@@ -83,7 +75,6 @@ publish: ## the one way to update committed results: OUT's tables, figures, arch
 	$(PY) -m rheo.commands publish $(ARGS)
 tune: ## measure this machine (fp32, bf16): cost by nodes, tau per shape -> OUT/tune, OUT/experiment/mine/tuned_*.yaml (experiment=mine/tuned_topk)
 	$(PY) scripts/tune_tree.py --threads 1 $(ARGS)
-
 # ------------------------------------------------------------------ studies (one experiment file each)
 study-reports: ## every study's tables and figures, from its folder, else its archive (the report lists of configs/experiment/)
 	$(REPORT) --all $(ARGS)
@@ -123,13 +114,12 @@ head-reading: $(VENV_STAMP) ## rheo_adaptive's root acceptance and m=0 share alo
 option-tables: ## tables, figures and archives of the two option studies (their folders, else their archives)
 	$(REPORT) serving_temps draft_dial
 speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T=0.7 and 1 on the tuned trees (alone)
-	$(RUN) experiment=$(call tuned,topk) temperature=0.7,1.0 output_dir=$(OUT)/speed_options limit=2 max_new_tokens=64 $(ARGS)
+	$(RUN) experiment=$(MINE)tuned_topk temperature=0.7,1.0 output_dir=$(OUT)/speed_options limit=2 max_new_tokens=64 $(ARGS)
 	$(RUN) experiment=speed_options $(ARGS)
 	$(REPORT) speed_options
 speed-rule: $(VENV_STAMP) ## speed table: rheo_adaptive and rheo_level next to rheo_auto at T=0.7 and 1 on Rheo's tuned tree (alone)
 	$(RUN) experiment=speed_rule $(ARGS)
 	$(REPORT) speed_rule
-
 # ------------------------------------------------------------------ draft head (recipes: configs/recipe/)
 corpus corpus-selfinstruct train-head eval-head head-mid heads-top1 head-broad broad-top1: ## a draft-head recipe (configs/recipe/<name>.yaml; ARGS="--resume", "--head DIR", ...)
 	$(RECIPE) $@ $(ARGS)

@@ -20,6 +20,7 @@ import os
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -59,19 +60,18 @@ def report_words(cfg: DictConfig) -> list[list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    os.environ[OUT_ENV] = str(out_root().absolute())  # the commands run from the checkout: the root as seen from here
     listing = "--list" in args
     words = [a for a in args if a != "--list"]
     unknown = [a for a in words if a.startswith("--") and a != "--all"]
     if unknown:
         raise SystemExit(f"unknown option {unknown[0]}: STUDY ... [--all] [--list] [KEY=VALUE ...]")
-    overrides = [a for a in words if "=" in a]
+    overrides, env = rooted([a for a in words if "=" in a])
     names = studies() if "--all" in words else [a for a in words if "=" not in a]
     if not names:
         raise SystemExit(f"name a study: {studies()}")
     failed: dict[str, int] = {}
     for study in names:
-        code = run_study(study, commands(study, overrides), listing)
+        code = run_study(study, commands(study, overrides), listing, env)
         if code:
             failed[study] = code
     if failed:
@@ -80,14 +80,24 @@ def main(argv: list[str] | None = None) -> int:
     return next(iter(failed.values()), 0)
 
 
-def run_study(study: str, cmds: list[list[str]], listing: bool) -> int:
+def rooted(overrides: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(``overrides`` with the output root as an absolute ``out_root=``, the commands' environment with it
+    as RHEO_OUT): the commands run from the checkout, the root is the one seen from here (``out_root=``
+    given, else rheo.paths.out_root)."""
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith("out_root=")]
+    root = Path(given[-1] if given else out_root()).expanduser().absolute()
+    rest = [o for o in overrides if not o.startswith("out_root=")]
+    return [f"out_root={root}", *rest], {**os.environ, OUT_ENV: str(root)}
+
+
+def run_study(study: str, cmds: list[list[str]], listing: bool, env: dict[str, str] | None = None) -> int:
     """Run (or, ``listing``, print) the report commands of ``study``; the exit status of the first that
     fails (the rest of the study is skipped), else 0."""
     for cmd in cmds:
         if listing:
             print(f"{study}: python {shlex.join(cmd)}")
             continue
-        code = subprocess.run([sys.executable, *cmd], cwd=REPO_ROOT).returncode
+        code = subprocess.run([sys.executable, *cmd], cwd=REPO_ROOT, env=env).returncode
         if code:
             print(f"{PROG}: error: {study}: `python {shlex.join(cmd)}` failed with exit status {code}",
                   file=sys.stderr)

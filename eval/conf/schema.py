@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import typing
+import warnings
 from dataclasses import dataclass, field, make_dataclass
 from typing import Dict, List, Optional
 
@@ -154,7 +155,10 @@ MEASURES = ("realized", "same_state")
 
 
 def register_configs() -> None:
-    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra."""
+    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra. The output root is on
+    Hydra's search path (this machine's tuned presets); before a first run it does not exist yet, which
+    is no reason for a warning."""
+    warnings.filterwarnings("ignore", message=r"provider=hydra\.searchpath in main, path=.* is not available")
     ConfigStore.instance().store(name="base_config", node=RunConf)
 
 
