@@ -64,7 +64,7 @@ figures: ## PNG figures from RESULTS (as tables) -> FIGURES; with the theory Mon
 	$(PY) scripts/make_figures.py --results "$(RESULTS)" --out "$(FIGURES)" $(ARGS)
 docs: ## refill the README's and docs/' generated tables from results/tables (a test checks they are current)
 	$(PY) scripts/make_docs.py
-notebook: ## execute notebooks/analysis.ipynb on the committed archives -> OUT/notebooks/analysis.ipynb (the committed one is left as it is)
+notebook: ## execute notebooks/analysis.ipynb on the committed archives -> OUT/notebooks/ (make publish commits it)
 	mkdir -p $(OUT)/notebooks && $(PY) -m jupyter execute notebooks/analysis.ipynb --output=$(abspath $(OUT))/notebooks/analysis
 smoke: $(VENV_STAMP) ## a few-minute CPU check of the pipeline (configs/experiment/cpu_smoke.yaml) -> SMOKE/{runs,tables,figures}
 	$(RUN) experiment=cpu_smoke output_dir=$(SMOKE)/runs $(ARGS)

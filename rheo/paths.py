@@ -76,14 +76,16 @@ def announce() -> None:
 
 def committed_twin(path: Path | str) -> Optional[Path]:
     """The committed file that ``path`` (under the output root) would replace on publishing: the same
-    relative path under results/, a tuned-tree preset under configs/experiment/; None for a path
-    outside the output root."""
+    relative path under results/, a tuned-tree preset under configs/experiment/, the notebook under
+    notebooks/; None for a path outside the output root."""
     try:
         rel = Path(path).absolute().relative_to(out_root().absolute())
     except ValueError:
         return None
     if rel.parts[:2] == ("experiment", "mine"):  # this machine's tuned presets
         return PRESETS_DIR.joinpath(*rel.parts[2:])
+    if rel.parts[:1] == ("notebooks",):  # the executed analysis notebook
+        return REPO_ROOT / rel
     return COMMITTED / rel
 
 

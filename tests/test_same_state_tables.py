@@ -205,7 +205,7 @@ def test_cli_refuses_bad_input_in_one_line(tmp_path, capsys):
         assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_cli_keeps_committed_files_unless_told(tmp_path, capsys):
+def test_cli_keeps_committed_files(tmp_path, capsys):
     archive = _archive(tmp_path, synthetic(configs=("h_topk", "h_m1")))
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -216,7 +216,7 @@ def test_cli_keeps_committed_files_unless_told(tmp_path, capsys):
     subprocess.run(git + ["commit", "-q", "-m", "t"], check=True)
     assert main([str(archive), "--out", str(repo / "t.md")]) == 2
     err = capsys.readouterr().err
-    assert "is committed" in err and "--update-committed" in err
+    assert "is committed" in err and "make publish" in err and len(err.strip().splitlines()) == 1
     assert (repo / "t.md").read_text() == "committed\n"
-    assert main([str(archive), "--out", str(repo / "t.md"), "--update-committed"]) == 0
-    assert "Rheo m=1" in (repo / "t.md").read_text()
+    assert main([str(archive), "--out", str(tmp_path / "t.md")]) == 0
+    assert "Rheo m=1" in (tmp_path / "t.md").read_text()

@@ -4,9 +4,10 @@
 
 Every file a command wrote under the output root that has a committed place (rheo.paths.committed_twin:
 ``tables/``, ``figures/``, the ``<study>.parquet`` archives, ``tune/``, ``draft_head/``, ``gpu/`` ->
-``results/``; ``experiment/mine/tuned_*.yaml`` -> ``configs/experiment/``) and differs from it is a
-change; PATHs (relative to the output root, or files/folders under it) keep only the changes under them.
-Rows folders, Hydra's files, the executed notebook and the replay caches are never published
+``results/``; ``experiment/mine/tuned_*.yaml`` -> ``configs/experiment/``; ``notebooks/`` (``make
+notebook``) -> ``notebooks/``) and differs from it is a change; PATHs (relative to the output root, or
+files/folders under it) keep only the changes under them. Rows folders, Hydra's files, exports and the
+replay caches are never published
 (:data:`NEVER`), nor a file whose committed place git ignores. Before anything is written every change is shown (a text diff, an archive's row
 counts) and checked as committed results always were: an archive never shrinks (every committed row
 is still there), never takes rows of settings it does not hold, and keeps its columns (the same keys);
@@ -32,9 +33,9 @@ from rheo.io import atomic_write_bytes
 from rheo.paths import REPO_ROOT, committed_twin, out_root, shown
 
 PROG = "rheo publish"
-#: top-level folders of the output root that are never published: Hydra's records, the executed
-#: notebook, a smoke check's outputs, the replays' and head reading's caches
-NEVER = ("hydra", "notebooks", "smoke", "expected_replay", "head_reading")
+#: top-level folders of the output root that are never published: Hydra's records, a smoke check's
+#: outputs, the replays' and head reading's caches, exports
+NEVER = ("hydra", "smoke", "expected_replay", "head_reading", "exports")
 #: lines of one file's diff shown (the rest counted)
 DIFF_LINES = 40
 
