@@ -242,3 +242,10 @@ def test_publish_shows_checks_and_writes_only_with_yes(tmp_path, monkeypatch, ca
     assert (committed / "tables" / "main.md").read_text() == "new\n" and len(pd.read_parquet(committed / "runs.parquet")) == 6
     assert not (committed / "hydra").exists()
     assert publish.main([]) == 0 and "nothing to publish" in capsys.readouterr().out
+
+
+def test_the_reproduce_clock_starts_in_an_output_root_not_made_yet(root):
+    clock = root / "reproduce-clock.json"
+    done = subprocess.run([sys.executable, "-m", "eval.measure.wall_clock", "start", str(clock)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and "start_utc" in clock.read_text(), done.stderr
