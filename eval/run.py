@@ -35,7 +35,7 @@ from eval.measure.same_states import SameState
 from eval.measure.summary import RunSummary, rows_went, same_state_rows_went
 from eval.store.resume import interrupted_line
 from rheo.cli import errors_as_one_line, run_main
-from rheo.paths import announce, resolve_path
+from rheo.paths import resolve_path
 
 register_configs()
 #: Hydra's errors (a bad override, a missing config) are user errors too
@@ -47,6 +47,8 @@ def run(cfg: DictConfig) -> RunSummary:
     """Run (or resume) one composed configuration with the measurement it names (``measure``);
     returns what was computed, failed and skipped."""
     checked = check_run(cfg)
+    log.info("outputs: %s/ (out_root=DIR or RHEO_OUT=DIR moves them; committed results change only by "
+             "`make publish`)", cfg.out_root)
     if cfg.dtype == "auto":
         log.info("dtype %s: %s", run_dtype(cfg).dtype or "the model's default", run_dtype(cfg).reason)
     return run_loop(cfg, SameState(cfg, checked) if cfg.measure == "same_state" else Realized(cfg, checked))
@@ -94,5 +96,4 @@ def _report_failures(summary: RunSummary) -> None:
 
 if __name__ == "__main__":
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises; run_main ends a user error with one line
-    announce()  # where outputs go (out_root=DIR on the command line moves this run's)
     run_main(main, "eval.run", HYDRA_ERRORS)

@@ -10,8 +10,8 @@
 ``run`` is the Hydra harness (``python -m eval.run``, every override accepted); ``tables`` and
 ``figures`` are the project's ``scripts/make_tables.py`` and ``scripts/make_figures.py`` of the
 checkout rheo is installed from (``pip install -e .``). Errors end as ``rheo.cli`` describes.
-Every command writes under the output root (``outputs/``; ``RHEO_OUT=DIR`` moves it), said on stderr
-first; ``publish`` is the one that changes the committed results (eval/store/publish.py).
+Every command writes under the output root (``outputs/``; ``RHEO_OUT=DIR`` moves it), said before
+its first write; ``publish`` is the one that changes the committed results (eval/store/publish.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 from typing import Callable, Optional, Sequence
 
 from rheo.cli import fail, run_main, set_program
-from rheo.paths import REPO_ROOT, announce
+from rheo.paths import REPO_ROOT
 
 __all__ = ["main", "COMMANDS"]
 
@@ -81,7 +81,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args[0] not in COMMANDS:
         fail(f"unknown command {args[0]!r}; choose one of {list(COMMANDS)} (see rheo --help)", "rheo")
     name = args[0]
-    announce()
     if name == "generate":
         run_main(lambda: COMMANDS[name][1](args[1:]), "rheo generate")
     COMMANDS[name][1](args[1:])  # the harness and the scripts end their own errors

@@ -10,8 +10,9 @@ target's own ``generate``: greedy at temperature 0, sampling otherwise), warmed 
 (``--repeats``) with a 95% interval (rheo.compare_ar), next to the tree, the CPU and the dtype.
 
 ``--method`` takes a registered tree method or a preset (rheo.presets: ``rheo_auto``). The tree is
-``--tree tuned`` on a CPU (the small tree ``make tune`` measured for it, configs/experiment/tuned_*.yaml:
-the paper's 60-node tree costs more than it saves there) and ``--tree paper`` elsewhere;
+``--tree tuned`` on a CPU (the small tree ``make tune`` measured for it: this machine's under the output
+root, else the committed configs/experiment/tuned_*.yaml; the paper's 60-node tree costs more than it saves
+there) and ``--tree paper`` elsewhere;
 ``--k/--depth/--tree-size`` override either. ``--dtype auto`` (the default) is float32 on a CPU
 that emulates bf16 and bf16 where it is native (rheo.cpu_dtype); the choice and its reason are
 printed on stderr.
@@ -51,7 +52,8 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
                    help="tree rule or preset (default rheo, the paper's; rheo_auto: rheo.presets)")
     p.add_argument("--tree", default=None, choices=("paper", "tuned"),
                    help="paper: K=10 depth 8 R=60; tuned: the tree `make tune` measured for a CPU "
-                        "(configs/experiment/tuned_*.yaml). Default: tuned on a CPU, paper elsewhere")
+                        "(this machine's, outputs/experiment/mine/, else configs/experiment/tuned_*.yaml). "
+                        "Default: tuned on a CPU, paper elsewhere")
     p.add_argument("--k", type=positive_int, default=None, help="candidates per node (overrides --tree)")
     p.add_argument("--depth", type=positive_int, default=None, help="drafted layers (overrides --tree)")
     p.add_argument("--tree-size", type=positive_int, default=None, help="kept nodes (overrides --tree)")

@@ -62,16 +62,25 @@ def out_root() -> Path:
 
 
 def output(*parts: str) -> Path:
-    """A default output path: ``parts`` under :func:`out_root` (which is announced once per process)."""
-    announce()
+    """A default output path: ``parts`` under :func:`out_root`."""
     return out_root().joinpath(*parts)
 
 
-@functools.lru_cache(maxsize=1)
 def announce() -> None:
-    """Say once, on stderr, where this process writes by default and how to move it."""
-    print(f"outputs: {shown(out_root())}/ (set {OUT_ENV}=DIR, or out_root=DIR for a run, to move it; "
-          f"committed results change only by `make publish`)", file=sys.stderr)
+    """Say once per process, before its first write, where outputs go and how to move them (on stdout:
+    a refusal on stderr stays one line)."""
+    if not _ANNOUNCED:
+        _ANNOUNCED.append(True)
+        print(announcement(), flush=True)
+
+
+_ANNOUNCED: list[bool] = []
+
+
+@functools.lru_cache(maxsize=1)
+def announcement() -> str:
+    return (f"outputs: {shown(out_root())}/ (set {OUT_ENV}=DIR, or out_root=DIR for a run, to move it; committed "
+            f"results change only by `make publish`)")
 
 
 def committed_twin(path: Path | str) -> Optional[Path]:

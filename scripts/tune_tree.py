@@ -34,7 +34,7 @@ from eval.store.committed import refuse_committed
 from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.methods import get_method
-from rheo.paths import REPO_ROOT, TUNED_PRESETS, folder, out_root
+from rheo.paths import REPO_ROOT, TUNED_PRESETS, announce, folder, out_root
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
 from rheo.timing import device_name
 
@@ -151,6 +151,7 @@ def measure_shapes(args, pair, texts: list[str], shapes: list[tuple[int, int, in
 
 def main(argv=None) -> int:
     args = parse(argv)
+    announce()
     if args.replot:
         figure(json.loads((args.out / "tune.json").read_text()), args.out / "speedup_vs_tree.png")
         return 0
@@ -215,7 +216,7 @@ def preset_path(folder: Path, name: str) -> str:
 
 
 def write_config(folder: Path, spec: SpecConfig, best: dict, report: dict) -> Path:
-    """configs/experiment/tuned_<method>.yaml: ``spec``'s method and fields on the best shape."""
+    """<folder>/tuned_<method>.yaml: ``spec``'s method and fields on the best shape."""
     name, method = f"tuned_{spec.method}", get_method(spec.method).variant(spec)
     k, depth, size = best["shape"]
     m_line = f"  m: {spec.m}\n" if "m" in get_method(spec.method).fields else ""

@@ -80,6 +80,7 @@ def test_a_committed_same_state_archive_never_shrinks_nor_mixes_settings(tmp_pat
     assert state_tables([str(tiny), "--archive", str(archive)]) == 2  # never written in place
     assert "committed evidence" in capsys.readouterr().err
     assert state_tables([str(tiny), "--archive", str(mine)]) == 0  # under the output root: written
+    capsys.readouterr()
     for extra in ([], ["--yes"]):
         assert publish.main(extra) == 2
         err = capsys.readouterr().err
@@ -87,6 +88,7 @@ def test_a_committed_same_state_archive_never_shrinks_nor_mixes_settings(tmp_pat
     other = full.assign(driver_hash="h_short", max_new_tokens=8)  # every row, and rows of another setting
     assert state_tables([str(_folder(tmp_path, "mixed", pd.concat([full, other], ignore_index=True))),
                          "--archive", str(mine)]) == 0
+    capsys.readouterr()
     assert publish.main(["--yes"]) == 2 and "setting(s) it does not" in capsys.readouterr().err
     assert archive.read_bytes() == before
     both = pd.concat([full, full.assign(item_id=full["item_id"] + 10)], ignore_index=True)

@@ -136,20 +136,24 @@ def test_the_guard_holds_without_git_and_asks_in_the_files_own_folder(tmp_path, 
 
 
 def test_a_stale_output_is_removed_only_if_a_writer_of_ours_wrote_it(tmp_path):
+    drawn = set(make_tables.make_tables(SAMPLED, tmp_path / "scratch", theory=False))
+    undrawn = [name for name in make_tables.RESULT_TABLES if name[:-3] not in drawn]  # stale if ours
+    assert "speed.md" in undrawn
     out = tmp_path / "mine"
     out.mkdir()
-    for name in ("main.md", "speed.md"):
+    for name in undrawn:
         (out / name).write_text("my own notes\n")
     (out / "temperature_mine.png").write_bytes(b"my own figure")
     make_tables.make_tables(SAMPLED, out, theory=False)
     make_figures.make_figures(SAMPLED, out, theory=False)
-    assert (out / "main.md").read_text() == "my own notes\n" and (out / "speed.md").exists()
+    assert all((out / name).read_text() == "my own notes\n" for name in undrawn)
     assert (out / "temperature_mine.png").read_bytes() == b"my own figure"
     assert "temperature_mine.png" not in {p.name for p in Outputs(out).stale(("temperature_*.png",))}
+    first = sorted(drawn)[0] + ".md"  # written by make_tables above: listed in the folder's manifest
     ours = Outputs(out)
-    ours.add(out / "runs.md", b"rows\n")
-    removed = ours.write(("temperature.md",), "rows")  # temperature.md was written by make_tables above
-    assert [p.name for p in removed] == ["temperature.md"] and (out / "main.md").exists()
+    ours.add(out / "other.md", b"rows\n")
+    removed = ours.write((first, undrawn[0]), "rows")
+    assert [p.name for p in removed] == [first] and (out / undrawn[0]).read_text() == "my own notes\n"
 
 
 def test_no_command_or_target_takes_update_committed_any_more():
@@ -168,9 +172,11 @@ def test_all_reports_go_on_past_a_failing_study(monkeypatch, capsys):
     def commands(study, overrides=()):
         return [["-c", f"import sys; sys.exit({3 if study == 'a' else 0})"]]
 
+    real = subprocess.run
+
     def run(cmd, cwd=None, env=None):
         ran.append(cmd[-1])
-        return subprocess.run(cmd, cwd=cwd, env=env)
+        return real(cmd, cwd=cwd, env=env)
     monkeypatch.setattr(report, "studies", lambda: ["a", "b", "c"])
     monkeypatch.setattr(report, "commands", commands)
     monkeypatch.setattr(report.subprocess, "run", run)

@@ -59,7 +59,7 @@ def test_a_run_from_another_folder_writes_nothing_outside_its_output_dir_and_the
     done = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=300,
                           env={**env, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
-    assert [p.name for p in elsewhere.iterdir()] == ["outputs"] and "outputs: outputs/" in done.stderr
+    assert [p.name for p in elsewhere.iterdir()] == ["outputs"] and "outputs: outputs/" in done.stdout + done.stderr
     assert list((elsewhere / "outputs" / "hydra").rglob("run.log")) and len(list(storage.iter_shards(out))) == 1
     assert not (out / storage.HYDRA_RUNS).exists()  # Hydra's own files lie under the output root, not in output_dir
     again = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=300,

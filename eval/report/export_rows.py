@@ -22,7 +22,7 @@ import pandas as pd
 from eval.store.storage import load_results, require_results_dir
 from rheo.cli import ArgumentParser, path_arg, run_main
 from rheo.io import atomic_write
-from rheo.paths import output
+from rheo.paths import announce, output
 
 FORMATS = ("csv", "json")
 
@@ -72,6 +72,7 @@ def main(argv=None) -> int:
     rows = load_results(args.results, include_failed=args.include_failed)
     if rows.empty:
         raise ValueError(f"--results {args.results} holds no rows: nothing to export")
+    announce()
     n = export_rows(rows, args.out, fmt)
     print(f"wrote {args.out}: {n} rows, {fmt}")
     return 0

@@ -22,7 +22,7 @@ from typing import Callable, Optional, Sequence
 from eval.store.storage import OutputDirError
 from rheo.cli import ArgumentParser, one_line, path_arg
 from rheo.io import atomic_write_bytes
-from rheo.paths import folder, is_committed_evidence
+from rheo.paths import announce, folder, is_committed_evidence
 
 #: the files written into a folder by these writers (the only ones they may remove as stale)
 MANIFEST = ".rheo-written.json"
@@ -129,6 +129,8 @@ class Outputs:
         """Check, then write every file and remove stale ones (see :meth:`stale`); returns the removed
         files. ``source``: the results, for the messages."""
         self.check(stale_patterns, source)
+        if self.files:
+            announce()
         for path, data in self.files.items():
             atomic_write_bytes(path, data)
             print(f"wrote {path}")

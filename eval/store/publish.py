@@ -30,7 +30,7 @@ from eval.store.committed import CommittedOutputsError, check_growth
 from eval.store.storage import MANIFEST as ROWS_MANIFEST
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
 from rheo.io import atomic_write_bytes
-from rheo.paths import REPO_ROOT, committed_twin, out_root, shown
+from rheo.paths import REPO_ROOT, announce, committed_twin, out_root, shown
 
 PROG = "rheo publish"
 #: top-level folders of the output root that are never published: Hydra's records, a smoke check's
@@ -130,6 +130,7 @@ def describe(path: Path, twin: Path) -> list[str]:
 
 def publish(root: Path, only: Sequence[Path] = (), yes: bool = False) -> int:
     """Show, check and (with ``yes``) write the changes of ``root`` into the committed results; the exit status."""
+    announce()
     found = changes(root, only)
     if not found:
         print(f"nothing to publish: no file under {shown(root)} differs from the committed results")

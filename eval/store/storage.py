@@ -42,7 +42,7 @@ from rheo.paths import own_or_committed, program
 log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.json"
-HYDRA_RUNS = ".hydra_runs"  # Hydra's record of each run into the folder (configs/config.yaml: hydra.run.dir)
+HYDRA_RUNS = ".hydra_runs"  # Hydra's records in folders of older runs (now under the output root: configs/config.yaml)
 ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]  # one row per key
 FINGERPRINT = {"project": "rheo", "content": "rheo-eval result shards", "layout": 1}
 #: the manifest content of a same-state results folder (eval.store.state_archive.FINGERPRINT)
