@@ -5,15 +5,16 @@
 Every file a command wrote under the output root that has a committed place (rheo.paths.committed_twin:
 ``tables/``, ``figures/``, the ``<study>.parquet`` archives, ``tune/``, ``draft_head/``, ``gpu/`` ->
 ``results/``; ``experiment/mine/tuned_*.yaml`` -> ``configs/experiment/``; ``notebooks/`` (``make
-notebook``) -> ``notebooks/``) and differs from it is a change; PATHs (relative to the output root, or
+notebook``) -> ``notebooks/``) and differs from it is a change; a new file only in a folder the
+committed results already have, unless a PATH names it. PATHs (relative to the output root, or
 files/folders under it) keep only the changes under them. Rows folders, Hydra's files, exports and the
-replay caches are never published
-(:data:`NEVER`), nor a file whose committed place git ignores. Before anything is written every change is shown (a text diff, an archive's row
-counts) and checked as committed results always were: an archive never shrinks (every committed row
-is still there), never takes rows of settings it does not hold, and keeps its columns (the same keys);
-a file whose check fails stops the whole publish (exit status 2, nothing written). Without ``--yes``
-nothing is written either (exit status 2, after the changes are shown). Then ``make docs`` refills the
-README's and docs' tables from the new committed ones.
+replay caches are never published (:data:`NEVER`), nor a file whose committed place git ignores.
+Before anything is written every change is shown (a text diff, an archive's row counts) and checked
+as committed results always were: an archive never shrinks (every committed row is still there),
+never takes rows of settings it does not hold, and keeps its columns (the same keys); a file whose
+check fails stops the whole publish (exit status 2, nothing written). Without ``--yes`` nothing is
+written either (exit status 2, after the changes are shown). Then ``make docs`` refills the README's
+and docs' tables from the new committed ones.
 """
 
 from __future__ import annotations
@@ -73,11 +74,15 @@ def ignored(paths: list[Path]) -> set[Path]:
 
 
 def changes(root: Path, only: Sequence[Path] = ()) -> list[tuple[Path, Path]]:
-    """The candidates whose bytes differ from their committed twin (or that have none yet), under ``only``."""
+    """The candidates whose bytes differ from their committed twin (or that have none yet), under ``only``;
+    without ``only``, a file new to the committed results only in a folder they already have (a folder
+    of your own, ``outputs/mine/``, is published only when named)."""
     keep = [p.absolute() for p in only]
     out = []
     for path, twin in candidates(root):
         if keep and not any(k == path.absolute() or k in path.absolute().parents for k in keep):
+            continue
+        if not keep and not twin.parent.is_dir():
             continue
         if not twin.is_file() or twin.read_bytes() != path.read_bytes():
             out.append((path, twin))
