@@ -38,11 +38,11 @@ cycle-cost: ## aten ops, host syncs and ms per target call by phase, tiny 32-lay
 	$(PY) scripts/cycle_cost.py --out $(TABLES) $(ARGS)
 # ------------------------------------------------------------------ make reproduce (docs/harness.md)
 reproduce: $(VENV_STAMP) ## CPU protocol: tau experiments (two jobs at a time), then speed alone; tables, figures, archives; its wall time
-	$(PY) -m eval.measure.wall_clock start $(OUT)/reproduce-clock.json
+	$(PY) -m eval.measure.wall_clock start $(OUT)/.reproduce-clock.json
 	$(MAKE) reproduce-tau reproduce-speed
 	$(MAKE) report ARGS=
 	for s in runs speed; do $(PY) scripts/export_results.py --results $(OUT)/$$s --out $(OUT)/$$s.parquet || exit 1; done
-	$(PY) -m eval.measure.wall_clock finish $(OUT)/reproduce-clock.json $(OUT)/reproduce_time.json
+	$(PY) -m eval.measure.wall_clock finish $(OUT)/.reproduce-clock.json $(OUT)/reproduce_time.json
 reproduce-tau: $(VENV_STAMP) ## main table + same-state m ablation and temperature study (configs/experiment/reproduce_tau.yaml)
 	$(RUN) experiment=reproduce_tau $(ARGS)
 reproduce-speed: $(VENV_STAMP) ## speed, alone, one thread: paper tree + the tuned trees (this machine's from `make tune`, else the committed), AR paired, generate reference

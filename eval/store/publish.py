@@ -11,10 +11,10 @@ files/folders under it) keep only the changes under them. Rows folders, Hydra's 
 replay caches are never published (:data:`NEVER`), nor a file whose committed place git ignores.
 Before anything is written every change is shown (a text diff, an archive's row counts) and checked
 as committed results always were: an archive never shrinks (every committed row is still there),
-never takes rows of settings it does not hold, and keeps its columns (the same keys); a file whose
-check fails stops the whole publish (exit status 2, nothing written). Without ``--yes`` nothing is
-written either (exit status 2, after the changes are shown). Then ``make docs`` refills the README's
-and docs' tables from the new committed ones.
+never takes rows of settings it does not hold, and keeps its columns (the same keys; a newer row
+schema may add some); a file whose check fails stops the whole publish (exit status 2, nothing
+written). Without ``--yes`` nothing is written either (exit status 2, after the changes are shown).
+Then ``make docs`` refills the README's and docs' tables from the new committed ones.
 """
 
 from __future__ import annotations
@@ -91,14 +91,15 @@ def changes(root: Path, only: Sequence[Path] = ()) -> list[tuple[Path, Path]]:
 
 def check(path: Path, twin: Path) -> None:
     """Raise :class:`CommittedOutputsError` if ``path`` may not replace the committed ``twin``: an archive
-    keeps its columns, keeps every committed row and takes no rows of settings it does not hold."""
+    keeps its columns (it may add some), keeps every committed row and takes no rows of settings it does
+    not hold."""
     if path.suffix != ".parquet" or not twin.is_file():
         return
     old, new = pq.read_schema(twin).names, pq.read_schema(path).names
-    if set(old) != set(new):
-        gone, extra = sorted(set(old) - set(new)), sorted(set(new) - set(old))
-        raise CommittedOutputsError(f"{shown(path)} has other columns than the committed {shown(twin)} (missing "
-                                    f"{gone[:5]}, new {extra[:5]}): not the same keys; nothing was written")
+    gone = sorted(set(old) - set(new))  # a column added since (a newer row schema) is no loss
+    if gone:
+        raise CommittedOutputsError(f"{shown(path)} lacks columns of the committed {shown(twin)} ({', '.join(gone[:5])}"
+                                    f"{', ...' if len(gone) > 5 else ''}): not the same keys; nothing was written")
     key, settings = archive_key(old)
     if key:
         cols = sorted(set(key + settings))
