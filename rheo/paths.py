@@ -106,9 +106,14 @@ def own_or_committed(path: Path | str, what: str = "") -> Path:
     twin = committed_twin(path)
     if path.exists() or twin is None or not twin.exists():
         return path
-    print(f"reading the committed {shown(twin)}{' (' + what + ')' if what else ''}: no {shown(path)} of "
-          f"yours", file=sys.stderr)
+    if twin not in _SAID:  # once per file and process
+        _SAID.add(twin)
+        print(f"reading the committed {shown(twin)}{' (' + what + ')' if what else ''}: no {shown(path)} of "
+              f"yours", file=sys.stderr)
     return twin
+
+
+_SAID: set[Path] = set()
 
 
 def is_committed_evidence(path: Path | str) -> bool:

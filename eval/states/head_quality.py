@@ -26,14 +26,17 @@ from eval.states.outputs import OutputPlan, joined_rows
 from eval.states.stats import POOLED, paired_differences
 from eval.store.committed import CommittedOutputsError
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
+from rheo.paths import own_or_committed
 
 PROG = "python -m eval.states.head_quality"
 COLUMNS = ["head", "head_sha", "top1", "temperature", "keys", "topk", "rheo_m1", "diff", "half_width"]
 
 
 def read_top1(path: Path) -> pd.DataFrame:
-    """[head, head_sha, top1] from the --eval-only lines of ``path`` (step-1 top-1)."""
+    """[head, head_sha, top1] from the --eval-only lines of ``path`` (step-1 top-1; yours under the output
+    root, else the committed one)."""
     heads = []
+    path = own_or_committed(path)
     for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
             continue
