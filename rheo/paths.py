@@ -77,7 +77,6 @@ def announce() -> None:
 _ANNOUNCED: list[bool] = []
 
 
-@functools.lru_cache(maxsize=1)
 def announcement() -> str:
     return (f"outputs: {shown(out_root())}/ (set {OUT_ENV}=DIR, or out_root=DIR for a run, to move it; committed "
             f"results change only by `make publish`)")
