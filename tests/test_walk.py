@@ -89,12 +89,18 @@ def snapshot(clone: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+def user_env(clone: Path) -> dict[str, str]:
+    """A new user's environment in the clone: the default output root, the clone's code, bytecode in tmp."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RHEO_OUT", "MAKEFLAGS", "MAKELEVEL")}
+    env.update(PYTHONPATH=str(clone), OMP_NUM_THREADS="1",
+               PYTHONPYCACHEPREFIX=str(Path(tempfile.gettempdir()) / "walk-pycache"))
+    return env
+
+
 def walked(clone: Path, command: list[str], timeout: int) -> subprocess.CompletedProcess:
     """Run ``command`` in the clone, then check git is clean and nothing outside outputs/ changed."""
     before = snapshot(clone)
-    env = {k: v for k, v in os.environ.items() if k not in ("RHEO_OUT", "MAKEFLAGS", "MAKELEVEL")}
-    env.update(PYTHONPATH=str(clone), OMP_NUM_THREADS="1", PYTHONPYCACHEPREFIX=str(Path(tempfile.gettempdir()) / "walk-pycache"))
-    done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(command, cwd=clone, env=user_env(clone), capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, (command, done.stdout[-1500:], done.stderr[-3000:])
     status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True, text=True)
     assert status.stdout == "", (command, status.stdout)
@@ -168,8 +174,7 @@ def test_the_documented_rehearsals_finish_from_a_fresh_clone(tmp_path):
         if target == "publish":
             continue
         walked(fresh, ["make", "-s", target, *args], timeout=3600)
-    shown = subprocess.run(["make", "-s", "publish"], cwd=fresh, capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": str(fresh)})
+    shown = subprocess.run(["make", "-s", "publish"], cwd=fresh, capture_output=True, text=True, env=user_env(fresh))
     assert shown.returncode == 2 and "--yes" in shown.stderr and "changed:" in shown.stdout
     assert subprocess.run(["git", "-C", str(fresh), "status", "--porcelain"], capture_output=True,
                           text=True).stdout == ""
