@@ -1,25 +1,26 @@
 # The front door: `make help` lists the targets. What a study runs (methods, temperatures, items,
 # dtype, output folder) is a file under configs/experiment/; a target here is the command that runs
 # it. ARGS is appended to every command: Hydra overrides for runs (ARGS="limit=1 hydra.launcher.n_jobs=1"),
-# options for scripts and recipes (ARGS=--resume). Committed tables, figures and archives change only
-# when asked in so many words: UPDATE_COMMITTED=yes (else every report refuses to change them). PLAN=1 on
-# a sweep target counts and estimates each harness command it would run (rheo plan) and runs nothing.
+# options for scripts and recipes (ARGS=--resume). Everything a target writes lies under OUT (outputs/,
+# git-ignored; OUT=DIR moves it); the committed results are read-only input, updated only by `make publish`.
+# PLAN=1 on a sweep target counts and estimates each harness command it would run (rheo plan) and runs nothing.
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 PY := $(if $(PLAN),:,.venv/bin/python)
 RUN := $(if $(PLAN),.venv/bin/python -m eval.plan --command,$(PY) -m eval.run -m)
 RECIPE := $(PY) scripts/recipe.py
 REPORT := $(PY) scripts/report.py
-UPDATE := $(if $(filter yes,$(UPDATE_COMMITTED)),--update-committed)
+OUT ?= $(or $(RHEO_OUT),outputs)
+export RHEO_OUT := $(OUT)$(if $(MAKELEVEL:0=),,$(shell echo "outputs: $(OUT)/ (OUT=DIR moves it; committed results change only by make publish)" >&2))
 VENV_STAMP := .venv/.rheo-setup
 $(if $(PLAN),.SILENT:)
 .PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9 -]*):([^=].*)?$$/\1/p' Makefile)  # every target names a command, not a file
-RESULTS ?= results/runs
-TABLES ?= results/tables
-FIGURES ?= results/figures
-SMOKE ?= results/smoke
+RESULTS ?= $(OUT)/runs
+TABLES ?= $(OUT)/tables
+FIGURES ?= $(OUT)/figures
+SMOKE ?= $(OUT)/smoke
+MINE := $(if $(wildcard $(OUT)/experiment/mine/tuned_topk.yaml),mine/)# this machine's tuned presets (make tune), else the committed
 DRAFT_TEMP ?= 1.07
-
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_ -]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-26s %s\n", $$1, $$2}'
 setup: ## create .venv: reuse a torch already installed, else the CPU wheel torch==2.13.0; then the project (editable, dev extras)
@@ -33,104 +34,103 @@ test-slow: $(VENV_STAMP) ## slow tests too (real SmolLM2, large Monte-Carlo)
 	.venv/bin/pytest -q -m slow
 bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work; one thread, as docs/harness.md measured)
 	$(PY) scripts/bench_core.py --threads 1 $(ARGS)
-cycle-cost: ## aten ops, host syncs and ms per target call by phase, tiny 32-layer pair (ARGS="--shape llama31_8b --device cuda --dtype bfloat16"); ENGINE=static|graphs: profiled beside eager, into outputs/cycle_cost
-	$(PY) scripts/cycle_cost.py $(if $(ENGINE),--engine $(ENGINE) --out outputs/cycle_cost,--out $(TABLES)) $(ARGS)
+cycle-cost: ## aten ops, host syncs and ms per target call by phase, tiny 32-layer pair (ARGS="--shape llama31_8b --device cuda --dtype bfloat16"); ENGINE=static|graphs: profiled beside eager, into $(OUT)/cycle_cost
+	$(PY) scripts/cycle_cost.py $(if $(ENGINE),--engine $(ENGINE) --out $(OUT)/cycle_cost,--out $(TABLES)) $(ARGS)
 # ------------------------------------------------------------------ make reproduce (docs/harness.md)
 reproduce: $(VENV_STAMP) ## CPU protocol: tau experiments (two jobs at a time), then speed alone; tables, figures, archives; its wall time
-	$(PY) -m eval.measure.wall_clock start .reproduce-clock.json
+	$(PY) -m eval.measure.wall_clock start $(OUT)/.reproduce-clock.json
 	$(MAKE) reproduce-tau reproduce-speed
-	$(MAKE) report ARGS=$(UPDATE)
-	$(PY) scripts/export_results.py --results results/runs --out results/runs.parquet
-	$(PY) scripts/export_results.py --results results/speed --out results/speed.parquet
-	$(PY) -m eval.measure.wall_clock finish .reproduce-clock.json results/reproduce_time.json
+	$(MAKE) report ARGS=
+	for s in runs speed; do $(PY) scripts/export_results.py --results $(OUT)/$$s --out $(OUT)/$$s.parquet || exit 1; done
+	$(PY) -m eval.measure.wall_clock finish $(OUT)/.reproduce-clock.json $(OUT)/reproduce_time.json
 reproduce-tau: $(VENV_STAMP) ## main table + same-state m ablation and temperature study (configs/experiment/reproduce_tau.yaml)
 	$(RUN) experiment=reproduce_tau $(ARGS)
-reproduce-speed: $(VENV_STAMP) ## speed, alone, one thread: paper tree (+ the tuned trees `make tune` wrote), AR paired, generate reference
-	$(RUN) experiment=speed output_dir=results/speed limit=1 max_new_tokens=64 dtype=bfloat16 num_threads=1 $(ARGS)
-	[ ! -f configs/experiment/tuned_topk.yaml ] || $(RUN) experiment=tuned_topk output_dir=results/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
-	[ ! -f configs/experiment/tuned_rheo.yaml ] || $(RUN) experiment=tuned_rheo output_dir=results/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
+reproduce-speed: $(VENV_STAMP) ## speed, alone, one thread: paper tree + the tuned trees (this machine's from `make tune`, else the committed), AR paired, generate reference
+	$(RUN) experiment=speed output_dir=$(OUT)/speed limit=1 max_new_tokens=64 dtype=bfloat16 num_threads=1 $(ARGS)
+	$(RUN) experiment=$(MINE)tuned_topk output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
+	$(RUN) experiment=$(MINE)tuned_rheo output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
 speed-launches: $(VENV_STAMP) ## ops, syncs and predicted GPU speedup of the speed tables' configurations next to their measured CPU speedup (embedded pair, counted; minutes)
-	for s in speed speed_options speed_rule; do $(PY) scripts/cycle_cost.py --rows results/$$s.parquet --shape smollm2 --out $(TABLES)/$$s $(UPDATE) || exit 1; done
+	for s in speed speed_options speed_rule; do $(PY) scripts/cycle_cost.py --rows $(OUT)/$$s.parquet --shape smollm2 --out $(TABLES)/$$s || exit 1; done
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m ablation, T sweep, speed (ARGS="model=... device=cuda dtype=bfloat16")
 	$(RUN) experiment=main_table limit=null max_new_tokens=1024 $(ARGS)
 	$(RUN) experiment=m_ablation limit=null max_new_tokens=1024 $(ARGS)
 	$(RUN) experiment=temperature limit=null max_new_tokens=1024 $(ARGS)
-	$(RUN) experiment=speed output_dir=results/speed seed=0 limit=10 max_new_tokens=1024 $(ARGS)
+	$(RUN) experiment=speed output_dir=$(OUT)/speed seed=0 limit=10 max_new_tokens=1024 $(ARGS)
 report: ## make reproduce's tables, figures and same-state archive (the report lists of configs/experiment/{reproduce_tau,speed}.yaml)
 	$(REPORT) reproduce_tau speed $(ARGS)
-tables: ## Markdown tables from RESULTS (a folder, else RESULTS.parquet) -> TABLES (committed files change only with ARGS=--update-committed)
+tables: ## Markdown tables from RESULTS (a folder, else RESULTS.parquet, else the committed archive) -> TABLES
 	$(PY) scripts/make_tables.py --results "$(RESULTS)" --out "$(TABLES)" $(ARGS)
 figures: ## PNG figures from RESULTS (as tables) -> FIGURES; with the theory Monte-Carlo (~1.5 min on 2 cores; ARGS=--no-theory skips it)
 	$(PY) scripts/make_figures.py --results "$(RESULTS)" --out "$(FIGURES)" $(ARGS)
 docs: ## refill the README's and docs/' generated tables from results/tables (a test checks they are current)
 	$(PY) scripts/make_docs.py
-notebook: ## re-execute notebooks/analysis.ipynb on the committed archives, outputs stored in it
-	$(PY) -m jupyter execute --inplace notebooks/analysis.ipynb
+notebook: ## execute notebooks/analysis.ipynb on the committed archives -> OUT/notebooks/ (make publish commits it)
+	mkdir -p $(OUT)/notebooks && $(PY) -m jupyter execute notebooks/analysis.ipynb --output=$(abspath $(OUT))/notebooks/analysis
 smoke: $(VENV_STAMP) ## a few-minute CPU check of the pipeline (configs/experiment/cpu_smoke.yaml) -> SMOKE/{runs,tables,figures}
 	$(RUN) experiment=cpu_smoke output_dir=$(SMOKE)/runs $(ARGS)
 	$(PY) scripts/make_tables.py --results $(SMOKE)/runs --out $(SMOKE)/tables --no-theory
 	$(PY) scripts/make_figures.py --results $(SMOKE)/runs --out $(SMOKE)/figures --no-theory
 	@echo "smoke: rows in $(SMOKE)/runs, tables in $(SMOKE)/tables, figures in $(SMOKE)/figures"
-tune: ## measure this machine (fp32, bf16): cost by nodes, tau per shape -> results/tune, configs/experiment/tuned_*.yaml
+publish: ## the one way to update committed results: OUT's tables, figures, archives, tuned presets -> results/ (checked; shows the changes; ARGS=--yes writes them)
+	$(PY) -m rheo.commands publish $(ARGS)
+tune: ## measure this machine (fp32, bf16): cost by nodes, tau per shape -> OUT/tune, OUT/experiment/mine/tuned_*.yaml (experiment=mine/tuned_topk)
 	$(PY) scripts/tune_tree.py --threads 1 $(ARGS)
-
 # ------------------------------------------------------------------ studies (one experiment file each)
 study-reports: ## every study's tables and figures, from its folder, else its archive (the report lists of configs/experiment/)
 	$(REPORT) --all $(ARGS)
 same-state-studies: $(VENV_STAMP) ## full-size same-state temperature study and m ablation (bf16, 24 items per suite; hours), then tables
 	$(RUN) experiment=same_state_studies $(ARGS)
-	$(REPORT) same_state_studies $(UPDATE)
+	$(REPORT) same_state_studies
 same-state-fp32: $(VENV_STAMP) ## the same-state studies in float32 (m ablation 14, temperatures 12 items per suite; hours), then tables
 	$(RUN) experiment=same_state_fp32 $(ARGS)
-	$(REPORT) same_state_fp32 $(UPDATE)
+	$(REPORT) same_state_fp32
 same-state-dilemma: $(VENV_STAMP) ## Top-K, Rheo, RSD, SpecInfer, chain on shared states at T=1, 0, 0.5, then tables
 	$(RUN) experiment=same_state_dilemma $(ARGS)
-	$(REPORT) same_state_dilemma $(UPDATE)
+	$(REPORT) same_state_dilemma
 same-state-heads: $(VENV_STAMP) ## Top-K vs Rheo m=1 on shared states with the weaker heads, then tables and the gain against top-1
 	$(RUN) experiment=same_state_heads $(ARGS)
-	$(REPORT) same_state_heads $(UPDATE)
+	$(REPORT) same_state_heads
 reproduce-studies: ## every full-size same-state study: the above four (hours on two cores; resumable)
 	$(MAKE) same-state-studies same-state-dilemma same-state-heads ARGS="limit=24 $(ARGS)"
 sampled-studies: $(VENV_STAMP) ## the m ablation and temperature study on separate trajectories (realized tau), then tables
 	$(RUN) experiment=sampled_m_ablation $(ARGS)
 	$(RUN) experiment=sampled_temperature $(ARGS)
-	$(REPORT) sampled_temperature $(UPDATE)
+	$(REPORT) sampled_temperature
 methods: $(VENV_STAMP) ## every method at the paper's node budget (T=0 and 1, 8 items per suite), into the main table's folder; its reports
 	$(RUN) experiment=methods seed=0 limit=8 max_new_tokens=128 $(ARGS)
-	$(REPORT) reproduce_tau $(UPDATE)
+	$(REPORT) reproduce_tau
 speed-cost: $(VENV_STAMP) ## Top-K vs Rheo m=1 cost per cycle, tau and tokens/s on the same prompts (float32, alone)
 	$(RUN) experiment=speed_cost $(ARGS)
-	$(REPORT) speed_cost $(UPDATE)
+	$(REPORT) speed_cost
 expected-replay: $(VENV_STAMP) ## the main table's Rheo rows on new seeds: realized - expected per row (ARGS="--rows 24 --mc 50 ...")
-	OMP_NUM_THREADS=1 $(PY) -m eval.measure.expected_replay results/runs.parquet --rows 0 --order first --mc 0 --seed-offset 1 \
-	  --jsonl .cache/expected_replay/rows.jsonl --out "$(TABLES)/expected_replay.md" $(ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m eval.measure.expected_replay $(OUT)/runs.parquet --rows 0 --order first --mc 0 --seed-offset 1 \
+	  --jsonl $(OUT)/expected_replay/rows.jsonl --out "$(TABLES)/expected_replay.md" $(ARGS)
 serving-study: $(VENV_STAMP) ## the ranking options on shared states at seven temperatures (configs/experiment/serving_temps.yaml; hours)
 	$(RUN) experiment=serving_temps $(ARGS)
 dial-study: $(VENV_STAMP) ## the draft-quality dial on shared states (configs/experiment/draft_dial.yaml; hours)
 	$(RUN) experiment=draft_dial $(ARGS)
 head-reading: $(VENV_STAMP) ## rheo_adaptive's root acceptance and m=0 share along the dial: where a drafter sits (~40 min on one core)
-	OMP_NUM_THREADS=1 $(PY) -m eval.measure.head_reading $(UPDATE) $(ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m eval.measure.head_reading $(ARGS)
 option-tables: ## tables, figures and archives of the two option studies (their folders, else their archives)
-	$(REPORT) serving_temps draft_dial $(UPDATE)
+	$(REPORT) serving_temps draft_dial
 speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T=0.7 and 1 on the tuned trees (alone)
-	$(RUN) experiment=tuned_topk temperature=0.7,1.0 output_dir=results/speed_options limit=2 max_new_tokens=64 $(ARGS)
+	$(RUN) experiment=$(MINE)tuned_topk temperature=0.7,1.0 output_dir=$(OUT)/speed_options limit=2 max_new_tokens=64 $(ARGS)
 	$(RUN) experiment=speed_options $(ARGS)
-	$(REPORT) speed_options $(UPDATE)
+	$(REPORT) speed_options
 speed-rule: $(VENV_STAMP) ## speed table: rheo_adaptive and rheo_level next to rheo_auto at T=0.7 and 1 on Rheo's tuned tree (alone)
 	$(RUN) experiment=speed_rule $(ARGS)
-	$(REPORT) speed_rule $(UPDATE)
-
+	$(REPORT) speed_rule
 # ------------------------------------------------------------------ draft head (recipes: configs/recipe/)
 corpus corpus-selfinstruct train-head eval-head head-mid heads-top1 head-broad broad-top1: ## a draft-head recipe (configs/recipe/<name>.yaml; ARGS="--resume", "--head DIR", ...)
 	$(RECIPE) $@ $(ARGS)
-calibrate-head: $(VENV_STAMP) ## fit one draft temperature for the embedded head on held-out corpus sequences (minutes) -> results/draft_head/calibration.json
+calibrate-head: $(VENV_STAMP) ## fit one draft temperature for the embedded head on held-out corpus sequences (minutes) -> OUT/draft_head/calibration.json
 	PYTHONPATH=$(CURDIR) $(PY) scripts/calibrate_head.py $(ARGS)
-calibrated-cells: $(VENV_STAMP) ## the dial's a = 0 cells (T = 0.7, 1) with the calibrated head (DRAFT_TEMP, results/draft_head/calibration.json); Rheo's gain paired with the trained head's
-	$(RUN) experiment=draft_dial draft_mix=0.0 draft_temp=$(DRAFT_TEMP) temperature=0.7,1.0 output_dir=results/same_state_calibrated $(ARGS)
-	$(PY) -m eval.states.calibrated results/same_state_dial.parquet results/same_state_calibrated --archive results/same_state_calibrated.parquet --out $(TABLES)/calibrated_head.md $(UPDATE)
+calibrated-cells: $(VENV_STAMP) ## the dial's a = 0 cells (T = 0.7, 1) with the calibrated head (DRAFT_TEMP, calibration.json); Rheo's gain paired with the trained head's
+	$(RUN) experiment=draft_dial draft_mix=0.0 draft_temp=$(DRAFT_TEMP) temperature=0.7,1.0 output_dir=$(OUT)/same_state_calibrated $(ARGS)
+	$(PY) -m eval.states.calibrated $(OUT)/same_state_dial.parquet $(OUT)/same_state_calibrated --archive $(OUT)/same_state_calibrated.parquet --out $(TABLES)/calibrated_head.md
 # ------------------------------------------------------------------ GPU (docs/gpu.md)
 GPU_BUNDLE ?= .gpu_bundle
-GPU_OUT ?= results/gpu
+GPU_OUT ?= $(OUT)/gpu
 GPU_PY ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 DEVICE ?= cuda
 # the checkout (and tests/, whose toy models the chi-square check reads) and the bundle on the import path
@@ -144,7 +144,7 @@ gpu-setup: ## on the GPU machine: reassemble the GGUF (SHA-256 checked), install
 	PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_bundle.py setup --bundle $(GPU_BUNDLE)
 gpu-check: ## the GPU path checked and timed (greedy identity, bf16 agreement, chi-square, tau parity, speed) -> GPU_OUT
 	$(GPU_ENV) OMP_NUM_THREADS=$(or $(OMP_NUM_THREADS),4) $(GPU_PY) scripts/gpu_check.py --device $(DEVICE) --device-setting DEVICE --out $(GPU_OUT) $(GPU_ARGS)
-gpu-reference: ## the CPU reference of gpu-check's tau parity -> results/gpu/cpu_reference.json
+gpu-reference: ## the CPU reference of gpu-check's tau parity -> GPU_OUT
 	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out $(GPU_OUT) --make-reference $(GPU_ARGS)
 gpu-corpus gpu-train-head: ## on a lent GPU: the draft-head corpus, then the head (configs/recipe/gpu_*.yaml) -> GPU_OUT
 	$(GPU_ENV) $(GPU_PY) scripts/recipe.py $@ --device $(DEVICE) --bundle $(GPU_BUNDLE) --out $(GPU_OUT) $(ARGS)

@@ -47,6 +47,8 @@ def run(cfg: DictConfig) -> RunSummary:
     """Run (or resume) one composed configuration with the measurement it names (``measure``);
     returns what was computed, failed and skipped."""
     checked = check_run(cfg)
+    log.info("outputs: %s/ (out_root=DIR or RHEO_OUT=DIR moves them; committed results change only by "
+             "`make publish`)", cfg.out_root)
     if cfg.dtype == "auto":
         log.info("dtype %s: %s", run_dtype(cfg).dtype or "the model's default", run_dtype(cfg).reason)
     return run_loop(cfg, SameState(cfg, checked) if cfg.measure == "same_state" else Realized(cfg, checked))

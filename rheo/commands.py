@@ -1,15 +1,18 @@
 """The ``rheo`` command: one entry point for what users run.
 
     rheo generate "prompt" [--model NAME | --target DIR --head DIR] [--method rheo|topk|rheo_auto] ...
-    rheo run model=smollm2_135m method=rheo dataset=mt_bench limit=5 output_dir=results/mine
-    rheo tables --results results/mine --out results/mine/tables
-    rheo figures --results results/mine --out results/mine/figures
-    rheo export --results results/runs.parquet --out runs.csv
+    rheo run model=smollm2_135m method=rheo dataset=mt_bench limit=5 output_dir=outputs/mine
+    rheo tables --results outputs/mine --out outputs/mine/tables
+    rheo figures --results outputs/mine --out outputs/mine/figures
+    rheo export --results results/runs.parquet              (-> outputs/exports/runs.csv)
     rheo plan reproduce-full model=llama31_8b_instruct device=cuda dtype=bfloat16
+    rheo publish [--yes]                                     (outputs/ -> the committed results/)
 
 ``run`` is the Hydra harness (``python -m eval.run``, every override accepted); ``tables`` and
 ``figures`` are the project's ``scripts/make_tables.py`` and ``scripts/make_figures.py`` of the
 checkout rheo is installed from (``pip install -e .``). Errors end as ``rheo.cli`` describes.
+Every command writes under the output root (``outputs/``; ``RHEO_OUT=DIR`` moves it), said before
+its first write; ``publish`` is the one that changes the committed results (eval/store/publish.py).
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "export": ("rows as CSV or JSON (python -m eval.report.export_rows)", _module("eval.report.export_rows", "export")),
     "plan": ("what a sweep target would run: jobs, prompts, tokens, GPU-time estimate (python -m eval.plan)",
              _module("eval.plan", "plan")),
+    "publish": ("copy the output root's results into the committed ones (checked; --yes writes)",
+                _module("eval.store.publish", "publish")),
 }
 
 

@@ -10,8 +10,9 @@ target's own ``generate``: greedy at temperature 0, sampling otherwise), warmed 
 (``--repeats``) with a 95% interval (rheo.compare_ar), next to the tree, the CPU and the dtype.
 
 ``--method`` takes a registered tree method or a preset (rheo.presets: ``rheo_auto``). The tree is
-``--tree tuned`` on a CPU (the small tree ``make tune`` measured for it, configs/experiment/tuned_*.yaml:
-the paper's 60-node tree costs more than it saves there) and ``--tree paper`` elsewhere;
+``--tree tuned`` on a CPU (the small tree ``make tune`` measured for it: this machine's under the output
+root, else the committed configs/experiment/tuned_*.yaml; the paper's 60-node tree costs more than it saves
+there) and ``--tree paper`` elsewhere;
 ``--k/--depth/--tree-size`` override either. ``--dtype auto`` (the default) is float32 on a CPU
 that emulates bf16 and bf16 where it is native (rheo.cpu_dtype); the choice and its reason are
 printed on stderr. ``--threads`` (default 1) is torch's intra-op thread count, printed on that line too:
@@ -26,6 +27,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
@@ -34,7 +36,7 @@ from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, posit
 from rheo.compare_ar import repeat_line
 from rheo.config import ENGINES, PAPER_TREE
 from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
-from rheo.paths import REPO_ROOT
+from rheo.paths import REPO_ROOT, is_committed_evidence, out_root, shown
 from rheo.methods import reads
 from rheo.placement import as_device
 from rheo.presets import PRESETS
@@ -56,7 +58,8 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
                    help="tree rule or preset (default rheo, the paper's; rheo_auto: rheo.presets)")
     p.add_argument("--tree", default=None, choices=("paper", "tuned"),
                    help="paper: K=10 depth 8 R=60; tuned: the tree `make tune` measured for a CPU "
-                        "(configs/experiment/tuned_*.yaml). Default: tuned on a CPU, paper elsewhere")
+                        "(this machine's, outputs/experiment/mine/, else configs/experiment/tuned_*.yaml). "
+                        "Default: tuned on a CPU, paper elsewhere")
     p.add_argument("--k", type=positive_int, default=None, help="candidates per node (overrides --tree)")
     p.add_argument("--depth", type=positive_int, default=None, help="drafted layers (overrides --tree)")
     p.add_argument("--tree-size", type=positive_int, default=None, help="kept nodes (overrides --tree)")
@@ -102,6 +105,13 @@ def set_threads(threads: int) -> str:
 METHODS = ("rheo", "topk", *PRESETS)
 
 
+def tuned_preset(base: str) -> Path:
+    """The tuned tree of ``base`` ("topk" or "rheo"): this machine's (`make tune`, under the output root)
+    when it exists, else the committed preset of configs/experiment/."""
+    own = out_root() / "experiment" / "mine" / f"tuned_{base}.yaml"
+    return own if own.is_file() else REPO_ROOT / "configs" / "experiment" / f"tuned_{base}.yaml"
+
+
 def tree_of(args) -> tuple[dict, str]:
     """(k, depth, tree_size) of the run and its name for the report line."""
     tree = args.tree or ("tuned" if str(args.device).split(":")[0] == "cpu" else "paper")
@@ -110,12 +120,12 @@ def tree_of(args) -> tuple[dict, str]:
     if tree == "tuned":
         method = PRESETS[args.method]["method"] if args.method in PRESETS else args.method
         base = "rheo" if reads(method, "m") else "topk"  # the tuned tree of the sampling methods, or Top-K's
-        path = REPO_ROOT / "configs" / "experiment" / f"tuned_{base}.yaml"
+        path = tuned_preset(base)
         if path.is_file():
             from omegaconf import OmegaConf
 
             shape.update({f: int(v) for f, v in OmegaConf.load(path).method.items() if f in shape})
-            name = f"tuned ({path.relative_to(REPO_ROOT)})"
+            name = f"tuned ({shown(path)}{', committed' if is_committed_evidence(path) else ', this machine'})"
         else:
             name = f"paper ({path.name} not found: run `make tune`)"
     given = {f: getattr(args, f) for f in shape if getattr(args, f) is not None}

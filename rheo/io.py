@@ -133,22 +133,6 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_outputs(out_dir: PathLike, patterns: tuple[str, ...], written: list[Path]) -> list[Path]:
-    """Delete files of ``out_dir`` that match ``patterns`` (globs) but were not ``written`` now.
-
-    For generated artifacts (tables, figures): an output of an earlier run whose inputs are
-    gone would otherwise sit beside the new ones, looking just as current. Returns what was removed.
-    """
-    keep = {Path(p).resolve() for p in written}
-    removed = []
-    for pattern in patterns:
-        for path in sorted(Path(out_dir).glob(pattern)):
-            if path.is_file() and path.resolve() not in keep:
-                path.unlink()
-                removed.append(path)
-    return removed
-
-
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+,-]+")
 
 

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from eval.report.markdown import markdown_table
 from rheo.cli import ArgumentParser, positive_float, positive_int, run_main
-from rheo.io import atomic_write_text
+from eval.store.committed import refuse_committed, write_outputs
 from rheo.paths import REPO_ROOT, folder, start_git_sha
 
 HEAD = "rheo/assets/eagle3_smollm2_135m"
@@ -55,7 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--iters", type=positive_int, default=14, help="bisection steps of the 1-D search (in 1 / tau)")
     ap.add_argument("--bins", type=positive_int, default=15, help="ECE bins")
     ap.add_argument("--threads", type=positive_int, default=1)
-    ap.add_argument("--out", default=str(folder("results", "draft_head", "calibration.json")))
+    ap.add_argument("--out", default=str(folder("out", "draft_head", "calibration.json")))
     ap.add_argument("--table", default=str(folder("tables", "head_calibration.md")))
     args = ap.parse_args(argv)
     if args.tau_min >= args.tau_max:
@@ -64,6 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error(f"--head {args.head}: no EAGLE-3 head there (config.json); give a head folder, e.g. {HEAD}")
     if Path(args.corpus).resolve().is_relative_to((REPO_ROOT / "data" / "benchmarks").resolve()):
         ap.error(f"--corpus {args.corpus}: the benchmarks are the test set; give a training corpus, e.g. {CORPUS}")
+    refuse_committed(args.out, args.table, source=args.corpus)  # before minutes of fitting
     return args
 
 
@@ -181,10 +182,8 @@ def main(argv=None) -> None:
         "wall_s": round(time.time() - started, 1), "git_sha": start_git_sha(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(Path(args.out), json.dumps(result, indent=1) + "\n")
-    Path(args.table).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(Path(args.table), table(result))
+    write_outputs([(Path(args.out), (json.dumps(result, indent=1) + "\n").encode()),
+                   (Path(args.table), table(result).encode())], args.corpus)
     print(json.dumps({k: result[k] for k in ("tau", "kl_before", "kl_after", "ece_before", "ece_after", "positions")}))
 
 

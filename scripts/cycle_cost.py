@@ -5,7 +5,7 @@ what counts as an op and a sync: eval.device.op_counter; docs/gpu.md).
 
     python scripts/cycle_cost.py [--shape tiny32|llama31_8b|vicuna_13b|smollm2] [--device cuda]
         [--dtype bfloat16] [--reduce 8] [--new-tokens 24] [--tau 5.0] [--no-time] [--out DIR]
-    python scripts/cycle_cost.py --rows results/speed.parquet --shape smollm2 --out results/tables/speed
+    python scripts/cycle_cost.py --rows results/speed.parquet --shape smollm2 --out outputs/tables/speed
 
 ``--engine static|graphs``: the same methods under that engine beside the eager one, counted with
 torch.profiler (eval.device.profiled_cost: kernels launched, graph launches, host syncs and ms per
@@ -39,7 +39,6 @@ def main() -> None:
     ap.add_argument("--tau", type=positive_float, default=5.0, help="tokens per call for the predicted speedup")
     ap.add_argument("--threads", type=positive_int, default=None, help="torch threads (CPU)")
     ap.add_argument("--no-time", action="store_true", help="count only (no timed generations)")
-    ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git (--rows)")
     ap.add_argument("--engine", default=None, choices=("static", "graphs"),
                     help="profile the methods under this engine beside eager (torch.profiler counts)")
     ap.add_argument("--rows", default=None, help="a speed study's rows (folder or archive): count their configurations")
@@ -62,12 +61,17 @@ def main() -> None:
     text = cost_tables(rows, args.tau)
     print(text)
     if args.out:
+        import io
+
+        from eval.store.committed import write_outputs
+
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
         name = f"cycle_cost_{args.shape}" + (f"_r{args.reduce}" if args.reduce > 1 else "") + f"_{args.device}"
-        (out / f"{name}.md").write_text(f"# Cycle cost: {args.shape} on {args.device} ({args.dtype})\n\n{text}")
-        pd.DataFrame(rows).to_parquet(out / f"{name}.parquet", index=False)
-        print(f"wrote {out / name}.md and .parquet", file=sys.stderr)
+        blob = io.BytesIO()
+        pd.DataFrame(rows).to_parquet(blob, index=False)
+        title = f"# Cycle cost: {args.shape} on {args.device} ({args.dtype})\n\n"
+        write_outputs([(out / f"{name}.md", (title + text).encode()), (out / f"{name}.parquet", blob.getvalue())],
+                      f"{args.shape} on {args.device}")
 
 
 def engine_costs(pair, args) -> None:
@@ -114,7 +118,7 @@ def launches(pair, args) -> None:
         out = Path(args.out)
         blob = io.BytesIO()
         counts.to_parquet(blob, index=False)
-        outputs = Outputs(out, update_committed=args.update_committed)
+        outputs = Outputs(out)
         outputs.add(out / "launches.md", text.encode())
         outputs.add(out / "launches.parquet", blob.getvalue())
         outputs.write((), source)

@@ -1,6 +1,6 @@
 """Pack a results directory (one parquet shard per row) into one parquet archive for git.
 
-    python scripts/export_results.py --results results/runs --out results/runs.parquet
+    python scripts/export_results.py --results outputs/runs --out outputs/runs.parquet
 
 The archive holds every row (failed ones too) with the row schema of eval/store/storage.py;
 `make tables RESULTS=results/runs.parquet` (and figures, the notebook) read it like the
@@ -8,11 +8,11 @@ directory. `make reproduce` writes both archives at its end.
 
 Nothing is lost by mistake: --results must be a results directory (not an archive), --out
 must not lie inside it, an export of no rows writes nothing, and an existing archive whose rows
-are not all in the new one is kept unless --replace; an archive committed to git also refuses rows of
-config hashes it does not hold (rows of another size or setting), unless --replace. The archive is
-written atomically; an --out that is a symlink is written through (the link stays), one that is a
-device or FIFO is streamed into, never replaced (eval.store.export_out). A shard that cannot be read
-fails the export, naming it.
+are not all in the new one is kept unless --replace; a committed archive is never written (`make
+publish` copies an archive into the committed results, checked there). The archive is written
+atomically; an --out that is a symlink is written through (the link stays), one that is a device or
+FIFO is streamed into, never replaced (eval.store.export_out). A shard that cannot be read fails the
+export, naming it.
 With --if-present a missing or empty --results folder is no error: the archive stays as it is
 (a study's reports, which read the archive when the folder is gone, export this way).
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from eval.store.committed import CommittedOutputsError, check_growth, is_committed
+from eval.store.committed import CommittedOutputsError, refuse_committed
 from eval.store.export_out import check_out
 from eval.store.storage import (CorruptShardError, OutputDirError, export_results, is_archive, iter_shards, load_results,
                                 require_results_dir)
@@ -53,13 +53,11 @@ def check_paths(results: Path, out: Path) -> None:
 def check_export(results: Path, out: Path, replace: bool) -> None:
     """Everything :func:`main` refuses, before the archive is touched."""
     check_paths(results, out)
+    refuse_committed(out, source=results)  # the committed archives change only by `make publish`
     if not any(iter_shards(results)):
         raise OutputDirError(f"--results {results} holds no rows: nothing to export ({out} left as it is)")
     if replace:
         return
-    if is_committed(out):  # a committed archive grows only with rows of its own settings
-        check_growth(out, load_results(out, include_failed=True), load_results(results, include_failed=True),
-                     ROW_KEY, ["config_hash"])
     lost = lost_rows(results, out)
     if lost:
         raise OutputDirError(f"--out {out} holds {lost} row(s) that are not under {results}: exporting would "

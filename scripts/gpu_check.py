@@ -9,8 +9,9 @@
 3. Same seed, same tokens (T=1, twice); seeded chi-square on toy models whose tensors
    and generators live on the device.
 4. Tau parity: fp32 T=0 tau and tokens against the CPU reference
-   (``results/gpu/cpu_reference.json``, made with ``--make-reference`` on a CPU; computed
-   on this machine's CPU when missing or made with other settings).
+   (``results/gpu/cpu_reference.json``; ``--make-reference`` on a CPU writes a new one to
+   ``<out>/cpu_reference.json``, which ``make publish`` commits; computed on this machine's CPU
+   when missing or made with other settings).
 5. Speed (``--speed-dtype``, default bf16 on CUDA): AR, ``transformers`` ``generate``,
    Top-K and Rheo m=1 at each T, paper tree, on ``--items`` items x 6 suites x
    ``--max-new`` tokens, per-phase ms; then the tree_size sweep (``--sweep``) on
@@ -119,9 +120,10 @@ def main(argv=None) -> int:
     if args.make_reference:
         ref = cpu_reference(args, prompts)
         ref["source"] = f"{ref['machine']}, torch {ref['torch']}"
-        args.reference.parent.mkdir(parents=True, exist_ok=True)
-        args.reference.write_text(json.dumps(ref, indent=1))
-        print(f"wrote {args.reference}")
+        made = args.out / REFERENCE.name  # under the output root; `make publish` makes it the committed one
+        made.parent.mkdir(parents=True, exist_ok=True)
+        made.write_text(json.dumps(ref, indent=1))
+        print(f"wrote {made}")
         return 0
     import transformers
 

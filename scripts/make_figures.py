@@ -1,16 +1,16 @@
 """PNG figures of the paper's artifacts from the result parquet only.
 
-    python scripts/make_figures.py [--results results/runs] [--out results/figures]
+    python scripts/make_figures.py [--results outputs/runs] [--out outputs/figures]
 
 m-ablation (tau vs m, Top-K band), temperature study (tau vs T for Top-K and
 Rheo m=0, 1, 2), per-suite bars (tau and speedup), the methods study (tau vs T
 per method, experiment=methods), and the theory figure
 (single-node acceptance, closed form vs Monte-Carlo; cached in <out>/theory/).
-Figures whose runs are absent are skipped, and the script says so; figures left
-in <out> by an earlier run and not drawn now are removed. A results directory
-that does not exist (or is not one) is an error (exit status 2).
-A file committed to git is rewritten only with the same bytes and never removed (then
-nothing is written, exit status 2), unless --update-committed (make reproduce).
+Figures whose runs are absent are skipped, and the script says so; figures that an
+earlier run of this script wrote into <out> and that are not drawn now are removed (a file it
+did not write is left alone). A results directory that does not exist (or is not one) is an
+error (exit status 2). The committed results are never written (exit status 2, nothing
+written): `make publish` updates them.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from rheo.io import child_path
 RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png")
 
 
-def make_figures(results: Path, out: Path, theory: bool = True, update_committed: bool = False) -> list[Path]:
+def make_figures(results: Path, out: Path, theory: bool = True) -> list[Path]:
     results, out = rows_or_archive(Path(results)), Path(out)
     require_results_dir(results)
     df = load(results)
-    written, outputs = [], Outputs(out, update_committed)  # written at the end, after the git check
+    written, outputs = [], Outputs(out)  # written at the end, after the check
     makers = {"m-ablation": plots.m_ablation_figures, "temperature": plots.temperature_figures,
               "per-suite": plots.suite_bar_figures, "methods": methods_study.methods_figures}
     out.mkdir(parents=True, exist_ok=True)

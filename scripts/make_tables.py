@@ -1,6 +1,6 @@
 """Markdown tables of the paper's artifacts from the result parquet only.
 
-    python scripts/make_tables.py [--results results/runs] [--out results/tables]
+    python scripts/make_tables.py [--results outputs/runs] [--out outputs/tables]
 
 Writes main.md (Top-K vs Rheo m=1 per model x suite), m_ablation.md,
 temperature.md, methods.md (every method at one node budget, experiment=methods),
@@ -10,11 +10,10 @@ cycle, tau and tokens/s next to Top-K's on the same prompts), agreement.md (T=0 
 identity in fp32, agreement rate in bf16), runs.md (inventory, failures included) and theory.md (Lemma-1
 worked example, closed form vs Monte-Carlo; its Monte-Carlo numbers are cached
 in <out>/theory/). A table whose runs are absent is skipped, and the script
-says what it needs (eval/report/needs.py); a copy of it left in <out> by an earlier run is removed, so that every
-table there is drawn from the given results. A results directory that does not
-exist (or is not one) is an error (exit status 2).
-A file committed to git is rewritten only with the same bytes and never removed (then
-nothing is written, exit status 2), unless --update-committed (make reproduce).
+says what it needs (eval/report/needs.py); a copy of it that an earlier run of this script wrote into <out>
+is removed (a file it did not write is left alone), so that every table it wrote there is drawn from the given
+results. A results directory that does not exist (or is not one) is an error (exit status 2). The
+committed results are never written (exit status 2, nothing written): `make publish` updates them.
 """
 
 from __future__ import annotations
@@ -38,11 +37,11 @@ SHARED = ("methods",)
 RESULT_TABLES = tuple(f"{name}.md" for name in TABLES if name not in SHARED) + ("runs.md",)
 
 
-def make_tables(results: Path, out: Path, theory: bool = True, update_committed: bool = False) -> dict[str, Path]:
+def make_tables(results: Path, out: Path, theory: bool = True) -> dict[str, Path]:
     results, out = rows_or_archive(Path(results)), Path(out)
     require_results_dir(results)
     df = load(results)
-    written, outputs = {}, Outputs(out, update_committed)  # written at the end, after the git check
+    written, outputs = {}, Outputs(out)  # written at the end, after the check
     for name, build in TABLES.items():
         text = build(df) if not df.empty else None
         if text is None:

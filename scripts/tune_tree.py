@@ -2,7 +2,7 @@
 
     python scripts/tune_tree.py [--model smollm2_135m] [--dtypes float32,bfloat16]
         [--shapes 4x4x8,6x5x16,8x6x24,10x8x60] [--prompts 12] [--max-new 64] [--temps 0,1]
-        [--out results/tune] [--config-dir configs/experiment] [--threads 1]
+        [--out outputs/tune] [--config-dir outputs/experiment/mine] [--threads 1]
 
 Per dtype: the target's cost of scoring n nodes (``--nodes``), the head's cost per
 drafted layer (``--widths``), the commit cost, and AR tokens/s on the tuning prompts.
@@ -11,7 +11,8 @@ and the core's per-cycle cost of Top-K and Rheo m=1 for every shape at every T.
 Writes ``<out>/tune.json`` (everything measured), ``tune.md`` (tables) and
 ``speedup_vs_tree.png`` (expected and measured speedup vs tree size), and the best
 shape per method as ``<config-dir>/tuned_topk.yaml`` / ``tuned_rheo.yaml`` (stamped
-with the machine), used by ``make speed``.
+with the machine): ``experiment=mine/tuned_topk``, which ``make reproduce-speed`` and ``rheo generate``
+prefer to the committed presets. Nothing committed is written (``make publish`` copies them there).
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ from baselines import AR
 from eval.device import tuning
 from eval.device.tuning import METHODS, label
 from eval.device.tuning_report import figure, markdown
+from eval.store.committed import refuse_committed
 from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.methods import get_method
-from rheo.paths import REPO_ROOT, folder
+from rheo.paths import REPO_ROOT, TUNED_PRESETS, announce, folder, out_root
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
 from rheo.timing import device_name
 
@@ -73,8 +75,9 @@ def parse(argv):
     ap.add_argument("--tau-dtype", default=None, help="dtype of the tau runs (default: cheapest 16-node tree)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=positive_int, default=1)
-    ap.add_argument("--out", type=Path, default=folder("results", "tune"))
-    ap.add_argument("--config-dir", type=Path, default=Path("configs/experiment"))
+    ap.add_argument("--out", type=Path, default=folder("out", "tune"))
+    ap.add_argument("--config-dir", type=Path, default=folder("out", "experiment", "mine"),
+                    help="where the tuned presets go (default: this machine's, experiment=mine/tuned_<method>)")
     ap.add_argument("--costs-only", action="store_true", help="measure and print the costs per dtype; no tau runs")
     ap.add_argument("--replot", action="store_true", help="only redraw <out>/speedup_vs_tree.png from <out>/tune.json")
     args = ap.parse_args(argv)
@@ -89,6 +92,8 @@ def parse(argv):
     parse_shapes(args.shapes)
     if args.out.exists() and not args.out.is_dir():
         ap.error(f"--out {args.out} is an existing file: give a folder for tune.json, tune.md and the figure")
+    refuse_committed(args.out / "tune.json", *(args.config_dir / name for name in TUNED_PRESETS),
+                     source="make tune")  # before minutes of measuring
     return args
 
 
@@ -146,6 +151,7 @@ def measure_shapes(args, pair, texts: list[str], shapes: list[tuple[int, int, in
 
 def main(argv=None) -> int:
     args = parse(argv)
+    announce()
     if args.replot:
         figure(json.loads((args.out / "tune.json").read_text()), args.out / "speedup_vs_tree.png")
         return 0
@@ -198,17 +204,19 @@ def _jsonable(obj):
 
 
 def preset_path(folder: Path, name: str) -> str:
-    """How Hydra names the preset ``folder/name.yaml``: its path under configs/experiment (``broad/tuned_topk``),
-    or just ``name`` for a folder elsewhere (copy the file into configs/experiment to use it)."""
-    try:
-        rel = Path(folder).resolve().relative_to((REPO_ROOT / "configs" / "experiment").resolve())
-    except ValueError:
-        return name
-    return (rel / name).as_posix()
+    """How Hydra names the preset ``folder/name.yaml``: its path under configs/experiment (``broad/tuned_topk``)
+    or under the output root's experiment/ (``mine/tuned_topk``, on Hydra's search path), or just ``name``
+    for a folder elsewhere (copy the file under <output root>/experiment/mine to use it)."""
+    for root in (REPO_ROOT / "configs" / "experiment", out_root() / "experiment"):
+        try:
+            return (Path(folder).resolve().relative_to(root.resolve()) / name).as_posix()
+        except ValueError:
+            continue
+    return name
 
 
 def write_config(folder: Path, spec: SpecConfig, best: dict, report: dict) -> Path:
-    """configs/experiment/tuned_<method>.yaml: ``spec``'s method and fields on the best shape."""
+    """<folder>/tuned_<method>.yaml: ``spec``'s method and fields on the best shape."""
     name, method = f"tuned_{spec.method}", get_method(spec.method).variant(spec)
     k, depth, size = best["shape"]
     m_line = f"  m: {spec.m}\n" if "m" in get_method(spec.method).fields else ""

@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -14,3 +15,15 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _output_root(tmp_path_factory):
+    """Every default output of a test lands in a scratch output root, never in the checkout's outputs/."""
+    old = os.environ.get("RHEO_OUT")
+    os.environ["RHEO_OUT"] = str(tmp_path_factory.mktemp("outputs"))
+    yield
+    if old is None:
+        os.environ.pop("RHEO_OUT", None)
+    else:
+        os.environ["RHEO_OUT"] = old

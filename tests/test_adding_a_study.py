@@ -56,7 +56,7 @@ def test_the_study_reaches_rows_tables_and_figures(tmp_path, readme_method):  # 
     with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
         base = compose("config", overrides=["experiment=topp_vs_topk"], return_hydra_config=True)
         params = {k: str(v).split(",") for k, v in base.hydra.sweeper.params.items()}
-        assert base.hydra.launcher.n_jobs == 2 and base.output_dir == "results/topp_vs_topk"
+        assert base.hydra.launcher.n_jobs == 2 and base.output_dir == f"{base.out_root}/topp_vs_topk"
         for combo in itertools.product(*params.values()):
             job = [f"{k}={v}" for k, v in zip(params, combo)]
             cfg = compose("config", overrides=["experiment=topp_vs_topk", *job, *TINY, f"output_dir={out}"])

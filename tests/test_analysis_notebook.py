@@ -1,6 +1,6 @@
 """The analysis notebook: committed with its outputs, and it reruns headless from the committed
 archives to the same outputs (text, tables and Markdown; figures are counted, not compared byte
-for byte): stale outputs fail here until `make notebook` re-executes it."""
+for byte): stale outputs fail here until `make notebook` re-executes it (then `make publish`)."""
 
 from __future__ import annotations
 
@@ -82,5 +82,5 @@ def test_notebook_executes_headless_from_the_committed_archives(monkeypatch):
     committed = _shown(nbformat.read(NOTEBOOK, as_version=4))
     for i, (now, then) in enumerate(zip(_shown(nb), committed)):
         assert now == then, (f"{NOTEBOOK.name}: code cell {i + 1} now shows other outputs than the committed ones "
-                             f"(stale): re-execute it with `make notebook` and commit it")
+                             f"(stale): re-execute it with `make notebook`, then `make publish ARGS=--yes`")
     assert len(_shown(nb)) == len(committed)

@@ -98,10 +98,11 @@ def test_a_study_refuses_a_bad_size_before_its_first_job(tmp_path, bad, said):
 
 
 def test_make_smoke_writes_only_below_a_git_ignored_folder():
-    plan = subprocess.run(["make", "-n", "smoke"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    env = {k: v for k, v in os.environ.items() if k != "RHEO_OUT"}  # the default output root
+    plan = subprocess.run(["make", "-n", "smoke"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env).stdout
     outs = [w.split("=", 1)[1].strip('"') for w in plan.split() if w.startswith("output_dir=")]
     outs += [b for a, b in zip(plan.split(), plan.split()[1:]) if a == "--out"]
-    assert len(outs) == 3 and all(o.strip('"').startswith("results/smoke/") for o in outs), plan
+    assert len(outs) == 3 and all(o.strip('"').startswith("outputs/smoke/") for o in outs), plan
     for out in outs:  # ignored by git: nothing a smoke run writes shows in `git status`
         assert subprocess.run(["git", "check-ignore", "-q", out.strip('"')], cwd=ROOT).returncode == 0
 

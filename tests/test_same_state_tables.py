@@ -159,16 +159,26 @@ def _archive(tmp_path: Path, rows: pd.DataFrame) -> Path:
     return path
 
 
-def test_cli_writes_tables_and_figures_and_removes_stale_ones(tmp_path):
+def test_cli_writes_tables_and_figures_and_removes_only_its_own_stale_ones(tmp_path):
+    from eval.store.committed import Outputs
+
     archive = _archive(tmp_path, synthetic(configs=("h_topk", "h_m1", "h_m2")))
     (tmp_path / "figs").mkdir()
-    (tmp_path / "figs" / "ss_families.png").write_bytes(b"old")  # one family now: not drawn, so stale
+    (tmp_path / "figs" / "ss_families.png").write_bytes(b"mine")  # one family now: not drawn, but not ours
     (tmp_path / "figs" / "ss_other.png").write_bytes(b"keep")
-    assert main([str(archive), "--out", str(tmp_path / "t.md"), "--figures", str(tmp_path / "figs" / "ss_")]) == 0
+    args = [str(archive), "--out", str(tmp_path / "t.md"), "--figures", str(tmp_path / "figs" / "ss_")]
+    assert main(args) == 0
     assert "Rheo m=2" in (tmp_path / "t.md").read_text()
-    names = sorted(p.name for p in (tmp_path / "figs").iterdir())
-    assert names == ["ss_calibration.png", "ss_depth.png", "ss_m_ablation.png", "ss_other.png", "ss_probe.png",
-                     "ss_root_gap.png", "ss_temperature.png"]
+    names = sorted(p.name for p in (tmp_path / "figs").iterdir() if not p.name.startswith("."))
+    drawn = ["ss_calibration.png", "ss_depth.png", "ss_m_ablation.png", "ss_probe.png", "ss_root_gap.png",
+             "ss_temperature.png"]
+    assert names == sorted(drawn + ["ss_families.png", "ss_other.png"])
+    earlier = Outputs(tmp_path / "figs")  # as an earlier report that drew the families figure
+    earlier.add(tmp_path / "figs" / "ss_families.png", b"drawn")
+    earlier.write((), archive)
+    assert main(args) == 0
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir() if not p.name.startswith(".")) == \
+        sorted(drawn + ["ss_other.png"])
 
 
 def test_also_joins_rows_once(tmp_path):
@@ -205,7 +215,7 @@ def test_cli_refuses_bad_input_in_one_line(tmp_path, capsys):
         assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_cli_keeps_committed_files_unless_told(tmp_path, capsys):
+def test_cli_keeps_committed_files(tmp_path, capsys):
     archive = _archive(tmp_path, synthetic(configs=("h_topk", "h_m1")))
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -216,7 +226,7 @@ def test_cli_keeps_committed_files_unless_told(tmp_path, capsys):
     subprocess.run(git + ["commit", "-q", "-m", "t"], check=True)
     assert main([str(archive), "--out", str(repo / "t.md")]) == 2
     err = capsys.readouterr().err
-    assert "is committed" in err and "--update-committed" in err
+    assert "is committed" in err and "make publish" in err and len(err.strip().splitlines()) == 1
     assert (repo / "t.md").read_text() == "committed\n"
-    assert main([str(archive), "--out", str(repo / "t.md"), "--update-committed"]) == 0
-    assert "Rheo m=1" in (repo / "t.md").read_text()
+    assert main([str(archive), "--out", str(tmp_path / "t.md")]) == 0
+    assert "Rheo m=1" in (tmp_path / "t.md").read_text()

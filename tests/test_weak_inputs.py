@@ -49,19 +49,21 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly():
     assert proc.returncode == 141
 
 
-def test_a_run_from_another_folder_writes_nothing_outside_its_output_dir(tmp_path):
+def test_a_run_from_another_folder_writes_nothing_outside_its_output_dir_and_the_output_root(tmp_path):
     elsewhere, out = tmp_path / "elsewhere", tmp_path / "out"
     elsewhere.mkdir()
     cmd = [sys.executable, "-m", "eval.run", "model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=4",
            "method.k=4", "method.depth=2", "method.tree_size=6", "method.sparse_top=null", "num_threads=1",
            "progress=false", "warmup=false", "baseline=false", f"output_dir={out}"]
+    env = {k: v for k, v in os.environ.items() if k != "RHEO_OUT"}  # the default root: outputs/ of the working folder
     done = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+                          env={**env, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
-    assert list(elsewhere.iterdir()) == []
-    assert list((out / storage.HYDRA_RUNS).rglob("run.log")) and len(list(storage.iter_shards(out))) == 1
+    assert [p.name for p in elsewhere.iterdir()] == ["outputs"] and "outputs: outputs/" in done.stdout + done.stderr
+    assert list((elsewhere / "outputs" / "hydra").rglob("run.log")) and len(list(storage.iter_shards(out))) == 1
+    assert not (out / storage.HYDRA_RUNS).exists()  # Hydra's own files lie under the output root, not in output_dir
     again = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+                           env={**env, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     assert again.returncode == 0 and len(list(storage.iter_shards(out))) == 1, again.stderr[-2000:]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import typing
+import warnings
 from dataclasses import dataclass, field, make_dataclass
 from typing import Dict, List, Optional
 
@@ -112,6 +113,7 @@ class RunConf:
     item_ids: Optional[List[int]] = None  # explicit question_ids (applied before limit)
     device: str = "cpu"
     dtype: Optional[str] = "auto"  # auto: by CPU capability (run_dtype); None = the model's default
+    out_root: str = "outputs"  # the output root (config.yaml: $RHEO_OUT, else outputs); not in the config hash
     paths: Dict[str, str] = field(default_factory=dict)  # the project's folders (configs/paths/)
     output_dir: str = MISSING  # config.yaml: ${paths.runs}
     data_dir: str = MISSING  # config.yaml: ${paths.data}
@@ -157,7 +159,10 @@ MEASURES = ("realized", "same_state")
 
 
 def register_configs() -> None:
-    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra."""
+    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra. The output root is on
+    Hydra's search path (this machine's tuned presets); before a first run it does not exist yet, which
+    is no reason for a warning."""
+    warnings.filterwarnings("ignore", message=r"provider=hydra\.searchpath in main, path=.* is not available")
     ConfigStore.instance().store(name="base_config", node=RunConf)
 
 

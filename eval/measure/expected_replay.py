@@ -40,7 +40,6 @@ from eval.report.analysis import mean_ci, normal_half_width
 from rheo.cli import ArgumentParser, non_negative_int, one_line, path_arg, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.decode import generate_with_source
-from rheo.io import atomic_write
 from rheo.methods import get_method
 from rheo.paths import folder
 from rheo.random import TorchRandom
@@ -193,11 +192,15 @@ def main(argv=None) -> int:
     from eval.measure.pairs import load_pair
     from eval.report.analysis import load
 
+    from eval.store.committed import CommittedOutputsError, refuse_committed, write_outputs
+    from eval.store.storage import rows_or_archive
+
     torch.set_num_threads(args.threads)
     try:
-        rows = load(args.runs)
+        refuse_committed(args.out, args.jsonl, source=args.runs)  # before minutes of replaying
+        rows = load(rows_or_archive(args.runs))
         chosen = choose(rows, args.variant, args.rows, args.order)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, CommittedOutputsError) as e:
         print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
         return 2
     first = chosen.iloc[0]  # the model and dtype the rows ran with
@@ -223,7 +226,7 @@ def main(argv=None) -> int:
     text = summary(results, args.variant, args.mc, chosen)
     if args.out:
         command = " ".join([PROG] + [a for a in (argv if argv is not None else sys.argv[1:])])
-        atomic_write(Path(args.out), lambda f: f.write(f"Command: `{command}`\n\n{text}".encode()))
+        write_outputs([(Path(args.out), f"Command: `{command}`\n\n{text}".encode())], args.runs)
     else:
         print(text, end="")
     return 0

@@ -2,7 +2,7 @@
 
     python -m eval.measure.head_reading [--mix 0 0.25 0.5 0.75 1] [--temperatures 0.7 1] [--per-suite 2]
         [--heldout 12] [--new-tokens 32] [--rows FILE.jsonl] [--archive FILE.parquet] [--out FILE.md]
-        [--update-committed]
+       
 
 For each draft-quality dial value ``a`` (:mod:`rheo.models.mixture`: ``q_a = (1 - a) q_head + a p_target``)
 and temperature, ``rheo_adaptive`` (:mod:`rheo.adaptive`) generates ``--new-tokens`` tokens after the
@@ -195,12 +195,12 @@ def main(argv=None) -> int:
     ap.add_argument("--per-suite", type=positive_int, default=2, help="items per suite (first turn)")
     ap.add_argument("--heldout", type=int, default=12, help="held-out corpus prompts, at a = 0 and 1 (0: none)")
     ap.add_argument("--new-tokens", type=positive_int, default=32)
-    ap.add_argument("--rows", type=Path, default=folder("cache", "head_reading", "rows.jsonl"))
-    ap.add_argument("--dial", type=Path, default=folder("results", "same_state_dial.parquet"),
-                    help="the dial's same-state rows (an output_dir or its archive), for the best fixed setting")
-    ap.add_argument("--archive", type=Path, default=folder("results", "head_reading.parquet"))
+    ap.add_argument("--rows", type=Path, default=folder("out", "head_reading", "rows.jsonl"))
+    ap.add_argument("--dial", type=Path, default=folder("out", "same_state_dial.parquet"),
+                    help="the dial's same-state rows (an output_dir or its archive; yours, else the committed one), "
+                    "for the best fixed setting")
+    ap.add_argument("--archive", type=Path, default=folder("out", "head_reading.parquet"))
     ap.add_argument("--out", type=Path, default=folder("tables", "head_reading.md"))
-    ap.add_argument("--update-committed", action="store_true", help="allow changing committed files")
     args = ap.parse_args(argv)
     bad = [a for a in args.mix if not 0 <= a <= 1] + [t for t in args.temperatures if not (math.isfinite(t) and t > 0)]
     if bad or args.heldout < 0:
@@ -216,13 +216,14 @@ def main(argv=None) -> int:
     from eval.store.state_archive import load_rows
     from eval.store.storage import report_source
 
-    dial = load_rows(report_source(args.dial, None)[0]) if args.dial.exists() else None
+    source = report_source(args.dial, None)[0]
+    dial = load_rows(source) if source.exists() else None
     command = " ".join([PROG, *(sys.argv[1:] if argv is None else argv)])
     text = markdown(rows, dial_best(dial), command)
     print(text)
     buffer = io.BytesIO()
     rows.to_parquet(buffer, index=False)
-    write_outputs([(args.out, text.encode()), (args.archive, buffer.getvalue())], args.rows, args.update_committed)
+    write_outputs([(args.out, text.encode()), (args.archive, buffer.getvalue())], args.rows)
     return 0
 
 

@@ -37,8 +37,8 @@ class RunSummary:
 
 
 def tables_folder(output_dir: Path | str) -> Path:
-    """Where a run's tables go: next to a rows folder named ``runs`` (results/runs -> results/tables,
-    results/smoke/runs -> results/smoke/tables, as ``make tables`` and ``make smoke`` write them),
+    """Where a run's tables go: next to a rows folder named ``runs`` (outputs/runs -> outputs/tables,
+    outputs/smoke/runs -> outputs/smoke/tables, as ``make tables`` and ``make smoke`` write them),
     else inside it."""
     root = Path(output_dir)
     return root.parent / "tables" if root.name == "runs" else root / "tables"

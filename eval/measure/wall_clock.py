@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from rheo.cli import ArgumentParser, run_main
-from rheo.io import atomic_write
+from rheo.io import atomic_write, atomic_write_text
 from rheo.paths import git_sha, program
 from rheo.timing import device_name
 
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     ap.add_argument("--target", default="make reproduce", help="what was timed (stored in the record)")
     args = ap.parse_args(argv)
     if args.action == "start":
-        args.clock.write_text(json.dumps({"start_utc": _now().isoformat(), "git_sha": git_sha()}) + "\n")
+        atomic_write_text(args.clock, json.dumps({"start_utc": _now().isoformat(), "git_sha": git_sha()}) + "\n")
         return 0
     if args.out is None:
         ap.error("finish needs OUT, the record to write")

@@ -1,9 +1,9 @@
 """``rheo export``: the rows of a results folder or archive as CSV or JSON, for spreadsheets and tools
 that read neither Parquet nor Markdown (Spec-Bench-style scripts).
 
-    rheo export --results results/runs.parquet --out runs.csv            # --format from the suffix
-    rheo export --results results/mine --out mine.json --format json
-    rheo export --results results/mine --out - | head                   # CSV on standard output
+    rheo export --results results/runs.parquet                # -> outputs/exports/runs.csv
+    rheo export --results outputs/mine --out outputs/mine.json  # --format from the suffix
+    rheo export --results outputs/mine --out - | head          # CSV on standard output
 
 One line per row (failed rows only with ``--include-failed``): the stored columns of
 docs/results-columns.md, then the columns ``eval.report.analysis.load`` adds (``variant``,
@@ -32,6 +32,7 @@ import pandas as pd
 from eval.store.export_out import check_out, is_stream, write_out
 from eval.store.storage import load_results, require_results_dir
 from rheo.cli import ArgumentParser, path_arg, run_main
+from rheo.paths import announce, output
 
 FORMATS = ("csv", "json")
 #: what --help says of the command (the module doc's first paragraph, whole)
@@ -96,8 +97,9 @@ def format_of(out: Path, given) -> str:
 def main(argv=None) -> int:
     ap = ArgumentParser(description=DESCRIPTION)
     ap.add_argument("--results", type=path_arg, required=True, help="a results folder or archive (X.parquet)")
-    ap.add_argument("--out", type=path_arg, required=True, help="the file to write (.csv or .json); - is standard "
-                    "output; a device or FIFO is streamed into")
+    ap.add_argument("--out", type=path_arg, default=None, help="the file to write (.csv or .json; default: "
+                    "<output root>/exports/<results name>.csv, or .json with --format json); - is standard output; "
+                    "a device or FIFO is streamed into")
     ap.add_argument("--format", choices=FORMATS, default=None, help="csv or json (default: --out's suffix; csv "
                     "for - and devices)")
     ap.add_argument("--include-failed", action="store_true", help="also the rows stored as failed")
@@ -105,6 +107,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-bad", action="store_true", help="export the readable rows when some shards cannot be "
                     "read (truncated, corrupt); the summary names the skipped ones")
     args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = output("exports", f"{Path(args.results).name.split('.')[0] or 'rows'}.{args.format or 'csv'}")
     fmt = format_of(args.out, args.format)
     if not str(args.results).endswith(".parquet"):
         require_results_dir(args.results)
@@ -118,6 +122,8 @@ def main(argv=None) -> int:
     rows = rows if args.include_failed else rows[rows["status"] == "ok"].reset_index(drop=True)
     if rows.empty:
         raise ValueError(f"--results {args.results} holds no rows: nothing to export")
+    if not is_stream(args.out):
+        announce()  # on stdout: never into a stream that stdout may be
     n = export_rows(with_derived(rows), args.out, fmt)
     skipped = f"; skipped {len(bad)} unreadable shard(s): {', '.join(bad)}" if bad else ""
     print(f"wrote {args.out}: {n} rows, {fmt}{skipped}", file=sys.stderr if is_stream(args.out) else sys.stdout)

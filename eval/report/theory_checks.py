@@ -34,7 +34,7 @@ from eval.report.markdown import frame_markdown
 from rheo.config import SpecConfig
 from rheo.io import atomic_write
 from rheo.methods import get_method, reads
-from rheo.paths import folder
+from rheo.paths import folder, own_or_committed
 from rheo.theory import node_acceptance
 
 LEMMA_Q = (0.5, 0.3, 0.2)
@@ -197,13 +197,14 @@ def _tv_noise(n: int, p) -> float:
 
 def load_or_compute(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> dict[str, pd.DataFrame]:
     """The theory frames, read from parquet under ``out_dir`` when stored for the same
-    n_cycles, else computed and stored there."""
+    n_cycles (for ``out_dir`` under the output root: the committed copy when it has none), else
+    computed and stored there."""
     frames: dict[str, pd.DataFrame] = {"lemma1_arithmetic": lemma1_arithmetic(), "ot_gap": ot_gap_table()}
     for name, make in (("lemma1_monte_carlo", lemma1_monte_carlo), ("node_acceptance", node_acceptance_table),
                        ("method_acceptance", method_acceptance_table)):
         path = Path(out_dir) / f"{name}_n{n_cycles}.parquet"
         try:
-            frames[name] = pd.read_parquet(path)
+            frames[name] = pd.read_parquet(own_or_committed(path, "the Monte-Carlo cache"))
             continue
         except FileNotFoundError:
             pass

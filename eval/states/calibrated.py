@@ -1,7 +1,7 @@
 """Does calibrating the head move Rheo's gain? The dial's a = 0 cells with the head as trained and
 with one fitted draft temperature, paired over prompts.
 
-    python -m eval.states.calibrated TRAINED CALIBRATED [--out FILE] [--archive X.parquet] [--update-committed]
+    python -m eval.states.calibrated TRAINED CALIBRATED [--out FILE] [--archive X.parquet]
 
 TRAINED: the dial's same-state rows (its output_dir or archive); the rows at ``draft_mix = 0`` without
 ``draft_temp`` are read. CALIBRATED: the same study's rows with ``draft_temp`` set (``make
@@ -100,7 +100,6 @@ def main(argv=None) -> Optional[int]:
     ap.add_argument("calibrated", type=path_arg, help="the calibrated head's same-state output_dir or archive")
     ap.add_argument("--out", type=path_arg, help="the Markdown table file")
     ap.add_argument("--archive", type=path_arg, help="also write the rows of CALIBRATED (a folder) to this archive")
-    ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
     args = ap.parse_args(argv)
     args.calibrated, args.archive = report_source(args.calibrated, args.archive)
     trained = trained_rows(load_rows(report_source(args.trained, None)[0]))
@@ -116,7 +115,7 @@ def main(argv=None) -> Optional[int]:
     # the table reads expected tokens only: the archive keeps no per-depth lists, no calibration lists
     archive = (archive_files(args.calibrated, args.archive, without=("calibration", "depth"))[0]
                if args.archive else [])
-    write_outputs([(args.out, text.encode()), *archive], args.calibrated, args.update_committed)
+    write_outputs([(args.out, text.encode()), *archive], args.calibrated)
     if not args.out:
         print(text)
     return 0

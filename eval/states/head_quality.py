@@ -1,7 +1,7 @@
 """Rheo m=1's gain over Top-K on shared states against draft quality (each head's held-out top-1).
 
     python -m eval.states.head_quality ROWS [ROWS ...] --top1 HEADS_TOP1.jsonl [--out FILE.md]
-                                [--figure FILE.png] [--update-committed]
+                                [--figure FILE.png]
 
 ROWS: same-state folders or archives (measure=same_state) holding Top-K and Rheo m=1 for one or
 more heads. HEADS_TOP1: one JSON line per head as ``scripts/train_draft.py --eval-only`` prints
@@ -26,14 +26,17 @@ from eval.states.outputs import OutputPlan, joined_rows
 from eval.states.stats import POOLED, paired_differences
 from eval.store.committed import CommittedOutputsError
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
+from rheo.paths import own_or_committed
 
 PROG = "python -m eval.states.head_quality"
 COLUMNS = ["head", "head_sha", "top1", "temperature", "keys", "topk", "rheo_m1", "diff", "half_width"]
 
 
 def read_top1(path: Path) -> pd.DataFrame:
-    """[head, head_sha, top1] from the --eval-only lines of ``path`` (step-1 top-1)."""
+    """[head, head_sha, top1] from the --eval-only lines of ``path`` (step-1 top-1; yours under the output
+    root, else the committed one)."""
     heads = []
+    path = own_or_committed(path)
     for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
             continue
@@ -100,14 +103,13 @@ def main(argv=None) -> int:
     ap.add_argument("--top1", type=path_arg, required=True, help="train_draft.py --eval-only lines, one per head")
     ap.add_argument("--out", type=path_arg, help="write the markdown here instead of printing it")
     ap.add_argument("--figure", type=path_arg, help="draw the gain against top-1 here (PNG)")
-    ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
     args = ap.parse_args(argv)
     try:
         table = gain_table(joined_rows(args.rows[0], args.rows[1:]), read_top1(args.top1))
         if table.empty:
             raise ValueError("no head of --top1 has Top-K and Rheo m=1 rows in the given results")
         text = markdown(table)
-        plan = OutputPlan(args.update_committed)
+        plan = OutputPlan()
         if args.out:
             plan.add(Path(args.out), text.encode())
         else:

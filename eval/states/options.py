@@ -1,7 +1,7 @@
 """Tables and figures of the ranking-option studies: serving temperatures and the draft-quality dial.
 
     python -m eval.states.options serving|dial RESULTS [--out FILE] [--figure FILE] [--archive FILE]
-        [--archive-depths N] [--update-committed]
+        [--archive-depths N]
 
 RESULTS: a same-state output_dir (measure=same_state) or its archive (X.parquet). Every number is a
 mean over *keys* (a key is one prompt: suite, item, turn, seed; its driver states averaged first)
@@ -271,7 +271,6 @@ def main(argv=None) -> Optional[int]:
     ap.add_argument("--archive", type=path_arg, help="also write the rows of RESULTS (a folder) to this archive")
     ap.add_argument("--archive-depths", type=positive_int, metavar="N", help="keep only the first N per-depth "
                     "acceptances of each row in the archive (the mechanism table reads 3)")
-    ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
     args = ap.parse_args(argv)
     args.results, args.archive = report_source(args.results, args.archive)  # no folder: its archive, read only
     rows = load_rows(args.results)
@@ -282,7 +281,7 @@ def main(argv=None) -> Optional[int]:
     figure = (serving_figure(serving_frame(rows), TOPK, {M0: M0, M1: M1, AUTO: f"rheo_auto ({AUTO_RULE})"})
               if args.study == "serving" else dial_figure(dial_frame(rows), PAPER_POINTS))
     archive = archive_files(args.results, args.archive, depths=args.archive_depths)[0] if args.archive else []
-    write_outputs([(args.out, text.encode()), (args.figure, figure), *archive], args.results, args.update_committed)
+    write_outputs([(args.out, text.encode()), (args.figure, figure), *archive], args.results)
     if not args.out:
         print(text)
     return 0

@@ -3,8 +3,8 @@
 :func:`plan_outputs` reads the rows, renders the markdown (with the renderer it is handed), the figures and
 the archive in memory and returns them as an :class:`OutputPlan`: one :class:`eval.store.committed.Outputs` per
 folder, each with the globs of its stale figures (a figure of the same prefix that these rows no longer draw).
-``OutputPlan.write`` checks all of them against git first, then writes them (a committed file
-changes only with ``--update-committed``). ``eval.states.head_quality`` writes through the same plan.
+``OutputPlan.write`` checks all of them first (none may land in the committed evidence), then writes them.
+``eval.states.head_quality`` writes through the same plan.
 """
 
 from __future__ import annotations
@@ -32,15 +32,14 @@ def figure_paths(prefix: str) -> tuple[Path, str]:
 class OutputPlan:
     """Files to write, grouped by folder (one :class:`Outputs` each): check every folder, then write."""
 
-    def __init__(self, update_committed: bool) -> None:
-        self.update_committed = update_committed
+    def __init__(self) -> None:
         self.folders: dict[Path, tuple[Outputs, list[str]]] = {}
 
     def add(self, path: Path, data: bytes, stale: tuple[str, ...] = ()) -> None:
         folder = Path(path).parent
         if folder.exists() and not folder.is_dir():
             raise ValueError(f"{folder} is a file, not a folder: give another path than {path}")
-        out, patterns = self.folders.setdefault(folder.resolve(), (Outputs(folder, self.update_committed), []))
+        out, patterns = self.folders.setdefault(folder.resolve(), (Outputs(folder), []))
         out.add(Path(path), data)
         patterns.extend(stale)
 
@@ -69,7 +68,7 @@ def plan_outputs(args, markdown: Callable[[pd.DataFrame], str]) -> tuple[pd.Data
     without = getattr(args, "archive_without", None) or []
     if without and not args.archive:
         raise ValueError("--archive-without needs --archive")
-    rows, plan, messages = joined_rows(args.results, getattr(args, "also", [])), OutputPlan(args.update_committed), []
+    rows, plan, messages = joined_rows(args.results, getattr(args, "also", [])), OutputPlan(), []
     rows = without_columns(rows, without)  # the tables and figures the archive will give again
     if args.archive:
         if Path(args.archive).resolve() == Path(args.results).resolve():

@@ -1,6 +1,6 @@
 """One rule for every drafter: each adaptive rule against every fixed setting, cell by cell.
 
-    python -m eval.states.rule_cells DIAL SERVING [--out FILE] [--update-committed]
+    python -m eval.states.rule_cells DIAL SERVING [--out FILE]
 
 DIAL and SERVING: the draft-quality dial's and the serving study's same-state rows (an output_dir or
 its archive X.parquet). A *cell* is one (temperature, draft_mix a): the dial's T = 0.7 and 1 at
@@ -244,7 +244,6 @@ def main(argv=None) -> Optional[int]:
     ap.add_argument("dial", type=path_arg, help="the dial's same-state output_dir or archive X.parquet")
     ap.add_argument("serving", type=path_arg, help="the serving study's same-state output_dir or archive")
     ap.add_argument("--out", type=path_arg, help="the Markdown table file")
-    ap.add_argument("--update-committed", action="store_true", help="allow changing files committed to git")
     args = ap.parse_args(argv)
     dial = load_rows(rows_or_archive(args.dial))  # no folder (a fresh clone): its committed archive
     serving = load_rows(rows_or_archive(args.serving))
@@ -255,7 +254,7 @@ def main(argv=None) -> Optional[int]:
     if not args.out:
         print(text)
         return 0
-    write_outputs([(args.out, text.encode())], args.dial, args.update_committed)
+    write_outputs([(args.out, text.encode())], args.dial)
     return 0
 
 

@@ -2,7 +2,6 @@
 
     python -m eval.states.tables RESULTS [--out FILE] [--figures PREFIX] [--figure FILE]
                                      [--archive FILE [--archive-without GROUP ...]] [--also RESULTS2 ...]
-                                     [--update-committed]
 
 RESULTS: a same-state output_dir, or an archive (X.parquet) written by ``--archive``; ``--also``
 joins the rows of other folders or archives into the tables and figures (a study split over two
@@ -19,10 +18,10 @@ folders), never into the archive.
 * **mechanism** - P(the accepted path reaches depth d) and the draft calibration, pooled.
 
 ``--figures PREFIX`` writes PREFIX<name>.png for every figure the rows allow (eval.states.plots;
-``--figures results/figures/same_state_`` gives results/figures/same_state_m_ablation.png, ...); a
-figure of that prefix left from an earlier run and not drawn now is removed. ``--figure FILE``: the
-one-file summary. Files committed to git are rewritten only with the same bytes and never removed
-(then nothing is written, exit status 2), unless ``--update-committed``.
+``--figures outputs/figures/same_state_`` gives outputs/figures/same_state_m_ablation.png, ...); a
+figure of that prefix that an earlier report wrote there and that is not drawn now is removed (a file
+no report wrote is left alone). ``--figure FILE``: the one-file summary. The committed results are
+never written (exit status 2, nothing written): ``make publish`` updates them.
 
 The metric is the mean over the *driver's* cycle starts of each method's expected emitted tokens
 there, not each method's own tau (which averages over its own states).
@@ -174,8 +173,6 @@ def main(argv=None) -> int:
     ap.add_argument("--also", type=path_arg, action="append", default=[], metavar="RESULTS",
                     help="rows of another same-state folder or archive joined into the tables and figures (not "
                     "the archive); repeatable; a state already in RESULTS is not counted twice")
-    ap.add_argument("--update-committed", action="store_true", help="allow changing or removing files committed "
-                    "to git")
     args = ap.parse_args(argv)
     from eval.states.outputs import plan_outputs
     from eval.store.committed import CommittedOutputsError

@@ -1,16 +1,18 @@
-"""Generated outputs (tables, figures) written as a set, never over committed results by accident.
+"""Generated outputs (tables, figures, archives) written as a set, never over the committed evidence.
 
-:class:`Outputs` collects every file of one run of ``make_tables`` / ``make_figures`` in memory,
-then checks them against git before anything is written: a file tracked by git may only be
-rewritten with the same bytes (so ``git status`` stays clean), and a tracked file is never removed
-as stale, unless ``update_committed`` is given (``make reproduce`` and the other commands whose
-job is to regenerate the committed results pass it). Otherwise :class:`CommittedOutputsError`
-names the first such file and the fix, and nothing is written. Outside a git checkout there is
-nothing to protect and every file is written.
+:class:`Outputs` collects every file of one run of a report in memory, then checks them before anything
+is written: no file may land in the committed evidence, decided by place (``results/``, the committed
+tuned-tree presets: rheo.paths.is_committed_evidence, which needs no git) and by git where it answers
+(a tracked file, asked in that file's own folder). Otherwise :class:`CommittedOutputsError` names the
+first such file and the way to change committed results on purpose (``make publish``), and nothing is
+written. A stale output (a file of an earlier run that this run no longer draws) is removed only if a
+writer of this module wrote it: each folder keeps a manifest (:data:`MANIFEST`) of the files written
+into it, and a file not listed there (the user's own ``main.md``) is never deleted.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -19,8 +21,11 @@ from typing import Callable, Optional, Sequence
 
 from eval.store.shard_checks import OutputDirError
 from rheo.cli import ArgumentParser, one_line, path_arg
-from rheo.io import atomic_write_bytes, remove_stale_outputs
-from rheo.paths import folder
+from rheo.io import atomic_write_bytes
+from rheo.paths import announce, folder, is_committed_evidence
+
+#: the files written into a folder by these writers (the only ones they may remove as stale)
+MANIFEST = ".rheo-written.json"
 
 
 class CommittedOutputsError(RuntimeError):
@@ -40,10 +45,9 @@ def check_growth(archive: Path, old, new, key: Sequence[str], settings: Sequence
     holds: raise :class:`CommittedOutputsError` if the rows ``new`` (a DataFrame) that would replace
     those of ``archive`` (``old``) lack one of its rows (by the columns ``key``: the archive would
     shrink) or hold a combination of ``settings`` (config hashes) that it does not (rows of another
-    size, length or setting would be mixed in). Holds with ``--update-committed`` too: an archive of
-    other settings is a new file, or the old one removed from git on purpose first."""
-    fix = (f"write it elsewhere (another --archive / --out; for a study, output_dir= and paths.*=), or `git rm "
-           f"{archive}` first to start it again on purpose")
+    size, length or setting would be mixed in). ``rheo publish`` checks every archive it copies so: an
+    archive of other settings is a new file, or the old one removed from git on purpose first."""
+    fix = (f"keep it under the output root, or `git rm {archive}` first to start it again on purpose")
     lost = old[list(key)].merge(new[list(key)].drop_duplicates(), how="left", indicator=True)
     lost = int((lost["_merge"] == "left_only").sum())
     if lost:
@@ -70,53 +74,96 @@ def tracked_files(folder: Path) -> set[Path]:
     return {(folder / name).resolve() for name in listed.decode().split("\0") if name}
 
 
+def committed_reason(path: Path) -> Optional[str]:
+    """Why ``path`` may not be written (a place of the committed evidence, or a file git tracks), or None."""
+    path = Path(path)
+    if is_committed_evidence(path):
+        return "lies in the committed evidence"
+    if path.is_file() and path.resolve() in tracked_files(path.parent):
+        return "is committed to git"
+    return None
+
+
+def refuse_committed(*paths, source="the run") -> None:
+    """Raise :class:`CommittedOutputsError` for the first of ``paths`` (None skipped) that :class:`Outputs`
+    would refuse: a command checks its outputs so before minutes of work, not after."""
+    for path in paths:
+        why = committed_reason(Path(path)) if path is not None else None
+        if why:
+            raise refusal(Path(path), why, source)
+
+
+def refusal(path: Path, why: str, source) -> CommittedOutputsError:
+    return CommittedOutputsError(f"{path} {why}: nothing was written; write under the output root (the default; "
+                                 f"--out elsewhere), then `make publish` to update committed results on purpose "
+                                 f"(drawn from {source})")
+
+
+def read_manifest(folder: Path) -> set[str]:
+    """Names of the files these writers wrote into ``folder`` (empty when none did)."""
+    try:
+        names = json.loads((Path(folder) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return set()
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
 class Outputs:
     """The files of one run into ``out``: :meth:`add` them, then :meth:`write` (checked first)."""
 
-    def __init__(self, out: Path, update_committed: bool = False) -> None:
+    def __init__(self, out: Path) -> None:
         self.out = Path(out)
-        self.update_committed = update_committed
         self.files: dict[Path, bytes] = {}
 
     def add(self, path: Path, data: bytes) -> Path:
         self.files[Path(path)] = data
         return Path(path)
 
+    def stale(self, stale_patterns: tuple[str, ...]) -> list[Path]:
+        """Files of ``out`` matching ``stale_patterns`` that a writer here wrote before and this run does not."""
+        keep, ours = {p.resolve() for p in self.files}, read_manifest(self.out)
+        return [path for pattern in stale_patterns for path in sorted(self.out.glob(pattern))
+                if path.is_file() and path.name in ours and path.resolve() not in keep]
+
     def write(self, stale_patterns: tuple[str, ...], source: Path) -> list[Path]:
-        """Check, then write every file and remove stale ones (``stale_patterns`` globs of ``out``
-        not written now); returns the removed files. ``source``: the results, for the messages."""
+        """Check, then write every file and remove stale ones (see :meth:`stale`); returns the removed
+        files. ``source``: the results, for the messages."""
         self.check(stale_patterns, source)
+        if self.files:
+            announce()
         for path, data in self.files.items():
             atomic_write_bytes(path, data)
             print(f"wrote {path}")
-        return remove_stale_outputs(self.out, stale_patterns, list(self.files))
+        removed = self.stale(stale_patterns)
+        for path in removed:
+            path.unlink()
+        self._record(removed)
+        return removed
+
+    def _record(self, removed: list[Path]) -> None:
+        """Add the files written now to their folders' manifests (and drop the ``removed`` ones)."""
+        by_folder: dict[Path, set[str]] = {}
+        for path in list(self.files) + removed:
+            by_folder.setdefault(path.parent, set())
+        for folder_, names in by_folder.items():
+            names |= read_manifest(folder_)
+            names |= {p.name for p in self.files if p.parent == folder_}
+            names -= {p.name for p in removed if p.parent == folder_}
+            atomic_write_bytes(folder_ / MANIFEST, json.dumps(sorted(names), indent=0).encode())
 
     def check(self, stale_patterns: tuple[str, ...], source: Path) -> None:
-        """Raise :class:`CommittedOutputsError` if :meth:`write` would change or remove a committed file
-        (nothing to check with ``update_committed``); writes nothing."""
-        tracked = tracked_files(self.out)
-        if tracked and not self.update_committed:
-            self._check(tracked, stale_patterns, source)
-
-    def _check(self, tracked: set[Path], stale_patterns: tuple[str, ...], source: Path) -> None:
-        fix = (f"write them elsewhere (TABLES= / FIGURES=, --out), or pass --update-committed (make ... "
-               f"ARGS=--update-committed) to regenerate the committed results on purpose")
-        for path, data in self.files.items():
-            if path.resolve() in tracked and path.read_bytes() != data:
-                raise CommittedOutputsError(f"{path} is committed and the rows under {source} would change it: "
-                                            f"nothing was written; {fix}")
-        keep = {p.resolve() for p in self.files}
-        for pattern in stale_patterns:
-            for path in sorted(self.out.glob(pattern)):
-                if path.resolve() in tracked and path.resolve() not in keep:
-                    raise CommittedOutputsError(f"{path} is committed and the runs it was drawn from are not under "
-                                                f"{source}, so it would be removed: nothing was written; {fix}")
+        """Raise :class:`CommittedOutputsError` if :meth:`write` would write into or remove from the
+        committed evidence; writes nothing."""
+        for path in list(self.files) + self.stale(stale_patterns):
+            why = committed_reason(path)
+            if why:
+                raise refusal(path, why, source)
 
 
-def write_outputs(files, source: Path, update_committed: bool) -> None:
+def write_outputs(files, source: Path) -> None:
     """Write ``files`` [(path or None, bytes or None)], pairs with no path or no data skipped, through one
-    :class:`Outputs` (checked against git first); ``source``: the results, for the messages."""
-    outputs = Outputs(Path("."), update_committed=update_committed)
+    :class:`Outputs` (each file checked in its own folder first); ``source``: the results, for the messages."""
+    outputs = Outputs(Path("."))
     for path, data in files:
         if path and data is not None:
             outputs.add(path, data)
@@ -125,18 +172,16 @@ def write_outputs(files, source: Path, update_committed: bool) -> None:
 
 def outputs_main(argv: Optional[Sequence[str]], make: Callable[..., object], what: str, description: str) -> int:
     """The command line of ``make_tables.py`` / ``make_figures.py`` (``what``: "tables" or "figures"):
-    ``make(results, out, theory=..., update_committed=...)`` from ``--results`` into ``--out``.
+    ``make(results, out, theory=...)`` from ``--results`` into ``--out``.
     Returns the exit status; a missing results folder or a refused write is one line, status 2."""
     ap = ArgumentParser(description=description)
     ap.add_argument("--results", type=path_arg, default=folder("runs"))
-    ap.add_argument("--out", type=path_arg, default=folder("results", what))
-    ap.add_argument("--update-committed", action="store_true",
-                    help=f"allow changing or removing {what} committed to git (make reproduce)")
+    ap.add_argument("--out", type=path_arg, default=folder(what))
     ap.add_argument("--no-theory", action="store_true", help=f"skip the (Monte-Carlo) theory {what[:-1]}")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        make(args.results, args.out, theory=not args.no_theory, update_committed=args.update_committed)
+        make(args.results, args.out, theory=not args.no_theory)
     except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
         print(f"make_{what}.py: error: {one_line(e)}", file=sys.stderr)
         return 2

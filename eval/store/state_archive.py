@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from eval.store import storage
 from eval.store.state_shards import shard_tables
-from rheo.paths import program
+from rheo.paths import own_or_committed, program
 
 FINGERPRINT = {"project": "rheo", "content": storage.SAME_STATE_CONTENT, "layout": 1}
 
@@ -136,8 +136,8 @@ def load_rows(root: Path | str, driver: bool = False):
     import pandas as pd
 
     root = Path(root)
-    if root.suffix == ".parquet":  # an archive written by export_rows
-        path = archive_paths(root)[1 if driver else 0]
+    if root.suffix == ".parquet":  # an archive written by export_rows (the user's own, else the committed one)
+        path = own_or_committed(archive_paths(root)[1 if driver else 0])
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist (export it with "
                                     f"`{program('python')} -m eval.states.tables DIR --archive {root}`)")

@@ -38,12 +38,12 @@ from eval.store.export_out import write_out
 from eval.store.suite_names import suite_folder
 from rheo.files import files_at_depth, is_regular
 from rheo.io import TMP_PREFIX, atomic_write, atomic_write_bytes, owner, remove_stale_tmp  # noqa: F401
-from rheo.paths import program
+from rheo.paths import own_or_committed, program
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.json"
-HYDRA_RUNS = ".hydra_runs"  # Hydra's record of each run into the folder (configs/config.yaml: hydra.run.dir)
+HYDRA_RUNS = ".hydra_runs"  # Hydra's records in folders of older runs (now under the output root: configs/config.yaml)
 ROW_KEY = ["config_hash", "dataset", "item_id", "turn"]  # one row per key
 FINGERPRINT = {"project": "rheo", "content": "rheo-eval result shards", "layout": 1}
 #: the manifest content of a same-state results folder (eval.store.state_archive.FINGERPRINT)
@@ -96,20 +96,27 @@ def is_archive(root: Path | str) -> bool:
 
 def rows_or_archive(root: Path) -> Path:
     """What a report reads for ``root``: ``root`` itself when it is an archive or a folder of rows;
-    else its archive ``<root>.parquet`` when that exists (a fresh clone holds the committed archives,
-    not the folders); else ``root`` (the reader then says what is missing)."""
+    else its archive ``<root>.parquet`` when that exists; else, for a path under the output root, the
+    committed twin of that archive (rheo.paths.own_or_committed: a fresh clone holds the committed
+    archives, not the user's folders; said on stderr); else ``root`` (the reader then says what is missing)."""
     root = Path(root)
-    if is_archive(root) or (root / MANIFEST).is_file():
+    if (root / MANIFEST).is_file():
         return root
+    if is_archive(root):
+        return own_or_committed(root)
     archive = root.with_name(root.name + ".parquet")
-    return archive if archive.is_file() else root
+    if archive.is_file():
+        return archive
+    found = own_or_committed(archive)
+    return found if found.is_file() else root
 
 
 def report_source(results: Path, archive: Optional[Path]) -> tuple[Path, Optional[Path]]:
     """(what a report reads, the archive it writes) for ``results`` and ``--archive``: when the folder
-    holds no rows and its archive is read instead (rows_or_archive), that archive is not rewritten."""
+    holds no rows and an archive is read instead (rows_or_archive: its own, or the committed one), no
+    archive is written (it would only copy the rows it was read from)."""
     source = rows_or_archive(results)
-    return (source, None) if source != Path(results) and archive == source else (Path(results), archive)
+    return (source, None) if source != Path(results) else (Path(results), archive)
 
 
 def require_results_dir(root: Path) -> None:
