@@ -1,5 +1,5 @@
 """The harness commands in docs/harness.md write to a folder of their own, never to the folders
-`make reproduce` fills (results/runs, results/speed, results/same_state): each command is parsed
+`make reproduce` fills (outputs/runs, outputs/speed, outputs/same_state): each command is parsed
 and composed as Hydra would, and the first one runs (on the tiny pair) from a scratch folder."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from eval.conf.compose import compose_config
 from eval.store.storage import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
-REPRODUCE_FOLDERS = ("results/runs", "results/speed", "results/same_state")
+REPRODUCE_FOLDERS = ("outputs/runs", "outputs/speed", "outputs/same_state")
 HARNESS = {"eval.run"}
 TINY = ["model=tiny_random", "limit=1", "max_new_tokens=4", "method.k=4", "method.depth=2", "method.tree_size=6",
         "num_threads=1", "progress=false", "warmup=false"]
@@ -50,7 +50,7 @@ def test_every_harness_example_writes_to_a_folder_of_its_own():
     for config, overrides in commands:
         cfg = compose_config(_single(overrides), config)
         folder = Path(cfg.output_dir)
-        assert not folder.is_absolute() and folder.parts[0] == "results", (overrides, folder)
+        assert not folder.is_absolute() and folder.parts[0] == "outputs", (overrides, folder)
         assert not any(folder == Path(f) or Path(f) in folder.parents for f in REPRODUCE_FOLDERS), (overrides, folder)
 
 
@@ -62,7 +62,7 @@ def test_the_first_example_leaves_the_reproduce_folders_untouched(tmp_path, monk
     cfg = compose_config(_single(overrides) + TINY, config)
     summary = entry.run(cfg)
     rows = load_results(tmp_path / cfg.output_dir)
-    assert summary.computed == len(rows) == 2 and not (tmp_path / "results" / "runs").exists()
+    assert summary.computed == len(rows) == 2 and not (tmp_path / "outputs" / "runs").exists()
     after = {f: sorted(p.name for p in (ROOT / f).iterdir()) if (ROOT / f).is_dir() else None
              for f in REPRODUCE_FOLDERS}
     assert after == before
