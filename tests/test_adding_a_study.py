@@ -45,6 +45,7 @@ def test_the_target_calls_the_study_file(tmp_path):
     assert any("scripts/report.py topp_vs_topk" in line for line in plan[1:])
 
 
+@pytest.mark.slow
 def test_the_study_reaches_rows_tables_and_figures(tmp_path, readme_method):  # noqa: F811
     configs = tmp_path / "configs"
     shutil.copytree(ROOT / "configs", configs)

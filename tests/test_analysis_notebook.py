@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +71,7 @@ def test_committed_notebook_shows_its_outputs():
     _check_ran(nbformat.read(NOTEBOOK, as_version=4))
 
 
+@pytest.mark.slow
 def test_notebook_executes_headless_from_the_committed_archives(monkeypatch):
     monkeypatch.delenv("RHEO_RESULTS", raising=False)
     monkeypatch.delenv("RHEO_SPEED_RESULTS", raising=False)

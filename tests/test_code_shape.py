@@ -77,6 +77,7 @@ def duplicate_code(cwd: Path, paths) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_no_duplicate_code():
     out = duplicate_code(ROOT, DUPLICATE_CHECKED)
     found = out.stdout + out.stderr

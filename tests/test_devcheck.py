@@ -134,6 +134,7 @@ def test_the_miss_bound_against_the_exact_miss_probability():
     assert power.chi2_quantile(1e-4, 3) == pytest.approx(21.1075134662, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_gpu_check_imports_no_hydra_omegaconf_or_datasets():
     code = (
         "import sys, importlib.abc\n"
@@ -149,6 +150,7 @@ def test_gpu_check_imports_no_hydra_omegaconf_or_datasets():
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_bundle_split_and_setup_round_trip(tmp_path, monkeypatch):
     sys.path.insert(0, str(ROOT / "scripts"))
     import gpu_bundle

@@ -21,6 +21,7 @@ def _run(tmp_path, *extra):
     return entry.run(compose_config(["measure=same_state"] + TINY + [f"output_dir={tmp_path / 'ss'}", *extra]))
 
 
+@pytest.mark.slow
 def test_dial_rows_are_keyed_and_labelled_by_draft_mix(tmp_path):
     _run(tmp_path)
     _run(tmp_path, "draft_mix=1.0")

@@ -50,6 +50,7 @@ def _merge(tmp_path, *names):
                           capture_output=True, text=True, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_merge_pools_the_rows_of_several_runs_and_keeps_the_measured_head(tmp_path):
     _part(tmp_path / "a", ROWS[:4], "heads/new", 10.0)
     _part(tmp_path / "b", ROWS[4:], "heads/new", 20.0)
@@ -59,6 +60,7 @@ def test_merge_pools_the_rows_of_several_runs_and_keeps_the_measured_head(tmp_pa
     assert merged["config"]["head"] == "heads/new" and merged["parts_wall_s"] == [10.0, 20.0]
 
 
+@pytest.mark.slow
 def test_merge_refuses_runs_of_different_heads(tmp_path):
     _part(tmp_path / "a", ROWS[:4], "heads/new", 10.0)
     _part(tmp_path / "b", ROWS[4:], "heads/old", 20.0)

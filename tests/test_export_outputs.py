@@ -153,6 +153,7 @@ def test_the_csv_holds_the_variant_and_speedup_that_load_adds(runs, tmp_path):
     assert got["speedup"].fillna(-1).round(9).tolist() == want["speedup"].astype(float).fillna(-1).round(9).tolist()
 
 
+@pytest.mark.slow
 def test_the_export_help_is_whole_sentences():
     parser_text = subprocess.run([sys.executable, "-m", "eval.report.export_rows", "--help"], cwd=ROOT,
                                  capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout

@@ -36,6 +36,7 @@ def test_mean_ci_and_ratio_of_sums():
     assert analysis.speedup_ratio_of_sums(rows) == pytest.approx((40 / 2) / (40 / 6))
 
 
+@pytest.mark.slow
 def test_speedup_pairs_each_row_with_its_own_ar_row(synthetic):
     df = analysis.load(synthetic)
     speed = analysis.with_speedup(df)
@@ -150,6 +151,7 @@ def test_corrupt_shard_is_reported_in_the_inventory(tmp_path):
     assert "corrupt shards skipped: 1" in written["runs"].read_text()
 
 
+@pytest.mark.slow
 def test_theory_table_and_figure(tmp_path):
     from eval.report import theory_checks as theory
     text = theory.theory_markdown(tmp_path / "theory", n_cycles=300)
@@ -183,6 +185,7 @@ def test_missing_or_foreign_results_dir_is_an_error(tmp_path, capsys, script):
     assert not (tmp_path / "o").exists() or not list((tmp_path / "o").iterdir())
 
 
+@pytest.mark.slow
 def test_stale_tables_and_figures_of_an_earlier_run_are_removed(synthetic, tmp_path, capsys):
     out_t, out_f = tmp_path / "tables", tmp_path / "figures"
     make_tables(synthetic, out_t, theory=False)
@@ -199,6 +202,7 @@ def test_stale_tables_and_figures_of_an_earlier_run_are_removed(synthetic, tmp_p
     assert "removed stale" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_theory_cache_stays_inside_the_output_folder(synthetic, tmp_path, monkeypatch):
     from eval.report import theory_checks as theory
     seen = []
@@ -252,6 +256,7 @@ def test_generate_reference_rows_get_their_own_variant(tmp_path):
     assert analysis.add_variant(df)["variant"].tolist() == [HF_GENERATE.name, AR.name]
 
 
+@pytest.mark.slow
 def test_results_archive_reads_like_its_directory(synthetic, tmp_path):
     """scripts/export_results.py packs the shards into one parquet; tables from it are the same."""
     from export_results import main as export_main

@@ -120,6 +120,7 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.slow
 def test_cli_exits_non_zero_with_a_summary_when_rows_failed(tmp_path):
     done = subprocess.run([sys.executable, "-c", _PATCHED_CLI, *TINY, f"output_dir={tmp_path / 'out'}",
                            f"hydra.run.dir={tmp_path / 'h'}"], cwd=ROOT, env=_env(), capture_output=True,
@@ -129,6 +130,7 @@ def test_cli_exits_non_zero_with_a_summary_when_rows_failed(tmp_path):
     assert "exit status 1: rheo: 1 of 1 rows failed" in out and "simulated failure" in out
 
 
+@pytest.mark.slow
 def test_sweep_runs_every_job_then_exits_non_zero_when_rows_failed(tmp_path):
     done = subprocess.run([sys.executable, "-c", _PATCHED_CLI, "-m", *TINY, "method=topk,rheo",
                            f"output_dir={tmp_path / 'out'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=ROOT,
@@ -202,6 +204,7 @@ def test_truncated_config_json_is_reported_as_unreadable(tmp_path):
         entry.run(cfg)
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_how_many_rows_are_stored_without_a_traceback(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "eval.run", *TINY, "limit=20", "max_new_tokens=6", "baseline=false",

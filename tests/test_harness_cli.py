@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from eval.store import storage
 from eval.store.storage import load_results
 
@@ -25,6 +27,7 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "1"}
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_rerun_completes_without_duplicates(tmp_path):
     out = tmp_path / "out"
     cmd = _cmd("dataset=gsm8k", "limit=12", "baseline=false", f"output_dir={out}",
@@ -50,6 +53,7 @@ def test_sigkill_mid_run_then_rerun_completes_without_duplicates(tmp_path):
     assert not list(out.rglob(f"{storage.TMP_PREFIX}*"))
 
 
+@pytest.mark.slow
 def test_multirun_sweep_over_m_and_temperature(tmp_path):
     out = tmp_path / "out"
     cmd = _cmd("dataset=gsm8k", "limit=1", "baseline=false", "method=rheo", "method.m=0,1",

@@ -45,6 +45,7 @@ def _model(target: Path, head: Path, name: str = "my-llama", *extra: str) -> lis
             "model.chat_format=template", "model.eos_tokens=['</s>']", *extra]
 
 
+@pytest.mark.slow
 def test_eval_run_labels_rows_with_your_name_and_says_where_they_went(pair_dirs, tmp_path):
     target, head = pair_dirs
     out = tmp_path / "out"
@@ -67,6 +68,7 @@ def test_eval_run_labels_rows_with_your_name_and_says_where_they_went(pair_dirs,
     assert f"tables: {rheo} tables --results {out} --out {out}/tables --no-theory" in printed, done.stdout
 
 
+@pytest.mark.slow
 def test_eval_same_state_runs_the_same_pair(pair_dirs, tmp_path):
     target, head = pair_dirs
     out = tmp_path / "ss"

@@ -33,6 +33,7 @@ def _sweep(tmp_path: Path, name: str, *launcher: str) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_a_submitit_local_sweep_stores_the_basic_launchers_rows_and_resumes(tmp_path):
     basic = load_results(_sweep(tmp_path, "basic")).sort_values(KEY).reset_index(drop=True)
     out = _sweep(tmp_path, "submitit", "hydra/launcher=submitit_local")

@@ -110,6 +110,7 @@ def test_the_algorithm_page_quotes_the_held_out_readings():
             f"the target itself {accept[(0.7, 1.0)]:.2f} and {accept[(1.0, 1.0)]:.2f}") in algorithm
 
 
+@pytest.mark.slow
 def test_rows_outside_the_asked_cells_are_left_out_of_the_table(tmp_path):
     rows = tmp_path / "rows.jsonl"
     extra = [dict(r, new_tokens=16) for r in _rows(0.0, 1.0, 0.9)] + _rows(0.5, 1.0, 0.9)  # other length, other a

@@ -39,6 +39,7 @@ def test_rheo_generate_says_use_device_cpu_as_an_option():
 
 
 @no_cuda
+@pytest.mark.slow
 def test_make_gpu_check_says_use_the_make_variable(tmp_path):
     done = subprocess.run(["make", "-s", "gpu-check", f"GPU_OUT={tmp_path}"], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "MAKEFLAGS": "", "OMP_NUM_THREADS": "1"})

@@ -115,6 +115,7 @@ def _hashes(experiment: str, extra: list[str], tmp_path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("archive", sorted(STUDIES))
+@pytest.mark.slow
 def test_each_committed_archive_is_what_its_study_file_runs(archive, tmp_path):
     rows = pd.read_parquet(ROOT / "results" / f"{archive}.parquet")
     if not (ROOT / MID_HEAD).is_dir():  # its key holds the head's fingerprint: `make head-mid` builds it

@@ -175,6 +175,7 @@ TINY = ["model=tiny_random", "dataset=gsm8k", "limit=1", "max_new_tokens=5", "me
         "progress=false", "warmup=false"]
 
 
+@pytest.mark.slow
 def test_static_and_chain_rows_and_the_methods_table(tmp_path):
     out = tmp_path / "out"
     runs = [["method=topk", "method.k=3", "method.tree_size=5"], ["method=static", "method.branching=[3,1]"],

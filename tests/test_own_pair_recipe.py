@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from local_pair import write_local_head, write_target
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +24,7 @@ def _commands() -> list[str]:
     return [line for line in block.group(1).splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_the_three_commands_make_a_pair_that_decodes(tmp_path):
     commands = _commands()
     assert len(commands) == 3

@@ -82,6 +82,7 @@ def test_the_plan_of_reproduce_full_counts_what_its_sweeps_expand_to(model):
     assert set(t.hours) == {"A100", "H100", "H200"} and all(h > 0 for h in t.hours.values())
 
 
+@pytest.mark.slow
 def test_the_plan_counts_the_rows_a_sweep_stores(tmp_path):
     """The plan of a small m sweep next to the rows the same sweep stores (Top-K's jobs share one folder)."""
     overrides = ["experiment=m_ablation", "seed=0", "model=tiny_random", "limit=1", "max_new_tokens=2",
@@ -98,6 +99,7 @@ def test_the_plan_counts_the_rows_a_sweep_stores(tmp_path):
     assert 0.5 < t.disk_bytes / stored < 2  # rows of 2 tokens: the estimate is of their size
 
 
+@pytest.mark.slow
 def test_make_plan_1_runs_nothing_and_plans_each_command(tmp_path):
     """make reproduce-speed PLAN=1: its speed sweep (3 methods x 2 T) and each tuned tree whose file exists."""
     args = f"model=tiny_random max_new_tokens=2 dataset.suites=[gsm8k] output_dir={tmp_path}"

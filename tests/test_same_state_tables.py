@@ -138,12 +138,14 @@ def test_markdown_names_methods_and_power():
 @pytest.mark.parametrize("make", [plots.fig_m_ablation, plots.fig_temperature, plots.fig_families,
                                   mech_plots.fig_depth, mech_plots.fig_probe, mech_plots.fig_calibration,
                                   mech_plots.fig_root_gap])
+@pytest.mark.slow
 def test_every_figure_draws_a_png(make, tmp_path):
     data = make(synthetic())
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     (tmp_path / "f.png").write_bytes(data)
 
 
+@pytest.mark.slow
 def test_figures_the_rows_cannot_draw_are_left_out():
     one_t = synthetic(temps=(1.0,), configs=("h_topk", "h_rsd"))
     drawn, skipped = plots.figures(one_t)
@@ -159,6 +161,7 @@ def _archive(tmp_path: Path, rows: pd.DataFrame) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_cli_writes_tables_and_figures_and_removes_only_its_own_stale_ones(tmp_path):
     from eval.store.committed import Outputs
 
@@ -198,6 +201,7 @@ def _cli(*args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_cli_refuses_bad_input_in_one_line(tmp_path, capsys):
     proc = _cli(tmp_path / "none")  # the real entry point: one line, status 2, no traceback
     assert proc.returncode == 2 and "not a same-state results directory" in proc.stderr

@@ -133,6 +133,7 @@ def test_a_truncated_compressed_shard_is_named(tmp_path):
         read_shard(bad)
 
 
+@pytest.mark.slow
 def test_a_packed_corpus_without_shards_is_left_alone(tmp_path):
     """With the packed corpus beside --out and no pass-s shards, the generator says so and stops
     (before loading the model: it would otherwise restart every pass from nothing)."""

@@ -43,6 +43,7 @@ def test_the_commands_make_smoke_prints_run_as_printed(tmp_path):
         assert {p.name: p.read_bytes() for p in (smoke / "tables").glob("*.md")} == written
 
 
+@pytest.mark.slow
 def test_rheo_tables_help_calls_itself_rheo_tables():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for command in ("tables", "figures"):

@@ -29,6 +29,7 @@ def test_interp_and_synthetic_tree():
     assert tree.ancestor_mask.diagonal().all() and len(root_to_leaf_paths(tree.parents)) >= 3
 
 
+@pytest.mark.slow
 def test_tuning_prompts_are_held_out_training_prompts():
     from rheo.training.prompts import build_prompts, split_prompts
 

@@ -49,6 +49,7 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly():
     assert proc.returncode == 141
 
 
+@pytest.mark.slow
 def test_a_run_from_another_folder_writes_nothing_outside_its_output_dir_and_the_output_root(tmp_path):
     elsewhere, out = tmp_path / "elsewhere", tmp_path / "out"
     elsewhere.mkdir()
