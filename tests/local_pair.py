@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+import torch
 from eagle3_heads import VOCAB, H, official_config, official_state, write_head
 
 WORDS = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(3, VOCAB)]
@@ -42,3 +44,17 @@ def write_local_head(folder: Path, seed: int = 0, config_changes: dict | None = 
     if config_changes:
         (folder / "config.json").write_text(json.dumps({**official_config(), **config_changes}))
     return folder
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """The local pair loaded as users load theirs (rheo.models.loading.load_model_pair), once per module."""
+    from rheo.models.loading import load_model_pair
+
+    target = write_target(tmp_path_factory.mktemp("target"))
+    return load_model_pair(target_path=str(target), head_path=str(write_local_head(tmp_path_factory.mktemp("h"))))
+
+
+@pytest.fixture(scope="module")
+def prompt():
+    return torch.tensor([[5, 17, 33, 2, 99, 140, 7]])  # [1, 7]

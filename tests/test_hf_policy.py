@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from local_pair import write_local_head, write_target
+from local_pair import pair, prompt, write_local_head, write_target  # noqa: F401 (pair, prompt: fixtures)
 from transformers import (LogitsProcessor, MaxLengthCriteria, RepetitionPenaltyLogitsProcessor, TopKLogitsWarper)
 
 from rheo.hf_generate import generate as rheo_generate
@@ -22,17 +22,6 @@ from rheo.models.loading import load_model_pair
 ROOT = Path(__file__).resolve().parents[1]
 TREE = dict(k=4, depth=3, tree_size=8)
 NEW = 12
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    target = write_target(tmp_path_factory.mktemp("target"))
-    return load_model_pair(target_path=str(target), head_path=str(write_local_head(tmp_path_factory.mktemp("h"))))
-
-
-@pytest.fixture(scope="module")
-def prompt():
-    return torch.tensor([[5, 17, 33, 2, 99, 140, 7]])  # [1, 7]
 
 
 def rheo(pair, prompt, form="function", **kwargs):

@@ -18,28 +18,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from local_pair import write_local_head, write_target
+from local_pair import pair, prompt  # noqa: F401 (pair, prompt: fixtures)
 from transformers import GenerationConfig
 
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.hf_generate import generate as rheo_generate
-from rheo.models.loading import load_model_pair
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMS = ["function", "folder", "direct"]
 NEW = 8
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    target = write_target(tmp_path_factory.mktemp("target"))
-    return load_model_pair(target_path=str(target), head_path=str(write_local_head(tmp_path_factory.mktemp("h"))))
-
-
-@pytest.fixture(scope="module")
-def prompt():
-    return torch.tensor([[5, 17, 33, 2, 99, 140, 7]])  # [1, 7]
 
 
 def call(pair, ids, form: str, **kwargs):

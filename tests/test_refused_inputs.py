@@ -14,6 +14,7 @@ from eval.states import tables as state_tables
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 from synthetic_results import write_synthetic_results  # noqa: E402
+from test_weak_inputs import _Loaded, no_load  # noqa: E402,F401 (no_load: a fixture)
 
 
 @pytest.mark.parametrize("archive", [False, True])
@@ -72,19 +73,6 @@ def test_load_model_pair_checks_its_arguments_first(kwargs, name):
     with pytest.raises((TypeError, ValueError), match=rf"\b{name}\b.* got ") as err:
         load_model_pair(**kwargs)
     assert "\n" not in str(err.value)
-
-
-class _Loaded(Exception):
-    """Raised by a stand-in for the model loader: the command got as far as loading."""
-
-
-@pytest.fixture
-def no_load(monkeypatch):
-    import rheo.models
-
-    def load(*args, **kwargs):
-        raise _Loaded()
-    monkeypatch.setattr(rheo.models, "load_model_pair", load)
 
 
 @pytest.mark.parametrize("preset", ["rheo_auto", "rheo_adaptive"])
