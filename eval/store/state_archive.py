@@ -152,7 +152,7 @@ def load_rows(root: Path | str, driver: bool = False):
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist (export it with "
                                     f"`{program('python')} -m eval.states.tables DIR --archive {root}`)")
-        names = pq.read_schema(root).names
+        names = pq.read_schema(path).names
         if "tokens_per_s" in names and "state" not in names:
             raise ValueError(_realized(root, "archive"))
         return pq.read_table(path, schema=DRIVER_SCHEMA if driver else ROW_SCHEMA).to_pandas()
