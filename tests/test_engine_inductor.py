@@ -1,6 +1,6 @@
 """``engine="graphs"`` compiled for real (Inductor; on a CPU without CUDA graphs): on the smallest pair the
 head can read (3 decoder layers) a greedy Top-K generation emits the eager engine's tokens, Dynamo
-reports no graph break, and a second generation at other cache lengths makes no new graph."""
+reports no graph break, and later generations at other cache lengths add at most the build's one other variant, then no graph."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 
 
-@pytest.mark.slow  # Inductor compiles four graphs (scoring, commit, draft step, draft extend): about a minute
+@pytest.mark.slow  # Inductor compiles five graphs (scoring, commit, draft step, draft extend, draft-and-build)
 def test_graphs_engine_under_inductor_emits_the_eager_tokens_without_a_break():
     fresh_dynamo()
     target, drafter = eagle_pair(layers=3)
@@ -21,8 +21,14 @@ def test_graphs_engine_under_inductor_emits_the_eager_tokens_without_a_break():
     got = speculative_generate(target, drafter, prompt, 12, SpecConfig(**cfg, engine="graphs"))
     graphs, breaks = graph_counts()
     assert got.tokens == want and max(got.accept_lengths) >= 2  # rows were committed past the root
-    assert breaks == 0 and 1 <= graphs <= 4
+    assert breaks == 0 and 1 <= graphs <= 5
     again = speculative_generate(target, drafter, prompt + want[:5], 12, SpecConfig(**cfg, engine="graphs"))
-    assert graph_counts() == (graphs, 0)  # other lengths, the same graphs
     assert again.tokens == speculative_generate(target, drafter, prompt + want[:5], 12, SpecConfig(**cfg)).tokens
+    # a new head session's first tree may add the build's one other variant (StaticEagle3Session.depth_seen),
+    # once; after it, other lengths make no new graph
+    graphs_after, breaks = graph_counts()
+    assert breaks == 0 and graphs_after <= graphs + 1
+    third = speculative_generate(target, drafter, prompt + want[:9], 12, SpecConfig(**cfg, engine="graphs"))
+    assert graph_counts() == (graphs_after, 0)
+    assert third.tokens == speculative_generate(target, drafter, prompt + want[:9], 12, SpecConfig(**cfg)).tokens
     fresh_dynamo()
