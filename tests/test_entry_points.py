@@ -48,6 +48,7 @@ def _script_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["recipe.py", "train-head", "--epochs", "3"], "train-head takes --resume and --KEY VALUE for KEY in"),
         (["report.py", "speed", "paths.nosuch.deep=1"], "nosuch"),
         (["cycle_cost.py", "--shape", "nope"], "invalid choice"),
+        (["engine_speed.py", "--repeats", "0"], "argument --repeats: must be an integer >= 1"),
     ]
 
 
