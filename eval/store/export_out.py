@@ -55,17 +55,19 @@ def check_out(out: Path, inputs: Sequence[Path], replace: bool, committed: bool 
         if Path(given).is_dir() and Path(os.path.realpath(given)) in target.parents:
             raise ValueError(f"{opt} {out} lies inside --results {given}: write it beside the results "
                              f"(e.g. {opt} {Path(given).name}.csv)")
-    if committed and _committed_result(target):
-        raise ValueError(f"{opt} {out} is committed to git (a results file the project keeps): an export only reads "
+    why = _committed_reason(target) if committed else None
+    if why:
+        raise ValueError(f"{opt} {out} {why} (a results file the project keeps): an export only reads "
                          f"it; write elsewhere (e.g. {opt} {target.stem}.csv)")
     if target.exists() and not replace:
         raise ValueError(f"{opt} {out} exists: choose another file, or pass --replace to overwrite it")
 
 
-def _committed_result(target: Path) -> bool:
-    from eval.store.committed import is_committed
+def _committed_reason(target: Path):
+    """Why the shared guard refuses to write ``target`` (eval.store.committed.committed_reason), or None."""
+    from eval.store.committed import committed_reason
 
-    return (target.suffix == ".parquet" or "results" in target.parent.parts) and is_committed(target)
+    return committed_reason(target)
 
 
 def _is_own_stdout(out) -> bool:
