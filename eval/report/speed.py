@@ -103,13 +103,14 @@ def phase_table(df: pd.DataFrame) -> Optional[str]:
             cycle = sum(means.values())
             tau = part["new_tokens"].sum() / part["target_calls"].sum()
             tps = part["new_tokens"].sum() / part["wall_s"].sum()
-            body.append([display_name(variant), tree, str(len(part))] + [f"{means[c]:.2f}" for c in PHASE_COLS]
+            body.append([display_name(variant), tree, str(len(part))]
+                        + ["in build" if c == "phase_draft_ms" and part[c].isna().all() else f"{means[c]:.2f}" for c in PHASE_COLS]
                         + [f"{cycle:.2f}", f"{tau:.2f}", f"{tps:.1f}"]
                         + [f"{100 * means['phase_score_ms'] / cycle:.0f}%" if cycle > 0 else "-"])
         header = ["method", "tree", "rows"] + [f"{p} ms" for p in PHASES] + ["cycle ms", "τ", "tok/s", "target share"]
         blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + markdown_table(header, body))
-    return ("## Where the time goes (mean ms per cycle)\n\ndraft = the head's tree layers; build = candidate "
-            "selection, tree growth, pruning and mask; score = the target's forward over the tree (decoder + output rows of the first-ranked chain); verify (+ output rows of other visited nodes); "
+    return ("## Where the time goes (mean ms per cycle)\n\ndraft = the head's tree layers (\"in build\": drafted "
+            "inside the compiled build, engine=graphs); build = candidate selection, tree growth, pruning and mask; score = the target's forward over the tree (decoder + output rows of the first-ranked chain); verify (+ output rows of other visited nodes); "
             "commit = target KV compaction + the head's pass over the accepted tokens; other = the rest of "
             "the cycle. Means over all cycles of the rows (weighted by cycles); AR rows: one cycle per "
             "token. CUDA: CUDA events; CPU: perf_counter (rheo/timing.py).\n\n" + "\n\n".join(blocks) + "\n")
