@@ -176,7 +176,7 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
     if df.empty or not (df["method"] == AR.name).any():
         return None
     spec = with_speedup(df)
-    spec = spec[spec["ar_wall_s"].notna()]
+    spec = spec[spec["ar_wall_s"].notna() & spec["wall_s"].notna()]  # no wall time: a compile was timed (analysis)
     if spec.empty:
         return None
     spec = _targets(spec)
