@@ -10,7 +10,8 @@ from static_pair import eagle_pair, fresh_dynamo
 from eval.device.cycle_shapes import CostPair
 from eval.device.engine_check import marks, per_call, per_cycle, random_tree
 
-pytestmark = pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+#: the constant tables of rheo.candidates are built in the graph when traced, not through an lru_cache Dynamo warns about
+pytestmark = pytest.mark.filterwarnings("error:Dynamo detected a call to a `functools.lru_cache`")
 
 
 def test_a_random_tree_keeps_parents_first_and_its_depth():
