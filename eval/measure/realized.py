@@ -228,7 +228,8 @@ def _warmup(pair, jobs: list[_Job], item: Item, cfg: DictConfig) -> None:
     for job in jobs:
         generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(0)
         try:
-            _generate(pair, job, prompt, cfg, generator, max_new_tokens=WARMUP_TOKENS)
+            with torch.inference_mode():  # as the timed generations run
+                _generate(pair, job, prompt, cfg, generator, max_new_tokens=WARMUP_TOKENS)
         except Exception as e:  # the timed run records the failure properly
             log.warning("warm-up of %s failed: %s: %s", job.method, type(e).__name__, e)
 
@@ -240,7 +241,8 @@ def _warm_buckets(pair, job: _Job, prompts: list[list[int]], cfg: DictConfig) ->
 
     def run(prompt: list[int], new_tokens: int) -> None:
         generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(0)
-        generate(pair, job.spec, prompt, new_tokens, generator, None, device=cfg.device)  # no EOS: every cycle runs
+        with torch.inference_mode():  # as the timed generation runs (a graph compiled outside it would not serve it)
+            generate(pair, job.spec, prompt, new_tokens, generator, None, device=cfg.device)  # no EOS: every cycle runs
 
     made = warm(run, job.spec, pair.target, [len(p) for p in prompts], int(cfg.max_new_tokens), prompts[0])
     if made:

@@ -90,10 +90,10 @@ def without_compile_times(df: pd.DataFrame) -> pd.DataFrame:
         if col in df.columns:
             df[col] = df[col].astype(float).where(~hit)
     first = df[hit].iloc[0]
-    log.warning("%d row(s) compiled graphs inside their timed generation (column compiles): their times are left out "
-                "of every speed table (tau still counts), e.g. config %s %s item %s turn %s; rerun them with warmup=true "
-                "after deleting their shards", int(hit.sum()), first["config_hash"], first["dataset"], first["item_id"],
-                first["turn"])
+    log.warning("%d row(s) compiled graphs inside their timed generation (column compiles): their times are left "
+                "out of every speed table (tau still counts), e.g. config %s %s item %s turn %s; rerun them with "
+                "warmup=true after deleting their shards", int(hit.sum()), first["config_hash"], first["dataset"],
+                first["item_id"], first["turn"])
     return df
 
 

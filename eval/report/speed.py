@@ -104,7 +104,8 @@ def phase_table(df: pd.DataFrame) -> Optional[str]:
             tau = part["new_tokens"].sum() / part["target_calls"].sum()
             tps = part["new_tokens"].sum() / part["wall_s"].sum()
             body.append([display_name(variant), tree, str(len(part))]
-                        + ["in build" if c == "phase_draft_ms" and part[c].isna().all() else f"{means[c]:.2f}" for c in PHASE_COLS]
+                        + ["in build" if c == "phase_draft_ms" and part[c].isna().all() else f"{means[c]:.2f}"
+                           for c in PHASE_COLS]
                         + [f"{cycle:.2f}", f"{tau:.2f}", f"{tps:.1f}"]
                         + [f"{100 * means['phase_score_ms'] / cycle:.0f}%" if cycle > 0 else "-"])
         header = ["method", "tree", "rows"] + [f"{p} ms" for p in PHASES] + ["cycle ms", "τ", "tok/s", "target share"]
