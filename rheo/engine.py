@@ -8,10 +8,12 @@
   with ``mode="reduce-overhead"`` (Inductor and CUDA graphs; each call starts a new graph step and
   what is kept across calls is cloned), on a CPU plain Inductor (no CUDA graphs; a note says so once).
 
-The static pair of an eager one is made once and kept on it, so that every generation of a pair
-reuses its compiled graphs and its buffers. Only a transformers Llama target
-(:class:`~rheo.models.hf_target.HFTarget` with a plain output layer and full attention) and an
-EAGLE-3 drafter (:class:`~rheo.models.eagle3.Eagle3Drafter`) have static twins; any other model is
+The static pair of an eager one is made once and kept on it (the target's on its transformers model, which
+every ``HFTarget`` of it shares), so that every generation of a pair reuses its compiled graphs and its
+buffers. Only a transformers Llama target (:class:`~rheo.models.hf_target.HFTarget` with a plain output
+layer and full attention) and an EAGLE-3 drafter (:class:`~rheo.models.eagle3.Eagle3Drafter`) have static
+twins; a :class:`~rheo.models.processed.ProcessedTarget` over such a target runs its processors on the
+twin's rows; any other model is
 refused in one line. The autoregressive baseline uses the engine's target alone (:func:`with_engine`).
 """
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,30 @@ def test_the_tables_leave_out_the_times_of_a_row_that_compiled():
     assert out["wall_s"].isna().tolist() == [True, False, False] and out["tokens_per_s"].isna().sum() == 1
     assert out["phase_score_ms"].isna().tolist() == [True, False, False] and out["tau"].tolist() == rows["tau"].tolist()
     assert without_compile_times(rows.drop(columns="compiles")) is not None
+
+
+@pytest.mark.slow  # Dynamo traces the engine's functions (backend "eager": no Inductor)
+def test_rheo_generate_under_graphs_times_no_compile_and_says_so_when_one_happens(tmp_path, capsys, monkeypatch):
+    from local_pair import write_local_head, write_target
+    from static_pair import eager_compiler, fresh_dynamo
+
+    import rheo.generate_cli as cli
+
+    monkeypatch.setattr("rheo.engine.graphs_compiler", lambda device: eager_compiler)
+    fresh_dynamo()
+    target, head = write_target(tmp_path / "target"), write_local_head(tmp_path / "head")
+    argv = ["w7 w8 w9 w10", "--target", str(target), "--head", str(head), "--method", "topk", "--engine", "graphs",
+            "--temperature", "0", "--max-new-tokens", "300", "--k", "4", "--depth", "2", "--tree-size", "6",
+            "--dtype", "float32"]  # 300 new tokens: from the 256-row cache bucket into the 512-row one
+    assert cli.generate_main(argv) == 0
+    out, err = capsys.readouterr()
+    assert re.search(r"warm-up: [1-9]\d* graph\(s\) compiled", err) and re.search(r"\d tokens/s$", out.strip())
+    calls = iter(range(0, 100, 7))  # a compile inside the timed generation: no tokens/s
+    monkeypatch.setattr(cli, "compile_count", lambda: next(calls))
+    assert cli.generate_main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "tokens/s not reported: 7 graph(s) were compiled inside this generation" in out
+    fresh_dynamo()
 
 
 def _job(tmp: Path) -> subprocess.CompletedProcess:
