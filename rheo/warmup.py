@@ -73,7 +73,9 @@ def warm(run: Callable[[list[int], int], Any], spec: SpecConfig, target: Any, pr
     """Under ``spec.engine == "graphs"``, one untimed generation ``run(prompt, new_tokens)`` (no EOS: it
     must run its cycles) inside each bucket that ``prompt_lengths`` and ``max_new_tokens`` reach and no
     earlier call warmed for ``spec`` on ``target`` (the eager target; its graphs twin keeps what was
-    warmed), plus the target's commit at that bucket. Returns the graphs compiled (0 for other engines)."""
+    warmed), plus the target's commit at that bucket. Returns the graphs compiled (0 for other engines).
+    Call it in the grad mode the timed generations run in (``torch.inference_mode()`` in the harness): a
+    graph compiled in another mode does not serve them."""
     if spec.engine != "graphs":
         return 0
     twin = engine_target(target, spec.engine)

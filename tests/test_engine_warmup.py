@@ -108,7 +108,8 @@ def test_a_graphs_job_across_two_cache_buckets_times_no_compile(tmp_path):
     assert rows["prompt_tokens"].tolist() == sorted(rows["prompt_tokens"]) and len(rows) == 2
     assert rows["prompt_tokens"].iloc[0] < 200 and rows["prompt_tokens"].iloc[1] > 256  # two cache buckets
     assert rows["compiles"].tolist() == [0, 0]
-    assert rows["wall_s"].iloc[0] <= 2 * rows["wall_s"].iloc[1], rows["wall_s"].tolist()
+    first, second = rows["wall_s"].tolist()
+    assert max(first, second) <= 2 * min(first, second), (first, second)  # the first timed row compiled nothing
 
 
 if __name__ == "__main__":  # the harness job above, printed

@@ -241,10 +241,10 @@ def _warm_buckets(pair, job: _Job, prompts: list[list[int]], cfg: DictConfig) ->
 
     def run(prompt: list[int], new_tokens: int) -> None:
         generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(0)
-        with torch.inference_mode():  # as the timed generation runs (a graph compiled outside it would not serve it)
-            generate(pair, job.spec, prompt, new_tokens, generator, None, device=cfg.device)  # no EOS: every cycle runs
+        generate(pair, job.spec, prompt, new_tokens, generator, None, device=cfg.device)  # no EOS: every cycle runs
 
-    made = warm(run, job.spec, pair.target, [len(p) for p in prompts], int(cfg.max_new_tokens), prompts[0])
+    with torch.inference_mode():  # as the timed generations run (a graph compiled outside it does not serve them)
+        made = warm(run, job.spec, pair.target, [len(p) for p in prompts], int(cfg.max_new_tokens), prompts[0])
     if made:
         log.info("warm-up of %s compiled %d graph(s) for the cache buckets of %d prompt(s)", job.method, made,
                  len(prompts))
