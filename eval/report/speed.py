@@ -110,8 +110,8 @@ def phase_table(df: pd.DataFrame) -> Optional[str]:
                         + [f"{100 * means['phase_score_ms'] / cycle:.0f}%" if cycle > 0 else "-"])
         header = ["method", "tree", "rows"] + [f"{p} ms" for p in PHASES] + ["cycle ms", "τ", "tok/s", "target share"]
         blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + markdown_table(header, body))
-    return ("## Where the time goes (mean ms per cycle)\n\ndraft = the head's tree layers (\"in build\": drafted "
-            "inside the compiled build, engine=graphs); build = candidate selection, tree growth, pruning and mask; score = the target's forward over the tree (decoder + output rows of the first-ranked chain); verify (+ output rows of other visited nodes); "
+    return ("## Where the time goes (mean ms per cycle)\n\ndraft = the head's tree layers; build = candidate "
+            "selection, tree growth, pruning and mask; score = the target's forward over the tree (decoder + output rows of the first-ranked chain); verify (+ output rows of other visited nodes); "
             "commit = target KV compaction + the head's pass over the accepted tokens; other = the rest of "
             "the cycle. Means over all cycles of the rows (weighted by cycles); AR rows: one cycle per "
             "token. CUDA: CUDA events; CPU: perf_counter (rheo/timing.py).\n\n" + "\n\n".join(blocks) + "\n")
