@@ -18,7 +18,7 @@ cycles did not choose; a row that compiles says so in its ``compiles``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import torch
 
@@ -60,10 +60,14 @@ def reached(prompt_len: int, max_new_tokens: int, spec: SpecConfig, smallest: in
     return out
 
 
-def warm_prompt(capacity: int, spec: SpecConfig, filler: Sequence[int]) -> list[int]:
+def warm_prompt(capacity: int, spec: SpecConfig, filler: Sequence[int], context: Optional[int] = None) -> list[int]:
     """A prompt (``filler`` repeated) whose warm-up generation runs inside bucket ``capacity``: as long as
-    the bucket holds it with the warm-up's tokens and the padded calls."""
-    length = max(2, capacity - _cycles_tokens(spec) - _room(spec))
+    the bucket holds it with the warm-up's tokens and the padded calls (and the model's ``context`` length,
+    when given, holds it with those tokens)."""
+    length = capacity - _cycles_tokens(spec) - _room(spec)
+    if context is not None:
+        length = min(length, int(context) - _cycles_tokens(spec))
+    length = max(2, length)
     reps = -(-length // max(1, len(filler)))
     return (list(filler) * reps)[:length]
 
@@ -86,7 +90,7 @@ def warm(run: Callable[[list[int], int], Any], spec: SpecConfig, target: Any, pr
     for capacity in need:
         if (spec, capacity) in done:
             continue
-        run(warm_prompt(capacity, spec, filler), _cycles_tokens(spec))
+        run(warm_prompt(capacity, spec, filler, getattr(target, "context_length", None)), _cycles_tokens(spec))
         rows = _tree_rows(spec)
         if rows > 1:
             with torch.no_grad():  # the commit that moves rows, on scratch rows (a session's prefill writes what it reads)

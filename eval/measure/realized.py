@@ -102,10 +102,7 @@ class Realized:
             _warmup(pair, jobs, pending[0][1], self.cfg)
             for job in jobs:  # engine=graphs: every bucket the first turns reach, compiled before the first timed row
                 prompts = [pair.format_chat(chat_messages(item, 0, [])) for pj, item in pending if pj is job]
-                try:
-                    _warm_buckets(pair, job, prompts, self.cfg)
-                except Exception as e:  # the timed rows record the failure properly
-                    log.warning("warm-up of %s's cache buckets failed: %s: %s", job.method, type(e).__name__, e)
+                _warm_safely(pair, job, prompts, self.cfg)
 
     def run_unit(self, pair, job: "_Job", item: Item, bar) -> Optional[str]:
         summary, answers, error = self.summary, [], None
@@ -200,7 +197,7 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
             generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(gen_seed)
             timer = phase_timer(job.spec, cfg.device, cfg.profile_phases)
             if cfg.warmup:
-                _warm_buckets(pair, job, [prompt], cfg)  # a later turn's prompt: known only now
+                _warm_safely(pair, job, [prompt], cfg)  # a later turn's prompt is known only now
             compiled = compile_count()
             out, wall = _timed(lambda: _generate(pair, job, prompt, cfg, generator, timer=timer), cfg.device)
             row.update(rows.metrics(out, wall), compiles=compile_count() - compiled)
@@ -248,6 +245,14 @@ def _warm_buckets(pair, job: _Job, prompts: list[list[int]], cfg: DictConfig) ->
     if made:
         log.info("warm-up of %s compiled %d graph(s) for the cache buckets of %d prompt(s)", job.method, made,
                  len(prompts))
+
+
+def _warm_safely(pair, job: _Job, prompts: list[list[int]], cfg: DictConfig) -> None:
+    """:func:`_warm_buckets`, a failure logged: the timed rows record their own (and their ``compiles``)."""
+    try:
+        _warm_buckets(pair, job, prompts, cfg)
+    except Exception as e:
+        log.warning("warm-up of %s's cache buckets failed: %s: %s", job.method, type(e).__name__, e)
 
 
 def _timed(fn, device: str):
