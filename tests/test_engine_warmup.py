@@ -39,6 +39,7 @@ def test_the_buckets_a_generation_reaches_run_from_its_prompt_to_its_last_call()
     assert reached(100, 16, SpecConfig(method="ar")) == [256]
     prompt = warm_prompt(512, spec, [5, 6, 7])
     assert reached(len(prompt), 3 * (TREE["depth"] + 1) + 1, spec) == [512] and set(prompt) == {5, 6, 7}
+    assert len(warm_prompt(4096, spec, [5], context=2048)) + 3 * (TREE["depth"] + 1) + 1 == 2048  # within the model
 
 
 def test_the_tables_leave_out_the_times_of_a_row_that_compiled():
