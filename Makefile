@@ -142,8 +142,8 @@ gpu-bundle: gpu-wheels ## wheels + the SmolLM2 GGUF in <= 30 MB parts under .gpu
 	PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_bundle.py split --bundle $(GPU_BUNDLE)
 gpu-setup: ## on the GPU machine: reassemble the GGUF (SHA-256 checked), install the wheels, build the model cache
 	PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_bundle.py setup --bundle $(GPU_BUNDLE)
-gpu-check: ## the GPU path checked and timed (greedy identity, bf16 agreement, chi-square, tau parity, speed) -> GPU_OUT
-	$(GPU_ENV) OMP_NUM_THREADS=$(or $(OMP_NUM_THREADS),4) $(GPU_PY) scripts/gpu_check.py --device $(DEVICE) --device-setting DEVICE --out $(GPU_OUT) $(GPU_ARGS)
+gpu-check: ## the GPU path checked and timed (greedy identity, bf16 agreement, chi-square, tau parity, speed; ENGINE=static|graphs: that engine against eager, under 8 min) -> GPU_OUT
+	$(GPU_ENV) OMP_NUM_THREADS=$(or $(OMP_NUM_THREADS),4) $(GPU_PY) scripts/gpu_check.py --device $(DEVICE) --device-setting DEVICE --out $(GPU_OUT) $(if $(ENGINE),--engine $(ENGINE)) $(GPU_ARGS)
 gpu-reference: ## the CPU reference of gpu-check's tau parity -> GPU_OUT
 	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out $(GPU_OUT) --make-reference $(GPU_ARGS)
 gpu-corpus gpu-train-head: ## on a lent GPU: the draft-head corpus, then the head (configs/recipe/gpu_*.yaml) -> GPU_OUT

@@ -133,6 +133,21 @@ def draws_probe(dist: DraftDist, m: int, temperature: float, probe_min: float,
     return has_tail
 
 
+def eager_cache(maxsize: int):
+    """``functools.lru_cache(maxsize)`` for eager calls. A call that ``torch.compile`` traces runs the function
+    itself, so the small tables it makes become constants of the graph: Dynamo cannot trace through an
+    lru_cache wrapper (it would trace the function anyway, with a warning that it ignores the cache)."""
+    def wrap(fn):
+        cached = functools.lru_cache(maxsize=maxsize)(fn)
+
+        @functools.wraps(fn)
+        def call(*args):
+            return fn(*args) if torch.compiler.is_compiling() else cached(*args)
+        call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        return call
+    return wrap
+
+
 def select_topk(dist: DraftDist, k: int, rank: str = "q", temperature: float = 1.0) -> Candidates:
     n, support = dist.log_q.shape
     slots = min(k, support)
@@ -145,7 +160,7 @@ def select_topk(dist: DraftDist, k: int, rank: str = "q", temperature: float = 1
     )
 
 
-@functools.lru_cache(maxsize=32)
+@eager_cache(maxsize=32)
 def constant(value: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A 0-d tensor of ``value``, made once per (dtype, device): Top-K's kinds and zero sample
     probabilities (here and in the tree builder) are expanded views of it, and it is the LEAD kind of a
@@ -238,13 +253,13 @@ def _deferred(dist: DraftDist, scores, has_tail, sampled, kind, by_pick, m: int,
                       deferred=Deferred(tail, pick, has_tail, m, slots, support, dist.logits.dtype))
 
 
-@functools.lru_cache(maxsize=32)
+@eager_cache(maxsize=32)
 def _one_hot_row(length: int, column: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """[length] 1 in ``column``, 0 elsewhere: q~ over a node's support at T = 0 (made once per shape)."""
     return torch.nn.functional.one_hot(torch.tensor(column), length).to(dtype=dtype, device=device)
 
 
-@functools.lru_cache(maxsize=64)
+@eager_cache(maxsize=64)
 def slot_table(m: int, slots: int, support: int, device: torch.device) -> tuple[torch.Tensor, ...]:
     """Rheo's K slot columns for every draw, made once per (m, K, S, device): by_pick [S-m, K] (row p:
     the support column of each slot when the sample is tail position p; :func:`slot_templates`),
@@ -255,7 +270,7 @@ def slot_table(m: int, slots: int, support: int, device: torch.device) -> tuple[
     return tuple(t.to(device) for t in (by_pick, sample_col, kind_row, plain))
 
 
-@functools.lru_cache(maxsize=64)
+@eager_cache(maxsize=64)
 def slot_templates(m: int, slots: int, device: torch.device) -> tuple[torch.Tensor, ...]:
     """Column templates of Rheo's K slots (leads, sample, fills), made once per (m, K, device):
     col [K] (j for a lead, m for the sample, m + r for the r-th fill), fill_rank [K] (r for the r-th

@@ -187,13 +187,21 @@ def engine_builder(drafter: object, method: "Method", engine: str) -> Optional[C
 def cycle_builder(method: "Method", drafter: object, session: object, engine: str) -> Callable[..., BuiltTree]:
     """The decode loop's tree builder for one generation: ``method.build_tree`` (its draft calls go
     through the callable it is handed, timed or watched), or under a static engine the captured build
-    over ``session.draft`` (one function: the handed callable is not called, the root's draft row comes
-    back as ``BuiltTree.root_row``)."""
+    (the root's draft row comes back as ``BuiltTree.root_row``): over the handed callable under
+    ``static``, over ``session.draft`` under ``graphs`` (one compiled function: the handed callable is
+    not called, and the draft phase is not timed apart from the build)."""
     builder = engine_builder(drafter, method, engine)
     if builder is None:
         return method.build_tree
 
+    reserve = getattr(session, "reserve", None)  # a static head session sizes its buffers outside the graph
+
     def build(draft_fn: DraftFn, root_token: int, cfg: "Spec", rng: RandomSource,
               draft_to_target: Optional[torch.Tensor] = None, device: torch.device | str = "cpu") -> BuiltTree:
-        return builder.build(session.draft, root_token, cfg, rng, draft_to_target, device)
+        if reserve is not None:
+            reserve(node_capacity(cfg) + 1, cfg.depth)
+        # run eagerly (static), the build calls the handed draft function (timed as the draft phase); compiled,
+        # the session's own draft is traced into the graph, where no timer can see it
+        fn = draft_fn if builder.compiler is None else session.draft
+        return builder.build(fn, root_token, cfg, rng, draft_to_target, device)
     return build

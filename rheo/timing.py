@@ -3,7 +3,9 @@
 Phases of one speculative cycle (:func:`rheo.decode.speculative_generate`):
 
 * ``draft``  - the drafter's tree layers (``DraftSession.draft`` calls: the head);
-* ``build``  - the rest of ``build_tree``: candidate selection, tree growth, pruning, mask;
+* ``build``  - the rest of ``build_tree``: candidate selection, tree growth, pruning, mask
+  (under ``engine=graphs`` the draft loop and the build are one compiled call: build holds both,
+  draft is None);
 * ``score``  - the target's forward over the pruned tree (``TargetSession.score_tree``;
   for a Llama target: the decoder and the output rows of the first-ranked chain);
 * ``verify`` - ``verify_tree``, including the target's output rows (``lm_head``) of the
@@ -128,7 +130,9 @@ class PhaseTimer:
         cycles: target calls of the generation; total_ms: its wall time (the caller
         times it), from which ``other`` = (total - prefill - phases) / cycles (None
         when total_ms is not given). Phases a generation never entered are 0.0 (draft,
-        build, verify for AR); with no cycle every per-cycle value is None.
+        build, verify for AR); with no cycle every per-cycle value is None. Trees built with no draft
+        call timed (engine=graphs: the draft loop runs inside the compiled build) have draft None and
+        the whole tree in build.
         """
         tot = self.totals_ms()
         prefill = tot.get("prefill")
@@ -138,7 +142,9 @@ class PhaseTimer:
         draft = tot.get("draft", 0.0)
         parts = {"draft": draft, "build": tot.get("tree", 0.0) - draft, "score": tot.get("score", 0.0),
                  "verify": tot.get("verify", 0.0), "commit": tot.get("commit", 0.0)}
-        per_cycle = {p: v / cycles for p, v in parts.items()}
+        per_cycle: dict[str, Optional[float]] = {p: v / cycles for p, v in parts.items()}
         per_cycle["other"] = (None if total_ms is None
                               else (total_ms - (prefill or 0.0) - sum(parts.values())) / cycles)
+        if "tree" in tot and "draft" not in tot:  # drafted inside a compiled build: build holds both
+            per_cycle["draft"] = None
         return {**{f"phase_{p}_ms": per_cycle[p] for p in PHASES}, **out}

@@ -24,8 +24,8 @@ from rheo.methods import get_method, register, unregister
 from rheo.random import CountingRandom, PredrawnRandom, TorchRandom
 from rheo.tree import build_dynamic_tree, grow_tree
 
-#: Dynamo traces through the lru_cache'd constant tables (rheo.candidates) and says so once per table
-pytestmark = pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+#: the constant tables of rheo.candidates are built in the graph when traced, not through an lru_cache Dynamo warns about
+pytestmark = pytest.mark.filterwarnings("error:Dynamo detected a call to a `functools.lru_cache`")
 EXACT = 1e-9
 SHAPE = dict(k=4, depth=4, tree_size=10, sparse_top=16)
 

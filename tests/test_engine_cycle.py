@@ -5,7 +5,7 @@ session, the head's draft extend commits. On the tiny random pair in fp32:
 * engine=static gives the eager engine's greedy tokens for AR, Top-K, Rheo m=0 and m=1, rheo_auto and
   rheo_adaptive (whose rule reads the root's draft row the captured build returns);
 * compiled (Dynamo with backend "eager", so the counts are Dynamo's own) 24 tokens make a bounded set
-  of graphs with no graph break, and a second generation at other lengths makes no new graph.
+  of graphs with no graph break, and a second generation (a new head session) at other lengths makes no new graph.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.engine import engine_target
 
-pytestmark = pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+#: the constant tables of rheo.candidates are built in the graph when traced, not through an lru_cache Dynamo warns about
+pytestmark = pytest.mark.filterwarnings("error:Dynamo detected a call to a `functools.lru_cache`")
 
 SHAPE = dict(k=3, depth=4, tree_size=8, sparse_top=None)
 SETTINGS = {"Top-K": SpecConfig.for_method(method="topk", **SHAPE), "Rheo m=1": SpecConfig(m=1, **SHAPE),
@@ -62,9 +63,8 @@ def test_the_static_engine_gives_the_eager_greedy_tokens(label):
 @pytest.mark.parametrize("label,temperature", [("Top-K", 0.0), ("Rheo m=1", 1.0), ("rheo_auto", 1.0)])
 def test_the_compiled_cycle_makes_a_bounded_set_of_graphs_and_no_break(monkeypatch, label, temperature):
     """engine=graphs with Dynamo's eager backend: the target's scoring (one tree bucket) and commit, the
-    head's extend and step, and the captured draft-and-build compile once each; the build once more for
-    a new head session (its first tree reads the session's deepest tree so far, 0); a third generation
-    at other cache lengths compiles nothing new."""
+    head's extend and step, and the captured draft-and-build compile once each; a new head session and a
+    third generation at other cache lengths compile nothing new."""
     monkeypatch.setattr("rheo.engine.graphs_compiler", lambda device: eager_compiler)
     target, drafter = eagle_pair(**PAIR)
     cfg = _config(label, "graphs", temperature)
@@ -74,7 +74,7 @@ def test_the_compiled_cycle_makes_a_bounded_set_of_graphs_and_no_break(monkeypat
         counts.append(graph_counts())
     assert all(len(o.tokens) == 24 for o in outs) and outs[0].target_calls > 2
     assert [breaks for _, breaks in counts] == [0, 0, 0]
-    assert counts[0][0] <= 5 and counts[1][0] <= counts[0][0] + 1 and counts[2] == counts[1], counts
+    assert counts[0][0] <= 5 and counts[1] == counts[0] and counts[2] == counts[1], counts
     if temperature == 0.0:
         assert outs[0].tokens == autoregressive_generate(target, PROMPT, 24, temperature=0.0).tokens
 

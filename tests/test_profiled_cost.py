@@ -13,7 +13,8 @@ from eval.device.cycle_cost import count_run
 from eval.device.cycle_shapes import CostPair
 from eval.device.profiled_cost import MarkTimer, classify, profile_row, profile_tables
 
-pytestmark = pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+#: the constant tables of rheo.candidates are built in the graph when traced, not through an lru_cache Dynamo warns about
+pytestmark = pytest.mark.filterwarnings("error:Dynamo detected a call to a `functools.lru_cache`")
 
 
 def test_kernels_are_ops_that_do_work_charged_to_their_phase_and_compiled_calls_are_graph_launches():

@@ -12,8 +12,11 @@ whether its head fits, eval.conf.local_pair.check_local_pair), then the output d
 prompts; the model is loaded last, and only if there is work left. The folders of new
 configurations are created once the pair has loaded and passed its checks. Wall time covers the
 generation call alone (with torch.cuda.synchronize around it on CUDA), after one untimed warm-up
-generation per method. Speedup is not computed here: it is a ratio of rows, taken at analysis
-time (eval/report/analysis.py).
+generation per method. Under ``engine=graphs`` the warm-up also compiles every cache bucket the
+pending first turns can reach with ``max_new_tokens`` (rheo.warmup), and each later turn's own buckets
+before its timed generation; every row stores the graphs compiled inside its timed generation
+(``compiles``: 0 for eager; the tables leave out the time of a row where it is not 0). Speedup is not
+computed here: it is a ratio of rows, taken at analysis time (eval/report/analysis.py).
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from eval.store.code_version import VersionCheck
 from eval.store.keys import config_hash, generation_seed
 from eval.store.resume import same_text
 from rheo.config import SpecConfig
+from rheo.engine import compile_count
 from rheo.methods import get_method
+from rheo.warmup import warm
 
 log = logging.getLogger(__name__)
 WARMUP_TOKENS = 4
@@ -93,7 +98,11 @@ class Realized:
             storage.prepare_config_dir(self.root, self.cfg.model.name, job.chash, job.key)
         self.meta = rows.run_metadata(self.cfg, pair)
         if self.cfg.warmup:
-            _warmup(pair, [j for j in self.jobs if any(pj is j for pj, _ in pending)], pending[0][1], self.cfg)
+            jobs = [j for j in self.jobs if any(pj is j for pj, _ in pending)]
+            _warmup(pair, jobs, pending[0][1], self.cfg)
+            for job in jobs:  # engine=graphs: every bucket the first turns reach, compiled before the first timed row
+                prompts = [pair.format_chat(chat_messages(item, 0, [])) for pj, item in pending if pj is job]
+                _warm_safely(pair, job, prompts, self.cfg)
 
     def run_unit(self, pair, job: "_Job", item: Item, bar) -> Optional[str]:
         summary, answers, error = self.summary, [], None
@@ -187,8 +196,11 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
             row["prompt_tokens"] = len(prompt)
             generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(gen_seed)
             timer = phase_timer(job.spec, cfg.device, cfg.profile_phases)
+            if cfg.warmup:
+                _warm_safely(pair, job, [prompt], cfg)  # a later turn's prompt is known only now
+            compiled = compile_count()
             out, wall = _timed(lambda: _generate(pair, job, prompt, cfg, generator, timer=timer), cfg.device)
-            row.update(rows.metrics(out, wall))
+            row.update(rows.metrics(out, wall), compiles=compile_count() - compiled)
             if timer is not None:
                 row.update(timer.summary(out.target_calls, wall * 1e3))
         except Exception as e:  # recorded as a failure row, retried on the next run
@@ -213,9 +225,34 @@ def _warmup(pair, jobs: list[_Job], item: Item, cfg: DictConfig) -> None:
     for job in jobs:
         generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(0)
         try:
-            _generate(pair, job, prompt, cfg, generator, max_new_tokens=WARMUP_TOKENS)
+            with torch.inference_mode():  # as the timed generations run
+                _generate(pair, job, prompt, cfg, generator, max_new_tokens=WARMUP_TOKENS)
         except Exception as e:  # the timed run records the failure properly
             log.warning("warm-up of %s failed: %s: %s", job.method, type(e).__name__, e)
+
+
+def _warm_buckets(pair, job: _Job, prompts: list[list[int]], cfg: DictConfig) -> None:
+    """engine=graphs: compile, untimed, the cache buckets that ``prompts`` and max_new_tokens reach (rheo.warmup)."""
+    if job.spec.engine != "graphs" or not prompts:
+        return
+
+    def run(prompt: list[int], new_tokens: int) -> None:
+        generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(0)
+        generate(pair, job.spec, prompt, new_tokens, generator, None, device=cfg.device)  # no EOS: every cycle runs
+
+    with torch.inference_mode():  # as the timed generations run (a graph compiled outside it does not serve them)
+        made = warm(run, job.spec, pair.target, [len(p) for p in prompts], int(cfg.max_new_tokens), prompts[0])
+    if made:
+        log.info("warm-up of %s compiled %d graph(s) for the cache buckets of %d prompt(s)", job.method, made,
+                 len(prompts))
+
+
+def _warm_safely(pair, job: _Job, prompts: list[list[int]], cfg: DictConfig) -> None:
+    """:func:`_warm_buckets`, a failure logged: the timed rows record their own (and their ``compiles``)."""
+    try:
+        _warm_buckets(pair, job, prompts, cfg)
+    except Exception as e:
+        log.warning("warm-up of %s's cache buckets failed: %s: %s", job.method, type(e).__name__, e)
 
 
 def _timed(fn, device: str):

@@ -67,8 +67,33 @@ def load(root) -> pd.DataFrame:
     :func:`add_speedup` (empty frame if no rows)."""
     df = load_results(root)
     corrupt = df.attrs.get("corrupt_shards", [])
-    df = add_speedup(add_variant(df))
+    df = add_speedup(add_variant(without_compile_times(df)))
     df.attrs["corrupt_shards"] = corrupt
+    return df
+
+
+#: a row's times, which a compile inside its timed generation makes a measurement of the compiler
+TIMING_COLUMNS = ("wall_s", "tokens_per_s", "phase_draft_ms", "phase_build_ms", "phase_score_ms", "phase_verify_ms",
+                  "phase_commit_ms", "phase_other_ms", "phase_prefill_ms")
+
+
+def without_compile_times(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the times of rows whose timed generation compiled graphs (``compiles`` > 0) left out
+    (NaN; their tau still counts), and a warning saying how many."""
+    if "compiles" not in df.columns:
+        return df
+    hit = pd.to_numeric(df["compiles"], errors="coerce").fillna(0).to_numpy() > 0
+    if not hit.any():
+        return df
+    df = df.copy()
+    for col in TIMING_COLUMNS:
+        if col in df.columns:
+            df[col] = df[col].astype(float).where(~hit)
+    first = df[hit].iloc[0]
+    log.warning("%d row(s) compiled graphs inside their timed generation (column compiles): their times are left "
+                "out of every speed table (tau still counts), e.g. config %s %s item %s turn %s; rerun them with "
+                "warmup=true after deleting their shards", int(hit.sum()), first["config_hash"], first["dataset"],
+                first["item_id"], first["turn"])
     return df
 
 
@@ -200,7 +225,7 @@ def normal_half_width(se: float) -> float:
 
 
 def speedup_ratio_of_sums(rows: pd.DataFrame) -> float:
-    rows = rows.dropna(subset=["ar_wall_s"])
+    rows = rows.dropna(subset=["ar_wall_s", "wall_s"])
     if rows.empty:
         return math.nan
     return (rows["new_tokens"].sum() / rows["wall_s"].sum()) / (rows["ar_new_tokens"].sum() / rows["ar_wall_s"].sum())

@@ -103,7 +103,9 @@ def phase_table(df: pd.DataFrame) -> Optional[str]:
             cycle = sum(means.values())
             tau = part["new_tokens"].sum() / part["target_calls"].sum()
             tps = part["new_tokens"].sum() / part["wall_s"].sum()
-            body.append([display_name(variant), tree, str(len(part))] + [f"{means[c]:.2f}" for c in PHASE_COLS]
+            body.append([display_name(variant), tree, str(len(part))]
+                        + ["in build" if c == "phase_draft_ms" and part[c].isna().all() else f"{means[c]:.2f}"
+                           for c in PHASE_COLS]
                         + [f"{cycle:.2f}", f"{tau:.2f}", f"{tps:.1f}"]
                         + [f"{100 * means['phase_score_ms'] / cycle:.0f}%" if cycle > 0 else "-"])
         header = ["method", "tree", "rows"] + [f"{p} ms" for p in PHASES] + ["cycle ms", "τ", "tok/s", "target share"]
@@ -175,7 +177,7 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
     if df.empty or not (df["method"] == AR.name).any():
         return None
     spec = with_speedup(df)
-    spec = spec[spec["ar_wall_s"].notna()]
+    spec = spec[spec["ar_wall_s"].notna() & spec["wall_s"].notna()]  # no wall time: a compile was timed (analysis)
     if spec.empty:
         return None
     spec = _targets(spec)

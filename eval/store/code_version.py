@@ -37,7 +37,7 @@ DECODING_FILES = (
     "rheo/decode.py", "rheo/tree.py", "rheo/tree_union.py", "rheo/verify.py", "rheo/candidates.py",
     "rheo/probs.py", "rheo/random.py", "rheo/expected.py", "rheo/mechanism.py", "rheo/ot.py",
     "rheo/adaptive.py", "rheo/same_state.py", "rheo/timing.py", "rheo/config.py", "rheo/spec.py",
-    "rheo/placement.py", "rheo/cpu_dtype.py", "rheo/engine.py", "rheo/captured_build.py",
+    "rheo/placement.py", "rheo/cpu_dtype.py", "rheo/engine.py", "rheo/captured_build.py", "rheo/warmup.py",
     # the method plug-ins and the reference methods
     "rheo/methods/*.py", "baselines/*.py",
     # the model adapters a generation runs through

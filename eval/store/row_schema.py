@@ -76,6 +76,8 @@ ROW_SCHEMA = pa.schema([
     ("code_version", pa.string()),
     # the engine the row ran on (rheo.engine) when not "eager"; None: eager (and rows older than the column)
     ("engine", pa.string()),
+    # graphs compiled inside the row's timed generation (rheo.engine.compile_count; 0 for eager; None: older rows)
+    ("compiles", pa.int64()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required

@@ -137,6 +137,9 @@ class StaticEagle3Drafter:
             torch._dynamo.mark_static_address(t)
         self._states: dict[tuple[int, int, int], HeadState] = {}
         self._owner: Optional[StaticEagle3Session] = None
+        #: the most tree nodes and the deepest chain a session has needed: a new session starts there, so that
+        #: its buffers never grow inside a compiled build (a traced call cannot make new fixed-address buffers)
+        self.nodes, self.max_depth = MIN_NODES, MAX_DEPTH
         #: 0-d views of 0 .. 4095 on the device: a depth or a count passed without a host-to-device copy
         self.ints = torch.arange(4096, device=eager.device)
         run = compiler or (lambda fn: fn)
@@ -166,8 +169,15 @@ class StaticEagle3Session:
         self.d = drafter
         self.committed = 0
         self.depth_seen = 0  # the deepest tree drafted so far (its last layer + 1): extends are padded to it + 1
-        self.s = drafter.state(drafter.min_capacity, MIN_NODES, MAX_DEPTH)
+        self.s = drafter.state(drafter.min_capacity, drafter.nodes, drafter.max_depth)
         self.s.length.zero_()
+
+    def reserve(self, nodes: int, layers: int) -> None:
+        """Before a captured build (outside traced code): buffers for a tree of ``nodes`` rows (root included)
+        drafted in ``layers`` layers, and extends padded for it. Inside the build ``draft`` then reads host
+        state only, so a new session or a deeper tree makes no graph variant and no buffer inside a trace."""
+        self.depth_seen = max(self.depth_seen, layers)
+        self._move(nodes=nodes, max_depth=layers - 1)
 
     @torch.no_grad()
     def prefill(self, prompt_ids: Sequence[int], features: Optional[torch.Tensor]) -> None:
@@ -179,6 +189,8 @@ class StaticEagle3Session:
             got = None if features is None else tuple(features.shape)
             raise ValueError(f"EAGLE-3 prefill needs features [{n}, F] for a {n + 1}-token prompt, got {got}")
         self.s.length.zero_()
+        self.s.root_hidden.zero_()  # a new eager session's root row (what a one-token prompt drafts from),
+        self.s.root_logits.zero_()  # not the previous generation's
         self.committed = 0
         if n > 0:
             self._move(capacity=self.committed + n)
@@ -208,8 +220,14 @@ class StaticEagle3Session:
         self._check_owner()
         frontier = frontier.to(self.d.device, torch.long)
         depth = tree.layer if tree.layer is not None else int(tree.depths[frontier[0]])  # a host read without it
-        self.depth_seen = max(self.depth_seen, depth + 1)  # this layer's children lie at depth + 1
-        s = self._move(nodes=int(tree.tokens.shape[0]), max_depth=depth)
+        if torch.compiler.is_compiling():  # inside a captured build: reserve() sized the buffers before it
+            s = self.s
+            if int(tree.tokens.shape[0]) > s.nodes or depth > s.max_depth:
+                raise RuntimeError(f"a captured build drafts {int(tree.tokens.shape[0])} nodes at depth {depth}, past "
+                                   f"the {s.nodes} nodes and depth {s.max_depth} reserved before it")
+        else:
+            self.depth_seen = max(self.depth_seen, depth + 1)  # this layer's children lie at depth + 1
+            s = self._move(nodes=int(tree.tokens.shape[0]), max_depth=depth)
         if depth == 0:
             s.node_hidden[0] = s.root_hidden
             return s.root_logits.expand(frontier.numel(), -1).clone()
@@ -227,6 +245,7 @@ class StaticEagle3Session:
             return s
         new = self.d.state(capacity_bucket(max(capacity, s.capacity), self.d.min_capacity),
                            _doubled(s.nodes, nodes), _doubled(s.max_depth, max_depth))
+        self.d.nodes, self.d.max_depth = max(self.d.nodes, new.nodes), max(self.d.max_depth, new.max_depth)
         c, m, dm = self.committed, min(s.nodes, new.nodes), min(s.max_depth, new.max_depth)
         new.kv[..., :c, :].copy_(s.kv[..., :c, :])
         for name in ("length", "root_hidden", "root_logits"):
