@@ -35,6 +35,7 @@ from eval.measure.generation import generate, phase_timer
 from eval.measure.summary import RunSummary
 from eval.prompts.suites import Item, chat_messages
 from eval.store import storage
+from eval.store.claims import Claims
 from eval.store.code_version import VersionCheck
 from eval.store.keys import config_hash, generation_seed
 from eval.store.resume import same_text
@@ -74,6 +75,7 @@ class Realized:
         self.label = " + ".join([get_method(cfg.method.name).variant(checked.spec), *cfg.alongside])
         self.taus: list[float] = []
         self.versions = VersionCheck(keep_stale=bool(cfg.get("keep_stale_rows", False)))
+        self.claims = Claims()  # parallel jobs of one configuration compute each row once (eval.store.claims)
 
     @property
     def specs(self) -> list[SpecConfig]:
@@ -94,6 +96,13 @@ class Realized:
         self.meta = rows.run_metadata(self.cfg, pair)
         if self.cfg.warmup:
             _warmup(pair, [j for j in self.jobs if any(pj is j for pj, _ in pending)], pending[0][1], self.cfg)
+
+    def claim(self, job: "_Job", item: Item, wait: bool) -> bool:
+        """Claim ``job``'s rows of ``item`` against other processes (eval.store.claims); False: held elsewhere."""
+        return self.claims.take(job.cdir, item.suite, item.item_id, wait)
+
+    def release(self, job: "_Job", item: Item) -> None:
+        self.claims.release(job.cdir, item.suite, item.item_id)
 
     def run_unit(self, pair, job: "_Job", item: Item, bar) -> Optional[str]:
         summary, answers, error = self.summary, [], None
