@@ -14,8 +14,8 @@ rest, the same way for all of them:
    it was), checked against the first prompts (:func:`check_against_pair`);
 5. the work, unit by unit, under one progress bar (a measurement whose units parallel jobs of one
    configuration may share claims each before doing it, :mod:`eval.store.claims`: a unit another
-   process holds is done last, after its claim is released, by reading back what was stored); a unit that raises is counted as failed and
-   the run goes on (its shards are not written, so a rerun retries it), unless the first
+   process holds is done last, after its claim is released, by reading back what was stored); a
+   unit that raises is counted as failed and the run goes on (its shards are not written, so a rerun retries it), unless the first
    ``max_consecutive_failures`` all fail; Ctrl-C ends with one line saying what is stored, a
    full disk with the file and the count.
 

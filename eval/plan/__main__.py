@@ -186,12 +186,14 @@ def text_report(title: str, commands: Sequence[Command], results: dict[str, Tota
 
 
 def gpus_report(commands: Sequence[Command], t: Totals, gpus: int) -> list[str]:
-    """Each job's hours, the jobs over the launcher's time limit, the wall time on ``gpus`` GPUs (eval.plan.schedule)."""
+    """Each job's hours, the jobs over the launcher's time limit, the wall time on ``gpus`` GPUs
+    (eval.plan.schedule)."""
     if t.unpriced:
         return [f"  per job             none: no shape known for model {t.model}"]
     kinds = list(t.hours)
     lines = [f"  per job             hours on one GPU (the configurations a job is the first to hold; shared: "
-             f"an earlier job's; * timed: runs alone)", "    " + "  ".join([f"{'job':<8}", *[f"{k:>8}" for k in kinds], "overrides"])]
+             f"an earlier job's; * timed: runs alone)",
+             "    " + "  ".join([f"{'job':<8}", *[f"{k:>8}" for k in kinds], "overrides"])]
     numbers: dict[int, int] = {}
     for j in t.per_job:
         numbers[j.command] = numbers.get(j.command, 0) + 1
@@ -219,8 +221,8 @@ def gpus_report(commands: Sequence[Command], t: Totals, gpus: int) -> list[str]:
         wall, together, alone = schedule.wall_hours(t.per_job, k, gpus)
         walls.append(f"{k} {_h(wall)}" + (f" ({_h(together)} together + {_h(alone)} timed, alone)" if alone else ""))
     lines.append(f"  wall time on {gpus} GPU(s) " + ", ".join(walls))
-    lines.append(f"    (untimed jobs of every command at once, {gpus} at a time, longest first; then the timed jobs one "
-                 f"at a time, alone on the node)")
+    lines.append(f"    (untimed jobs of every command at once, {gpus} at a time, longest first; then the timed "
+                 f"jobs one at a time, alone on the node)")
     return lines
 
 

@@ -62,8 +62,3 @@ def wall_hours(jobs: Sequence[JobCost], gpu: str, gpus: int) -> tuple[float, flo
     alone = sum(j.hours[gpu] for j in jobs if j.timed)
     return together + alone, together, alone
 
-
-def over_limit(jobs: Sequence[JobCost], limit: TimeLimit) -> dict[str, list[int]]:
-    """GPU kind -> the (0-based) indices of the jobs whose estimate exceeds ``limit``."""
-    kinds = jobs[0].hours if jobs else {}
-    return {g: [i for i, j in enumerate(jobs) if j.hours[g] * 60 > limit.minutes] for g in kinds}
