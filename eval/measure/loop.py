@@ -15,8 +15,8 @@ rest, the same way for all of them:
 5. the work, unit by unit, under one progress bar (a measurement whose units parallel jobs of one
    configuration may share claims each before doing it, :mod:`eval.store.claims`: a unit another
    process holds is done last, after its claim is released, by reading back what was stored); a
-   unit that raises is counted as failed and the run goes on (its shards are not written, so a rerun retries it), unless the first
-   ``max_consecutive_failures`` all fail; Ctrl-C ends with one line saying what is stored, a
+   unit that raises is counted as failed and the run goes on (its shards are not written, so a
+   rerun retries it), unless the first ``max_consecutive_failures`` all fail; Ctrl-C ends with one line saying what is stored, a
    full disk with the file and the count.
 
 Measurements today: ``measure=realized`` (:mod:`eval.measure.realized`: one row per method, item and turn,
@@ -148,7 +148,8 @@ def _run_units(cfg: DictConfig, measurement: Measurement, pair, pending: list, b
         failed_in_a_row = _one_unit(cfg, measurement, pair, job, item, bar, failed_in_a_row)
 
 
-def _one_unit(cfg: DictConfig, measurement: Measurement, pair, job, item: Item, bar: tqdm, failed_in_a_row: int) -> int:
+def _one_unit(cfg: DictConfig, measurement: Measurement, pair, job, item: Item, bar: tqdm,
+              failed_in_a_row: int) -> int:
     """One unit (its claim, if taken, released after it); returns the failures in a row."""
     try:
         error = measurement.run_unit(pair, job, item, bar)
