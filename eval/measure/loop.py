@@ -16,8 +16,8 @@ rest, the same way for all of them:
    configuration may share claims each before doing it, :mod:`eval.store.claims`: a unit another
    process holds is done last, after its claim is released, by reading back what was stored); a
    unit that raises is counted as failed and the run goes on (its shards are not written, so a
-   rerun retries it), unless the first ``max_consecutive_failures`` all fail; Ctrl-C ends with one line saying what is stored, a
-   full disk with the file and the count.
+   rerun retries it), unless the first ``max_consecutive_failures`` all fail; Ctrl-C ends with one
+   line saying what is stored, a full disk with the file and the count.
 
 Measurements today: ``measure=realized`` (:mod:`eval.measure.realized`: one row per method, item and turn,
 tokens and timings) and ``measure=same_state`` (:mod:`eval.measure.same_states`: the compared methods'
