@@ -14,7 +14,7 @@ REPORT := $(PY) scripts/report.py
 OUT ?= $(or $(RHEO_OUT),outputs)
 export RHEO_OUT := $(OUT)$(if $(MAKELEVEL:0=),,$(shell echo "outputs: $(OUT)/ (OUT=DIR moves it; committed results change only by make publish)" >&2))
 VENV_STAMP := .venv/.rheo-setup
-.PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9 -]*):([^=].*)?$$/\1/p' Makefile)  # every target names a command, not a file
+.PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9_ -]*):([^=].*)?$$/\1/p' Makefile)  # every target names a command, not a file
 RESULTS ?= $(OUT)/runs
 TABLES ?= $(OUT)/tables
 FIGURES ?= $(OUT)/figures
