@@ -34,10 +34,14 @@ def test_a_tau_below_one_token_per_call_is_refused(tau, capsys):
     assert "argument --tau: must be a finite number >= 1" in capsys.readouterr().err
 
 
-def test_a_tau_beyond_what_the_tree_can_emit_is_refused():
-    with pytest.raises(ValueError, match=r"--tau 10 is more tokens per target call than topk's tree can emit \(depth 8: "
-                                         r"at most 9"):
+def test_a_tau_beyond_what_the_trees_can_emit_is_refused_and_a_shallow_tree_is_priced_at_its_most(capsys):
+    with pytest.raises(ValueError, match=r"--tau 10 is more tokens per target call than any tree of the plan can emit "
+                                         r"\(at most 9: the deepest tree's depth \+ 1\)"):
         plan_main(SMALL + ["--tau", "10"])
+    assert plan_main(SMALL + ["method.depth=3"]) == 0  # the default tau 5 on a depth-3 tree: 4 tokens per call
+    out = capsys.readouterr().out
+    assert "target calls        128 at most (tau 5 for tree methods; rheo m=1 4, its depth + 1; topk 4, its depth + 1)" \
+        in out  # 2 configurations x 1 prompt x 256 tokens / 4 per call
 
 
 def test_a_make_expansion_in_args_is_refused_and_never_runs(tmp_path):

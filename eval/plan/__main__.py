@@ -60,9 +60,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--command", action="store_true",
                    help="plan one harness command instead of a target: the arguments are its overrides")
     p.add_argument("--models", default=None, help="comma-separated model names: one plan each (adds model=NAME)")
-    p.add_argument("--tau", type=tokens_per_call, default=cost.DEFAULT_TAU,
-                   help=f"tokens per target call assumed for tree methods, >= 1 and at most a tree's depth + 1 "
-                        f"(default {cost.DEFAULT_TAU:g})")
+    p.add_argument("--tau", type=tokens_per_call, default=None,
+                   help=f"tokens per target call assumed for tree methods, >= 1 (default {cost.DEFAULT_TAU:g}); a "
+                        f"tree shallower than tau - 1 is priced at its depth + 1, the most it can emit")
     p.add_argument("--gpus", type=positive_int, default=None,
                    help="each job's hours against the SLURM launcher's time limit, and the wall time on N GPUs")
     p.add_argument("--markdown", action="store_true", help="one Markdown table row per model, then the assumptions")
@@ -173,7 +173,8 @@ def text_report(title: str, commands: Sequence[Command], results: dict[str, Tota
                   f"  generations         {t.generations:,} (one row each): "
                   + ", ".join(f"{m} {n:,}" for m, n in sorted(t.by_method.items())),
                   f"  new tokens          {t.tokens:,} at most",
-                  f"  target calls        {t.calls:,} at most (tau {tau:g} for tree methods)",
+                  f"  target calls        {t.calls:,} at most (tau {tau:g} for tree methods"
+                  + "".join(f"; {label} {cap:g}, its depth + 1" for label, cap in sorted(t.capped.items())) + ")",
                   f"  disk for rows       {_size(t.disk_bytes)}",
                   "  estimated time      " + ("none: no shape known for this model (eval/plan/cost.py TARGET_SHAPES)"
                                               if t.unpriced else ", ".join(f"{g} {_hours(t, g)}" for g in t.hours)
@@ -238,6 +239,7 @@ def markdown_report(results: Sequence[Totals], tau: float) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    tau = cost.DEFAULT_TAU if args.tau is None else args.tau
     models = [m for m in (args.models or "").split(",") if m] or [None]
     if not args.command and "$" in " ".join([args.args, *args.overrides]):
         raise ValueError(f"ARGS {' '.join([args.args, *args.overrides]).strip()!r} holds '$', which make expands "
@@ -251,12 +253,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for model in models:
         overrides = given + list(args.overrides) + ([f"model={model}"] if model else [])
         commands = plan(args.target, overrides, args.command)
-        results = totals(commands, args.tau)
+        results = totals(commands, tau)
+        most = max((t.most_per_call for t in results.values()), default=0)
+        if args.tau is not None and most and args.tau > most:
+            raise ValueError(f"--tau {args.tau:g} is more tokens per target call than any tree of the plan can emit "
+                             f"(at most {most}: the deepest tree's depth + 1): choose --tau <= {most}")
         collected += results.values()
         if not args.markdown:
             what = (f"python -m eval.run -m {' '.join([args.target or '', *overrides]).strip()}" if args.command
                     else f"make {args.target} ARGS=\"{' '.join(overrides)}\"")
-            report = text_report(f"rheo plan: {what} (nothing was run)", commands, results, args.tau)
+            report = text_report(f"rheo plan: {what} (nothing was run)", commands, results, tau)
             if args.gpus:
                 extra = [line for t in results.values() for line in ["", f"model {t.model} on {args.gpus} GPU(s):",
                                                                          *gpus_report(commands, t, args.gpus)]]
@@ -264,7 +270,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 report = report[:at] + "\n" + "\n".join(extra) + report[at:]
             print(report, flush=True)
     if args.markdown:
-        print(markdown_report(collected, args.tau))
+        print(markdown_report(collected, tau))
     return 0
 
 

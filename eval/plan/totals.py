@@ -32,6 +32,8 @@ class Totals:
     devices: set = field(default_factory=set)  # the jobs' device settings
     engines: set = field(default_factory=set)  # the configurations' engines (each priced by its own table)
     per_job: list = field(default_factory=list)  # a JobCost per job, in the sweeps' order
+    capped: dict = field(default_factory=dict)  # tree label -> the tau it was priced at (its depth + 1 < tau)
+    most_per_call: int = 0  # the most tokens per call any tree of the plan can emit (its depth + 1)
 
 
 @dataclass
@@ -70,10 +72,10 @@ def totals(commands: Sequence[Command], tau: float = cost.DEFAULT_TAU,
 def _add(t: Totals, job: Job, one: Generation, tau: float, compared: int) -> None:
     """One configuration's rows: ``compared`` trees scored at each of its states besides its own (same-state)."""
     rows = job.prompts
-    if not one.reference and tau > one.spec.depth + 1:
-        raise ValueError(f"--tau {tau:g} is more tokens per target call than {one.label}'s tree can emit (depth "
-                         f"{one.spec.depth}: at most {one.spec.depth + 1}, its deepest path and one more): choose "
-                         f"--tau <= {one.spec.depth + 1}")
+    if not one.reference:  # a tree emits at most its deepest path and one more token per call
+        t.most_per_call = max(t.most_per_call, one.spec.depth + 1)
+        if tau > one.spec.depth + 1:
+            t.capped[one.label] = tau = one.spec.depth + 1
     per_row_calls = job.max_new_tokens if one.reference else cost.calls_per_generation(job.max_new_tokens, tau)
     t.configurations += 1
     t.generations += rows
