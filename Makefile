@@ -3,24 +3,30 @@
 # it. ARGS is appended to every command: Hydra overrides for runs (ARGS="limit=1 hydra.launcher.n_jobs=1"),
 # options for scripts and recipes (ARGS=--resume). Everything a target writes lies under OUT (outputs/,
 # git-ignored; OUT=DIR moves it); the committed results are read-only input, updated only by `make publish`.
-# PLAN=1 on a sweep target counts and estimates each harness command it would run (rheo plan) and runs nothing.
+# PLAN=1 runs nothing: the goals' sweeps are planned as one, each configuration once (rheo plan; GPUS=N: each job's
+# hours against the SLURM time limit, the wall time on N GPUs); a goal that runs no sweep: "nothing to plan", exit 2.
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
-PY := $(if $(PLAN),:,.venv/bin/python)
-RUN := $(if $(PLAN),.venv/bin/python -m eval.plan --command,$(PY) -m eval.run -m)
+PY := .venv/bin/python
+RUN := $(PY) -m eval.run -m
 RECIPE := $(PY) scripts/recipe.py
 REPORT := $(PY) scripts/report.py
 OUT ?= $(or $(RHEO_OUT),outputs)
 export RHEO_OUT := $(OUT)$(if $(MAKELEVEL:0=),,$(shell echo "outputs: $(OUT)/ (OUT=DIR moves it; committed results change only by make publish)" >&2))
 VENV_STAMP := .venv/.rheo-setup
-$(if $(PLAN),.SILENT:)
-.PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9 -]*):([^=].*)?$$/\1/p' Makefile)  # every target names a command, not a file
+.PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9_ -]*):([^=].*)?$$/\1/p' Makefile)  # every target names a command, not a file
 RESULTS ?= $(OUT)/runs
 TABLES ?= $(OUT)/tables
 FIGURES ?= $(OUT)/figures
 SMOKE ?= $(OUT)/smoke
 MINE := $(if $(wildcard $(OUT)/experiment/mine/tuned_topk.yaml),mine/)# this machine's tuned presets (make tune), else the committed
 DRAFT_TEMP ?= 1.07
+ifneq ($(PLAN),)
+export RHEO_PLAN_ARGS := $(value ARGS)# ARGS as written: not expanded by make (a $$(shell ...) in it would run)
+unexport ARGS
+$(or $(MAKECMDGOALS),help):
+	@$(if $(filter $@,$(firstword $(MAKECMDGOALS) help)),$(PY) -m eval.plan "$(or $(MAKECMDGOALS),help)" --args "$$RHEO_PLAN_ARGS" $(if $(GPUS),--gpus $(GPUS)),:)
+else
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_ -]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-26s %s\n", $$1, $$2}'
 setup: ## create .venv: reuse a torch already installed, else the CPU wheel torch==2.13.0; then the project (editable, dev extras)
@@ -51,11 +57,11 @@ reproduce-speed: $(VENV_STAMP) ## speed, alone, one thread: paper tree + the tun
 	$(RUN) experiment=$(MINE)tuned_rheo output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
 speed-launches: $(VENV_STAMP) ## ops, syncs and predicted GPU speedup of the speed tables' configurations next to their measured CPU speedup (embedded pair, counted; minutes)
 	for s in speed speed_options speed_rule; do $(PY) scripts/cycle_cost.py --rows $(OUT)/$$s.parquet --shape smollm2 --out $(TABLES)/$$s || exit 1; done
-reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m ablation, T sweep, speed (ARGS="model=... device=cuda dtype=bfloat16")
-	$(RUN) experiment=main_table limit=null max_new_tokens=1024 $(ARGS)
-	$(RUN) experiment=m_ablation limit=null max_new_tokens=1024 $(ARGS)
-	$(RUN) experiment=temperature limit=null max_new_tokens=1024 $(ARGS)
-	$(RUN) experiment=speed output_dir=$(OUT)/speed seed=0 limit=10 max_new_tokens=1024 $(ARGS)
+reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m ablation, T sweep, then speed, alone (ARGS="model=... device=cuda dtype=bfloat16"; make -j3: the tau sweeps at once; docs/slurm.md)
+	$(MAKE) reproduce-full-main_table reproduce-full-m_ablation reproduce-full-temperature
+	$(MAKE) reproduce-full-speed
+reproduce-full-main_table reproduce-full-m_ablation reproduce-full-temperature reproduce-full-speed: ## one sweep of reproduce-full (the speed part alone on its node: docs/slurm.md)
+	$(RUN) experiment=$(@:reproduce-full-%=%) $(if $(findstring speed,$@),output_dir=$(OUT)/speed seed=0 limit=10,limit=null) max_new_tokens=1024 $(ARGS)
 report: ## make reproduce's tables, figures and same-state archive (the report lists of configs/experiment/{reproduce_tau,speed}.yaml)
 	$(REPORT) reproduce_tau speed $(ARGS)
 tables: ## Markdown tables from RESULTS (a folder, else RESULTS.parquet, else the committed archive) -> TABLES
@@ -148,3 +154,4 @@ gpu-reference: ## the CPU reference of gpu-check's tau parity -> GPU_OUT
 	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out $(GPU_OUT) --make-reference $(GPU_ARGS)
 gpu-corpus gpu-train-head: ## on a lent GPU: the draft-head corpus, then the head (configs/recipe/gpu_*.yaml) -> GPU_OUT
 	$(GPU_ENV) $(GPU_PY) scripts/recipe.py $@ --device $(DEVICE) --bundle $(GPU_BUNDLE) --out $(GPU_OUT) $(ARGS)
+endif

@@ -100,16 +100,32 @@ def test_the_plan_counts_the_rows_a_sweep_stores(tmp_path):
 
 
 @pytest.mark.slow
-def test_make_plan_1_runs_nothing_and_plans_each_command(tmp_path):
-    """make reproduce-speed PLAN=1: its speed sweep (3 methods x 2 T) and each tuned tree whose file exists."""
+def test_make_plan_1_runs_nothing_and_plans_the_target_as_one(tmp_path):
+    """make reproduce-speed PLAN=1: one plan of its speed sweep (3 methods x 2 T) and each tuned tree whose file
+    exists, its configurations counted once."""
     args = f"model=tiny_random max_new_tokens=2 dataset.suites=[gsm8k] output_dir={tmp_path}"
     done = subprocess.run(["make", "-s", "reproduce-speed", "PLAN=1", f"ARGS={args}"], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 0, done.stderr[-2000:]
     tuned = [f for f in ("tuned_topk", "tuned_rheo") if (ROOT / "configs" / "experiment" / f"{f}.yaml").exists()]
-    assert done.stdout.count("rheo plan: python -m eval.run -m experiment=") == 1 + len(tuned)
-    assert "jobs                6 " in done.stdout
+    assert done.stdout.count("rheo plan: make reproduce-speed") == 1
+    assert done.stdout.count("\ncommand ") == 1 + len(tuned)
+    assert "command 1: eval.run -m experiment=speed" in done.stdout and ": 6 job(s)" in done.stdout
     assert not any(tmp_path.iterdir())  # nothing ran
+
+
+@pytest.mark.slow
+def test_make_plan_1_of_reproduce_full_is_rheo_plan_of_it():
+    """PLAN=1 counts each configuration once across the target's sweeps, as rheo plan does (not block by block)."""
+    args = "model=llama31_8b_instruct device=cuda dtype=bfloat16"
+    env = {**os.environ, "MAKEFLAGS": "", "PYTHONPATH": str(ROOT)}
+    made = subprocess.run(["make", "-s", "reproduce-full", "PLAN=1", f"ARGS={args}"], cwd=ROOT, capture_output=True,
+                          text=True, env=env)
+    planned = subprocess.run([sys.executable, "-m", "eval.plan", "reproduce-full", *args.split()], cwd=ROOT,
+                             capture_output=True, text=True, env=env)
+    assert made.returncode == planned.returncode == 0, made.stderr[-2000:]
+    assert made.stdout == planned.stdout
+    assert made.stdout.count("estimated time") == 1 and "configurations      75 " in made.stdout
 
 
 def test_a_guarded_make_line_is_read_as_make_runs_it():

@@ -3,8 +3,14 @@ exits non-zero at the end when any of its jobs stored a failed row.
 
 * ``on_multirun_start``: every combination of the sweep (command line and the
   experiment's ``hydra.sweeper.params``, expanded as the basic sweeper does) is
-  composed and validated (``eval.conf.validate.validate``), so a bad value stops the
-  sweep before its first job instead of when that value's job starts.
+  composed and validated (``eval.conf.validate.check_run``), so a bad value stops the
+  sweep before its first job instead of when that value's job starts. What only the job's
+  machine can say (its device, its cores: ``eval.conf.validate.check_hardware``) is checked
+  here only when the launcher runs the jobs on this machine (:data:`LOCAL_LAUNCHERS`); a
+  sweep submitted to SLURM from a login node without a GPU gets to submission, and each
+  job checks its own machine when it starts. Jobs whose configurations all belong to an
+  earlier job of the sweep (Top-K in an m sweep: Top-K does not read m) are counted and
+  said: they share its rows, each row computed once (``eval.store.claims``).
 * Each job whose run stored failed rows writes :data:`FAILURE_MARKER` into its
   Hydra job folder (``eval.run.main``); ``on_multirun_end`` collects them,
   logs one line per job and exits with status 1. Markers are files because jobs
@@ -26,7 +32,17 @@ from omegaconf import DictConfig, open_dict
 from rheo.cli import fail
 
 FAILURE_MARKER = "FAILED_ROWS.json"
+#: launchers whose jobs run on the machine that starts the sweep (its device and cores are theirs)
+LOCAL_LAUNCHERS = ("hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+                   "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+                   "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher")
 log = logging.getLogger("eval.run")
+
+
+def jobs_run_here(config: DictConfig) -> bool:
+    """Whether the sweep's launcher runs its jobs on this machine (else: SLURM or another cluster)."""
+    target = (config.hydra.get("launcher") or {}).get("_target_", LOCAL_LAUNCHERS[0])
+    return target in LOCAL_LAUNCHERS
 
 
 def sweep_combinations(config: DictConfig) -> list[list[str]]:
@@ -40,12 +56,17 @@ def sweep_combinations(config: DictConfig) -> list[list[str]]:
     return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
 
 
-def validate_sweep(config: DictConfig) -> int:
-    """Compose and validate every job of the sweep; raises ValueError naming the first bad one."""
-    from eval.conf.validate import validate
+def validate_sweep(config: DictConfig) -> tuple[int, int]:
+    """Compose and validate every job of the sweep; raises ValueError naming the first bad one.
+    Returns (jobs, jobs that repeat configurations of earlier jobs)."""
+    from eval.conf.validate import check_run
+    from eval.store.keys import config_hash
 
     loader = GlobalHydra.instance().config_loader()
     jobs = sweep_combinations(config)
+    hardware = jobs_run_here(config)
+    seen: set[tuple[str, str, str]] = set()
+    repeats = 0
     notes = logging.getLogger("eval.conf.schema")  # its per-job notes are said by the job itself, once
     level = notes.level
     notes.setLevel(logging.WARNING)
@@ -55,21 +76,32 @@ def validate_sweep(config: DictConfig) -> int:
             with open_dict(job_cfg):
                 job_cfg.pop("hydra", None)  # the task function never sees it
             try:
-                validate(job_cfg)
+                checked = check_run(job_cfg, hardware=hardware)
             except ValueError as e:
                 raise ValueError(f"sweep job [{' '.join(overrides)}]: {e} (no job of the sweep was started)") from None
+            keys = [checked.key] + ([] if job_cfg.measure == "same_state" else [k for _, k in checked.alongside])
+            places = {(str(job_cfg.output_dir), str(job_cfg.model.name), config_hash(k)) for k in keys}
+            repeats += places <= seen
+            seen |= places
     finally:
         notes.setLevel(level)
-    return len(jobs)
+    return len(jobs), repeats
 
 
 class SweepChecks(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:  # (Hydra turns an exception raised by a callback into a warning and goes on)
-            n = validate_sweep(config)
+            n, repeats = validate_sweep(config)
         except ValueError as e:
             fail(e, "eval.run")
         log.info("sweep: %d job configuration(s) validated", n)
+        if not jobs_run_here(config):
+            log.info("sweep: the launcher runs the jobs on other machines: each job checks its own device and "
+                     "cores when it starts")
+        if repeats:
+            log.info("sweep: %d job(s) repeat the configurations of an earlier job (a setting their method does "
+                     "not read): they share its rows, each row computed once by whichever job claims it first",
+                     repeats)
         for old in Path(config.hydra.sweep.dir).glob(f"**/{FAILURE_MARKER}"):
             old.unlink()
 

@@ -3,9 +3,11 @@
 
 In this order: the values this module can judge alone (:func:`check_values`: keys that are not
 fields of the typed schema, which Hydra's ``+key=value`` adds to a structured config without a
-word; values that type-check but cannot be used or stored: a seed beyond int64, ``num_threads`` < 1
-or above the cores, an unknown name, a same-state run's ``compare`` entries), then the device
-(one this torch build has), a pair of your own (its folders and whether its head fits its target,
+word; values that type-check but cannot be used or stored: a seed beyond int64, ``num_threads`` < 1,
+an unknown name, a same-state run's ``compare`` entries), then the machine's own (:func:`check_hardware`:
+a device this torch build sees, ``num_threads`` within the cores; skipped where the checking process is
+not the machine that runs the job: a sweep submitted to SLURM from a login node checks them in each job,
+:mod:`eval.conf.sweep`), a pair of your own (its folders and whether its head fits its target,
 :mod:`eval.conf.local_pair`), the prompt set (:func:`eval.prompts.sources.check_dataset`), and
 last every method's parameters (SpecConfig) with its method key (:func:`eval.conf.schema.run_plan`).
 What only the loaded models know is checked by the run loop (eval.measure.loop.check_against_pair).
@@ -34,19 +36,31 @@ from rheo.placement import as_device
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-def validate(cfg: DictConfig) -> SpecConfig:
+def validate(cfg: DictConfig, hardware: bool = True) -> SpecConfig:
     """Check everything that can be checked without a model; return the SpecConfig of ``method``
     (the driver of a same-state run, whose ``compare`` entries are checked too).
 
     Raises ValueError with the allowed choices.
     """
-    return check_run(cfg).spec
+    return check_run(cfg, hardware).spec
 
 
-def check_run(cfg: DictConfig) -> CheckedRun:
-    """:func:`validate`, keeping what the checks derived: every method configuration of the run."""
-    check_values(cfg)
+def check_hardware(cfg: DictConfig) -> None:
+    """What only the machine that runs the job can say: ``device`` is one its torch sees, and
+    ``num_threads`` does not exceed its cores."""
     as_device(cfg.device, "device")
+    cores = os.cpu_count() or 1
+    if cfg.num_threads is not None and cfg.num_threads > cores:
+        raise ValueError(f"num_threads={cfg.num_threads} exceeds the {cores} cores of this machine (more threads "
+                         f"than cores only wait on each other): choose num_threads <= {cores}")
+
+
+def check_run(cfg: DictConfig, hardware: bool = True) -> CheckedRun:
+    """:func:`validate`, keeping what the checks derived: every method configuration of the run.
+    ``hardware=False``: the device and thread count are left to the machine that runs the job."""
+    check_values(cfg)
+    if hardware:
+        check_hardware(cfg)
     model = cfg.model
     if model.name not in MODELS:
         check_local_pair(model.name, model.target_path, model.head_path, model.chat_format,
@@ -184,10 +198,6 @@ def check_config(cfg: DictConfig) -> None:
                          f"as int64), got {seed}")
     if cfg.num_threads is not None and cfg.num_threads < 1:
         raise ValueError(f"num_threads must be null (torch's default) or an int >= 1, got {cfg.num_threads}")
-    cores = os.cpu_count() or 1
-    if cfg.num_threads is not None and cfg.num_threads > cores:
-        raise ValueError(f"num_threads={cfg.num_threads} exceeds the {cores} cores of this machine (more threads "
-                         f"than cores only wait on each other): choose num_threads <= {cores}")
     if cfg.max_consecutive_failures < 1:
         raise ValueError(f"max_consecutive_failures must be >= 1, got {cfg.max_consecutive_failures}")
 

@@ -12,10 +12,12 @@ rest, the same way for all of them:
    decoding code unless ``keep_stale_rows=true``: :mod:`eval.store.code_version`);
 4. the model pair, loaded only if work is left (a failed load leaves a folder this run created as
    it was), checked against the first prompts (:func:`check_against_pair`);
-5. the work, unit by unit, under one progress bar; a unit that raises is counted as failed and
-   the run goes on (its shards are not written, so a rerun retries it), unless the first
-   ``max_consecutive_failures`` all fail; Ctrl-C ends with one line saying what is stored, a
-   full disk with the file and the count.
+5. the work, unit by unit, under one progress bar (a measurement whose units parallel jobs of one
+   configuration may share claims each before doing it, :mod:`eval.store.claims`: a unit another
+   process holds is done last, after its claim is released, by reading back what was stored); a
+   unit that raises is counted as failed and the run goes on (its shards are not written, so a
+   rerun retries it), unless the first ``max_consecutive_failures`` all fail; Ctrl-C ends with one
+   line saying what is stored, a full disk with the file and the count.
 
 Measurements today: ``measure=realized`` (:mod:`eval.measure.realized`: one row per method, item and turn,
 tokens and timings) and ``measure=same_state`` (:mod:`eval.measure.same_states`: the compared methods'
@@ -120,6 +122,8 @@ def run_loop(cfg: DictConfig, measurement: Measurement) -> RunSummary:
         raise storage.ShardWriteError(disk_full_line(e, summary.computed + summary.failed, measurement.unit)) from None
     finally:
         bar.close()
+        if getattr(measurement, "claims", None) is not None:
+            measurement.claims.close()
     if summary.failed:
         log.error("%d %s FAILED (%s); first error: %s; rerun to retry them", summary.failed, measurement.unit,
                   summary.failure_report(), summary.first_error)
@@ -127,13 +131,36 @@ def run_loop(cfg: DictConfig, measurement: Measurement) -> RunSummary:
 
 
 def _run_units(cfg: DictConfig, measurement: Measurement, pair, pending: list, bar: tqdm) -> None:
-    failed_in_a_row = 0
+    """Every pending unit; with a measurement that claims its units (eval.store.claims), a unit another
+    process holds is put off to the end, then waited for and read again (its stored rows are reused)."""
+    claims = getattr(measurement, "claims", None)
+    later, failed_in_a_row = [], 0
     for job, item in pending:
+        if claims is not None and not measurement.claim(job, item, wait=False):
+            later.append((job, item))
+            continue
+        failed_in_a_row = _one_unit(cfg, measurement, pair, job, item, bar, failed_in_a_row)
+    if later:
+        log.info("%d unit(s) of work were claimed by another job of the same configuration: waiting for them, "
+                 "then reusing what it stored", len(later))
+    for job, item in later:
+        measurement.claim(job, item, wait=True)
+        failed_in_a_row = _one_unit(cfg, measurement, pair, job, item, bar, failed_in_a_row)
+
+
+def _one_unit(cfg: DictConfig, measurement: Measurement, pair, job, item: Item, bar: tqdm,
+              failed_in_a_row: int) -> int:
+    """One unit (its claim, if taken, released after it); returns the failures in a row."""
+    try:
         error = measurement.run_unit(pair, job, item, bar)
-        failed_in_a_row = failed_in_a_row + 1 if error else 0
-        if failed_in_a_row >= cfg.max_consecutive_failures and measurement.summary.computed == 0:
-            raise RuntimeError(f"the first {failed_in_a_row} units of work all failed (under {cfg.output_dir}); "
-                               f"last error: {error}")
+    finally:
+        if getattr(measurement, "claims", None) is not None:
+            measurement.release(job, item)
+    failed_in_a_row = failed_in_a_row + 1 if error else 0
+    if failed_in_a_row >= cfg.max_consecutive_failures and measurement.summary.computed == 0:
+        raise RuntimeError(f"the first {failed_in_a_row} units of work all failed (under {cfg.output_dir}); "
+                           f"last error: {error}")
+    return failed_in_a_row
 
 
 def unit_failed(summary: RunSummary, method: str, error: Exception, where: str) -> str:

@@ -38,6 +38,7 @@ from eval.measure.generation import generate, phase_timer
 from eval.measure.summary import RunSummary
 from eval.prompts.suites import Item, chat_messages
 from eval.store import storage
+from eval.store.claims import Claims
 from eval.store.code_version import VersionCheck
 from eval.store.keys import config_hash, generation_seed
 from eval.store.resume import same_text
@@ -79,6 +80,7 @@ class Realized:
         self.label = " + ".join([get_method(cfg.method.name).variant(checked.spec), *cfg.alongside])
         self.taus: list[float] = []
         self.versions = VersionCheck(keep_stale=bool(cfg.get("keep_stale_rows", False)))
+        self.claims = Claims()  # parallel jobs of one configuration compute each row once (eval.store.claims)
 
     @property
     def specs(self) -> list[SpecConfig]:
@@ -103,6 +105,13 @@ class Realized:
             for job in jobs:  # engine=graphs: every bucket the first turns reach, compiled before the first timed row
                 prompts = [pair.format_chat(chat_messages(item, 0, [])) for pj, item in pending if pj is job]
                 _warm_safely(pair, job, prompts, self.cfg)
+
+    def claim(self, job: "_Job", item: Item, wait: bool) -> bool:
+        """Claim ``job``'s rows of ``item`` against other processes (eval.store.claims); False: held elsewhere."""
+        return self.claims.take(job.cdir, item.suite, item.item_id, wait)
+
+    def release(self, job: "_Job", item: Item) -> None:
+        self.claims.release(job.cdir, item.suite, item.item_id)
 
     def run_unit(self, pair, job: "_Job", item: Item, bar) -> Optional[str]:
         summary, answers, error = self.summary, [], None

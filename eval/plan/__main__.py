@@ -4,21 +4,30 @@ Nothing is run or loaded but configs and prompt files.
 
     rheo plan reproduce-full model=llama31_8b_instruct device=cuda dtype=bfloat16
     rheo plan reproduce-full device=cuda dtype=bfloat16 --models llama31_8b_instruct,vicuna_13b_v13 --markdown
-    rheo plan --command experiment=main_table limit=2      # one harness command (make TARGET PLAN=1 uses it)
+    rheo plan reproduce-full device=cuda dtype=bfloat16 --gpus 4   # each job's hours, the time limit, the wall time
+    rheo plan --command experiment=main_table limit=2      # one harness command
 
-OVERRIDES are the target's ``ARGS``, as ``make TARGET ARGS="..."`` takes them.
+OVERRIDES are the target's ``ARGS``, as ``make TARGET ARGS="..."`` takes them (``make TARGET PLAN=1
+ARGS="..."`` runs ``rheo plan TARGET --args "..."``: every goal planned as one, nothing run).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Optional, Sequence
 
-from eval.plan import cost
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
+
+from eval.plan import cost, schedule
 from eval.plan.expand import Command, expand, make_commands
 from eval.plan.totals import Totals, totals
 from eval.report.markdown import markdown_table
-from rheo.cli import ArgumentParser, positive_float, run_main
+from rheo.cli import ArgumentParser, positive_int, run_main
+
+#: a bad override (an unknown key, a missing config) is the user's error, said in one line
+HYDRA_ERRORS = (HydraException, OmegaConfBaseException)
 
 ASSUMPTIONS = (
     "every generation runs to max_new_tokens (an upper bound: an answer that ends its turn earlier costs less)",
@@ -43,25 +52,57 @@ def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog="rheo plan", description="Count what a sweep target would run (jobs, configurations, "
                        "prompts, generations, tokens) from the sweep's own expansion, and estimate its GPU time "
                        "and disk; nothing is run.")
-    p.add_argument("target", nargs="?", default=None, help="a make target that runs sweeps (e.g. reproduce-full)")
+    p.add_argument("target", nargs="?", default=None, help="a make target that runs sweeps (e.g. reproduce-full); "
+                   "several, space-separated in one argument, are planned as one (each configuration once)")
     p.add_argument("overrides", nargs="*", help="the target's ARGS: Hydra overrides (model=... device=cuda ...)")
+    p.add_argument("--args", default="", help="the target's ARGS as one string, split as the shell splits "
+                   "make's ARGS (make TARGET PLAN=1 passes it so); added before OVERRIDES")
     p.add_argument("--command", action="store_true",
                    help="plan one harness command instead of a target: the arguments are its overrides")
     p.add_argument("--models", default=None, help="comma-separated model names: one plan each (adds model=NAME)")
-    p.add_argument("--tau", type=positive_float, default=cost.DEFAULT_TAU,
-                   help=f"tokens per target call assumed for tree methods (default {cost.DEFAULT_TAU:g})")
+    p.add_argument("--tau", type=tokens_per_call, default=None,
+                   help=f"tokens per target call assumed for tree methods, >= 1 (default {cost.DEFAULT_TAU:g}); a "
+                        f"tree shallower than tau - 1 is priced at its depth + 1, the most it can emit")
+    p.add_argument("--gpus", type=positive_int, default=None,
+                   help="each job's hours against the SLURM launcher's time limit, and the wall time on N GPUs")
     p.add_argument("--markdown", action="store_true", help="one Markdown table row per model, then the assumptions")
     return p
 
 
+def tokens_per_call(text: str) -> float:
+    """argparse type of --tau: a finite number >= 1 (every target call emits at least its own token)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of tokens per target call, got {text!r}") from None
+    if not 1 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 1 (every target call emits at least one "
+                                         f"token; a tree at most its depth + 1), got {text}")
+    return value
+
+
 def plan(target: Optional[str], overrides: Sequence[str], one_command: bool = False) -> list[Command]:
+    try:
+        return _plan(target, overrides, one_command)
+    except HydraException as e:  # "Could not override 'foo'. To append to your config use +foo=1": + is refused too
+        found = re.match(r"Could not override '([^']+)'", str(e))
+        if found and "not in" in str(e.__cause__ or e):
+            raise ValueError(f"unknown config key {found.group(1)!r}: not a field of the run schema "
+                             f"(eval/conf/schema.py); check the spelling (e.g. max_new_tokens, method.k)") from None
+        raise
+
+
+def _plan(target: Optional[str], overrides: Sequence[str], one_command: bool) -> list[Command]:
     if one_command:
         words = ([target] if target else []) + list(overrides)
         return [Command(words, expand(words))]
     if not target:
         raise ValueError("give a make target (e.g. rheo plan reproduce-full model=llama31_8b_instruct device=cuda), "
                          "or --command with a harness command's overrides")
-    return make_commands(target, " ".join(shlex.quote(o) for o in overrides))
+    args = " ".join(shlex.quote(o) for o in overrides)
+    return [c for goal in target.split() for c in make_commands(goal, args)]
 
 
 #: the cost line of a plan whose configurations run engine=graphs, and what its CPU counts predict
@@ -132,7 +173,8 @@ def text_report(title: str, commands: Sequence[Command], results: dict[str, Tota
                   f"  generations         {t.generations:,} (one row each): "
                   + ", ".join(f"{m} {n:,}" for m, n in sorted(t.by_method.items())),
                   f"  new tokens          {t.tokens:,} at most",
-                  f"  target calls        {t.calls:,} at most (tau {tau:g} for tree methods)",
+                  f"  target calls        {t.calls:,} at most (tau {tau:g} for tree methods"
+                  + "".join(f"; {label} {cap:g}, its depth + 1" for label, cap in sorted(t.capped.items())) + ")",
                   f"  disk for rows       {_size(t.disk_bytes)}",
                   "  estimated time      " + ("none: no shape known for this model (eval/plan/cost.py TARGET_SHAPES)"
                                               if t.unpriced else ", ".join(f"{g} {_hours(t, g)}" for g in t.hours)
@@ -142,6 +184,47 @@ def text_report(title: str, commands: Sequence[Command], results: dict[str, Tota
                          f"sweep with device=cuda)")
     lines += ["", "the estimate assumes (eval/plan/cost.py):"] + [f"  - {a}" for a in assumptions(tau, _engines(results.values()))]
     return "\n".join(lines)
+
+
+def gpus_report(commands: Sequence[Command], t: Totals, gpus: int) -> list[str]:
+    """Each job's hours, the jobs over the launcher's time limit, the wall time on ``gpus`` GPUs
+    (eval.plan.schedule)."""
+    if t.unpriced:
+        return [f"  per job             none: no shape known for model {t.model}"]
+    kinds = list(t.hours)
+    lines = [f"  per job             hours on one GPU (the configurations a job is the first to hold; shared: "
+             f"an earlier job's; * timed: runs alone)",
+             "    " + "  ".join([f"{'job':<8}", *[f"{k:>8}" for k in kinds], "overrides"])]
+    numbers: dict[int, int] = {}
+    for j in t.per_job:
+        numbers[j.command] = numbers.get(j.command, 0) + 1
+        own = [o for o in j.overrides if o not in commands[j.command - 1].overrides]
+        shared = not any(j.hours.values())  # every configuration of it is an earlier job's
+        lines.append("    " + "  ".join([f"{j.command}.{numbers[j.command]}{'*' if j.timed else ''}".ljust(8),
+                                         *[f"{'shared' if shared else _h(j.hours[k]):>8}" for k in kinds],
+                                         " ".join(own) or "-"]))
+    limits = [schedule.time_limit(j.overrides) for j in t.per_job]
+    over = {k: [i for i, (j, lim) in enumerate(zip(t.per_job, limits)) if lim and j.hours[k] * 60 > lim.minutes]
+            for k in kinds}
+    known = next((lim for lim in limits if lim), None)
+    if known is None:
+        lines.append("  time limit          none found (no configs/hydra/launcher/slurm_gpu.yaml timeout_min)")
+    elif not any(over.values()):
+        lines.append(f"  time limit          every job fits in {_h(known.minutes / 60)} ({known.source})")
+    else:
+        said = "; ".join(f"{k}: {len(v)} job(s), the longest {_h(max(t.per_job[i].hours[k] for i in v))}"
+                         for k, v in over.items() if v)
+        lines.append(f"  time limit          {_h(known.minutes / 60)} ({known.source}) is exceeded on {said}: raise "
+                     f"hydra.launcher.timeout_min, or split those jobs (limit=, dataset=); a job ended by the limit "
+                     f"and requeued resumes from its stored rows")
+    walls = []
+    for k in kinds:
+        wall, together, alone = schedule.wall_hours(t.per_job, k, gpus)
+        walls.append(f"{k} {_h(wall)}" + (f" ({_h(together)} together + {_h(alone)} timed, alone)" if alone else ""))
+    lines.append(f"  wall time on {gpus} GPU(s) " + ", ".join(walls))
+    lines.append(f"    (untimed jobs of every command at once, {gpus} at a time, longest first; then the timed "
+                 f"jobs one at a time, alone on the node)")
+    return lines
 
 
 def markdown_report(results: Sequence[Totals], tau: float) -> str:
@@ -156,21 +239,40 @@ def markdown_report(results: Sequence[Totals], tau: float) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    tau = cost.DEFAULT_TAU if args.tau is None else args.tau
     models = [m for m in (args.models or "").split(",") if m] or [None]
+    if not args.command and "$" in " ".join([args.args, *args.overrides]):
+        raise ValueError(f"ARGS {' '.join([args.args, *args.overrides]).strip()!r} holds '$', which make expands "
+                         f"(a $(shell ...) would run while the plan runs nothing): rheo plan refuses it; write the "
+                         f"values themselves")
+    try:
+        given = shlex.split(args.args)
+    except ValueError as e:
+        raise ValueError(f"--args {args.args!r} cannot be split as the shell would ({e})") from None
     collected: list[Totals] = []
     for model in models:
-        overrides = list(args.overrides) + ([f"model={model}"] if model else [])
+        overrides = given + list(args.overrides) + ([f"model={model}"] if model else [])
         commands = plan(args.target, overrides, args.command)
-        results = totals(commands, args.tau)
+        results = totals(commands, tau)
+        most = max((t.most_per_call for t in results.values()), default=0)
+        if args.tau is not None and most and args.tau > most:
+            raise ValueError(f"--tau {args.tau:g} is more tokens per target call than any tree of the plan can emit "
+                             f"(at most {most}: the deepest tree's depth + 1): choose --tau <= {most}")
         collected += results.values()
         if not args.markdown:
             what = (f"python -m eval.run -m {' '.join([args.target or '', *overrides]).strip()}" if args.command
                     else f"make {args.target} ARGS=\"{' '.join(overrides)}\"")
-            print(text_report(f"rheo plan: {what} (nothing was run)", commands, results, args.tau), flush=True)
+            report = text_report(f"rheo plan: {what} (nothing was run)", commands, results, tau)
+            if args.gpus:
+                extra = [line for t in results.values() for line in ["", f"model {t.model} on {args.gpus} GPU(s):",
+                                                                         *gpus_report(commands, t, args.gpus)]]
+                at = report.index("\n\nthe estimate assumes")
+                report = report[:at] + "\n" + "\n".join(extra) + report[at:]
+            print(report, flush=True)
     if args.markdown:
-        print(markdown_report(collected, args.tau))
+        print(markdown_report(collected, tau))
     return 0
 
 
 if __name__ == "__main__":
-    run_main(main, "rheo plan")
+    run_main(main, "rheo plan", HYDRA_ERRORS)

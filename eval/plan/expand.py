@@ -50,6 +50,7 @@ class Job:
     configs: list[Generation]
     prompts: int  # (suite, item, turn) units
     suites: dict[str, int] = field(default_factory=dict)  # suite -> prompts
+    timed: bool = False  # its rows are timed against each other (AR beside, alongside): it runs alone
 
 
 @dataclass
@@ -63,7 +64,11 @@ class Command:
 
 def make_commands(target: str, args: str = "", root: Path = REPO_ROOT) -> list[Command]:
     """The harness commands of ``make TARGET ARGS=args`` (``make -n``: nothing runs), each expanded.
-    A line guarded by ``[ ! -f FILE ] ||`` is kept when FILE exists, as make would run it."""
+    A line guarded by ``[ ! -f FILE ] ||`` is kept when FILE exists, as make would run it. ``args``
+    holding ``$`` is refused: make would expand it, and a ``$(shell ...)`` would run."""
+    if "$" in args:
+        raise ValueError(f"ARGS {args!r} holds '$', which make expands (a $(shell ...) would run while nothing is "
+                         f"to be run): rheo plan refuses it; write the values themselves")
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PLAN")}
     argv = ["make", "--no-print-directory", "-n", "-C", str(root), target, f"ARGS={args}"]
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
@@ -146,7 +151,8 @@ def job_of(overrides: list[str], cfg: DictConfig) -> Job:
     per_suite = _prompts(cfg)
     return Job(overrides, str(cfg.model.name), str(resolve_path(cfg.output_dir)), str(cfg.measure),
                int(cfg.max_new_tokens), str(cfg.device), None if cfg.dtype is None else str(cfg.dtype),
-               configs, sum(per_suite.values()), per_suite)
+               configs, sum(per_suite.values()), per_suite,
+               timed=cfg.measure == "realized" and bool(cfg.baseline or cfg.alongside))
 
 
 _PROMPTS: dict[str, dict[str, int]] = {}

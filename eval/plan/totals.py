@@ -31,6 +31,20 @@ class Totals:
     unpriced: set = field(default_factory=set)  # models without a shape: no hours
     devices: set = field(default_factory=set)  # the jobs' device settings
     engines: set = field(default_factory=set)  # the configurations' engines (each priced by its own table)
+    per_job: list = field(default_factory=list)  # a JobCost per job, in the sweeps' order
+    capped: dict = field(default_factory=dict)  # tree label -> the tau it was priced at (its depth + 1 < tau)
+    most_per_call: int = 0  # the most tokens per call any tree of the plan can emit (its depth + 1)
+
+
+@dataclass
+class JobCost:
+    """One job's hours per GPU kind: the configurations it is the first to hold (a later job that shares
+    one reads its rows); ``timed``: it times rows against each other, so it runs alone."""
+
+    command: int  # 1-based, as the plan numbers its commands
+    overrides: list[str]
+    hours: dict[str, float]
+    timed: bool
 
 
 def totals(commands: Sequence[Command], tau: float = cost.DEFAULT_TAU,
@@ -38,11 +52,12 @@ def totals(commands: Sequence[Command], tau: float = cost.DEFAULT_TAU,
     """model -> its Totals over every job of ``commands`` (configurations counted once)."""
     out: dict[str, Totals] = {}
     seen: set[tuple[str, str, str]] = set()
-    for job in (j for c in commands for j in c.jobs):
+    for number, job in ((i, j) for i, c in enumerate(commands, 1) for j in c.jobs):
         t = out.setdefault(job.model, Totals(job.model, hours=dict.fromkeys(gpus, 0.0),
                                              device_hours=dict.fromkeys(gpus, 0.0)))
         t.jobs += 1
         t.devices.add(job.device)
+        before = dict(t.hours)
         configs = job.configs[:1] if job.measure == "same_state" else job.configs
         for one in configs:
             where = (job.output_dir, job.model, one.config_hash)
@@ -50,12 +65,17 @@ def totals(commands: Sequence[Command], tau: float = cost.DEFAULT_TAU,
                 continue
             seen.add(where)
             _add(t, job, one, tau, len(job.configs) - 1 if job.measure == "same_state" else 0)
+        t.per_job.append(JobCost(number, job.overrides, {g: t.hours[g] - before[g] for g in gpus}, job.timed))
     return out
 
 
 def _add(t: Totals, job: Job, one: Generation, tau: float, compared: int) -> None:
     """One configuration's rows: ``compared`` trees scored at each of its states besides its own (same-state)."""
     rows = job.prompts
+    if not one.reference:  # a tree emits at most its deepest path and one more token per call
+        t.most_per_call = max(t.most_per_call, one.spec.depth + 1)
+        if tau > one.spec.depth + 1:
+            t.capped[one.label] = tau = one.spec.depth + 1
     per_row_calls = job.max_new_tokens if one.reference else cost.calls_per_generation(job.max_new_tokens, tau)
     t.configurations += 1
     t.generations += rows
