@@ -31,9 +31,10 @@ from baselines import AR
 from eval.store import keys
 from eval.store.keys import SUITE_FILES, config_hash
 from rheo.config import SpecConfig, method_parameters, unread_settings
-from rheo.methods import get_method, method_names
+from rheo.methods import get_method, method_names, plugin_methods
 from rheo.models.catalog import MODELS as REGISTRY
 from rheo.cpu_dtype import DtypeChoice, resolve_dtype
+from rheo.paths import REPO_ROOT
 from rheo.placement import DTYPE_NAMES
 
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
@@ -44,6 +45,8 @@ MODELS = PAPER_MODELS + TEST_MODELS
 #: the model config of a pair of your own (configs/model/local.yaml): any other name, with both folders
 LOCAL_MODEL = "local"
 SUITES = tuple(SUITE_FILES)
+#: the YAML files of the ``method`` group
+METHOD_CONFIGS = REPO_ROOT / "configs" / "method"
 DTYPES = DTYPE_NAMES
 
 
@@ -161,9 +164,14 @@ MEASURES = ("realized", "same_state")
 def register_configs() -> None:
     """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra. The output root is on
     Hydra's search path (this machine's tuned presets); before a first run it does not exist yet, which
-    is no reason for a warning."""
+    is no reason for a warning. A plug-in method without a YAML of its own in configs/method/ gets the
+    ``method`` option ``{name: <its name>}`` (the schema's defaults for every field)."""
     warnings.filterwarnings("ignore", message=r"provider=hydra\.searchpath in main, path=.* is not available")
-    ConfigStore.instance().store(name="base_config", node=RunConf)
+    store = ConfigStore.instance()
+    store.store(name="base_config", node=RunConf)
+    for name in plugin_methods():  # a plug-in's method (rheo.methods.plugins) is a `method=<name>` choice
+        if not (METHOD_CONFIGS / f"{name}.yaml").is_file():
+            store.store(group="method", name=name, node={"name": name})
 
 
 def spec_config(cfg: DictConfig, method: Optional[str] = None, typed: Optional[set[str]] = None) -> SpecConfig:

@@ -35,7 +35,7 @@ from eval.measure.generation import generate, phase_timer
 from eval.measure.summary import RunSummary
 from eval.prompts.suites import Item, chat_messages
 from eval.store import storage
-from eval.store.code_version import VersionCheck
+from eval.store.code_version import VersionCheck, method_code_version
 from eval.store.keys import config_hash, generation_seed
 from eval.store.resume import same_text
 from rheo.config import SpecConfig
@@ -162,7 +162,7 @@ def _reusable(row: Optional[dict], item: Item, path: Path, versions: VersionChec
     same tokens again, with the expectations added)."""
     if row is None or row["status"] != "ok":
         return False
-    if not versions.reusable(row.get("code_version"), path):
+    if not versions.reusable(row.get("code_version"), path, row.get("method")):
         return False
     if needs_expected and row.get("expected_tau") is None:
         log.info("%s has no expected acceptance (record_expected=true): recomputing it", path)
@@ -179,6 +179,7 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
         return {**existing, "_reused": True}
     gen_seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
     row = rows.base_row(job.key, meta, job.chash, item, turn, gen_seed)
+    row["code_version"] = method_code_version(job.method)  # a plug-in's rows: its files too
     if turn > 0 and len(answers) < turn:
         row.update(status="failed", error="an earlier turn of this item failed")
     else:

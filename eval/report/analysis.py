@@ -34,7 +34,7 @@ import pyarrow as pa
 from baselines import AR
 from eval.store.storage import ROW_SCHEMA, load_results
 from rheo.config import SpecConfig
-from rheo.methods import get_method, method_of_variant
+from rheo.methods import find_method, get_method, method_of_variant
 from rheo.methods.topk import DYNAMIC_FIELDS
 
 log = logging.getLogger(__name__)
@@ -95,9 +95,11 @@ def with_engine_column(df: pd.DataFrame) -> pd.DataFrame:
 def variant_label(row) -> str:
     """The row's method's label (rheo.methods): 'ar', 'hf_generate' (the references), 'topk',
     'rheo m=1', 'static rsd (4,2,1)', ...; a row of another engine than "eager" says which
-    ('rheo m=1 engine=graphs'), so that it is never grouped with the eager rows."""
+    ('rheo m=1 engine=graphs'), so that it is never grouped with the eager rows. A row of a method this
+    process does not know (a plug-in's, read without it) is labelled by its method's name."""
     engine = getattr(row, "engine", None)
-    label = get_method(row.method).variant(row)
+    method = find_method(row.method)  # a method this process does not know (a plug-in): its raw name
+    label = method.variant(row) if method is not None else str(row.method)
     return label if engine in (None, EAGER) or engine != engine else f"{label} engine={engine}"
 
 
