@@ -179,7 +179,7 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
         return {**existing, "_reused": True}
     gen_seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
     row = rows.base_row(job.key, meta, job.chash, item, turn, gen_seed)
-    row["code_version"] = method_code_version(job.method)  # a plug-in's rows: its files too
+    row["code_version"] = method_code_version(job.method, meta["code_version"])  # a plug-in's: its files too
     if turn > 0 and len(answers) < turn:
         row.update(status="failed", error="an earlier turn of this item failed")
     else:

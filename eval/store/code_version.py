@@ -87,15 +87,18 @@ def code_version(root: Path = REPO_ROOT) -> str:
     return digest.hexdigest()[:12]
 
 
-@functools.lru_cache(maxsize=None)
-def method_code_version(method: Optional[str] = None, root: Path = REPO_ROOT) -> str:
-    """The version of the code that decides the rows of ``method``: :func:`code_version` for a method of
-    the checkout (and for None); for a plug-in's method, 12 hex digits of a SHA-256 over that version and
-    the :func:`source_digest` of each of the plug-in's files (rheo.methods.plugins.plugin_files)."""
+def method_code_version(method: Optional[str] = None, base: Optional[str] = None) -> str:
+    """The version of the code that decides the rows of ``method``, given the checkout's ``base`` version
+    (default :func:`code_version`): ``base`` for a method of the checkout (and for None); for a plug-in's
+    method, 12 hex digits of a SHA-256 over ``base`` and the :func:`source_digest` of each of the
+    plug-in's files (rheo.methods.plugins.plugin_files)."""
+    base = code_version() if base is None else base
     files = plugin_files(method) if method else ()
-    if not files:
-        return code_version(root)
-    digest = hashlib.sha256(code_version(root).encode() + b"\0")
+    return _with_files(base, files) if files else base
+
+
+def _with_files(base: str, files: tuple[Path, ...]) -> str:
+    digest = hashlib.sha256(base.encode() + b"\0")
     for path in files:
         digest.update(path.name.encode() + b"\0" + source_digest(path.read_text(encoding="utf-8")).encode() + b"\0")
     return digest.hexdigest()[:12]
@@ -106,10 +109,9 @@ class VersionCheck:
     (module docstring), and the one line that says what was found."""
 
     def __init__(self, keep_stale: bool = False, current: Optional[str] = None) -> None:
-        """``current``: the version every row is checked against (default: each method's own,
-        :func:`method_code_version`)."""
+        """``current``: the checkout's version (default :func:`code_version`); a plug-in's rows are checked
+        against their method's (:func:`method_code_version`)."""
         self.keep_stale = bool(keep_stale)
-        self.fixed = current
         self.current = current if current is not None else code_version()
         self.stale: dict[Path, str] = {}  # place -> the other version found there
         self.unknown: set[Path] = set()
@@ -120,7 +122,7 @@ class VersionCheck:
         if version is UNKNOWN or version != version:  # None / NaN: before the column
             self.unknown.add(where)
             return True
-        if version == (self.fixed if self.fixed is not None else method_code_version(method)):
+        if version == method_code_version(method, self.current):
             return True
         self.stale[where] = version
         return self.keep_stale
