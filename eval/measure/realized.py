@@ -188,8 +188,9 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
             row["prompt_tokens"] = len(prompt)
             generator = torch.Generator(device=_generator_device(cfg.device)).manual_seed(gen_seed)
             timer = phase_timer(job.spec, cfg.device, cfg.profile_phases)
+            rows.reset_peak_memory(cfg.device)
             out, wall = _timed(lambda: _generate(pair, job, prompt, cfg, generator, timer=timer), cfg.device)
-            row.update(rows.metrics(out, wall))
+            row.update(rows.metrics(out, wall), peak_memory_mb=rows.peak_memory_mb(cfg.device))
             if timer is not None:
                 row.update(timer.summary(out.target_calls, wall * 1e3))
         except Exception as e:  # recorded as a failure row, retried on the next run

@@ -76,6 +76,9 @@ ROW_SCHEMA = pa.schema([
     ("code_version", pa.string()),
     # the engine the row ran on (rheo.engine) when not "eager"; None: eager (and rows older than the column)
     ("engine", pa.string()),
+    # the generation's peak memory, MiB (eval.measure.rows.peak_memory_mb: CUDA max allocated on a GPU, the
+    # process's peak RSS on a CPU; not in the config hash); None in rows older than the column
+    ("peak_memory_mb", pa.float64()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
