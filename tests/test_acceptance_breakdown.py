@@ -1,8 +1,7 @@
-"""Acceptance breakdowns from the rows' accept_lengths (eval.report.analysis.acceptance_breakdown,
-eval.report.acceptance): the per-position rate as vLLM defines it (the share of verification steps that
-accept at least i drafted tokens), the histogram and the mean acceptance length, against a hand-computed
-example; the rates sum to the mean accepted drafted tokens; the committed acceptance.md is what the
-committed main-table rows draw."""
+"""Acceptance breakdowns from the rows' accept_lengths (eval.report.acceptance): the per-position rate as
+vLLM defines it (the share of verification steps that accept at least i drafted tokens), the histogram and
+the mean acceptance length, against a hand-computed example; the rates sum to the mean accepted drafted
+tokens; the committed acceptance.md is what the committed main-table rows draw."""
 
 from __future__ import annotations
 
@@ -12,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from eval.report.acceptance import acceptance_table
-from eval.report.analysis import acceptance_breakdown, acceptance_by_cell, load
+from eval.report.acceptance import acceptance_breakdown, acceptance_by_cell, acceptance_table
+from eval.report.analysis import load
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -34,7 +34,6 @@ from rheo.config import SpecConfig, method_parameters, unread_settings
 from rheo.methods import get_method, method_names, plugin_methods
 from rheo.models.catalog import MODELS as REGISTRY
 from rheo.cpu_dtype import DtypeChoice, resolve_dtype
-from rheo.paths import REPO_ROOT
 from rheo.placement import DTYPE_NAMES
 
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
@@ -45,8 +44,6 @@ MODELS = PAPER_MODELS + TEST_MODELS
 #: the model config of a pair of your own (configs/model/local.yaml): any other name, with both folders
 LOCAL_MODEL = "local"
 SUITES = tuple(SUITE_FILES)
-#: the YAML files of the ``method`` group
-METHOD_CONFIGS = REPO_ROOT / "configs" / "method"
 DTYPES = DTYPE_NAMES
 
 
@@ -162,16 +159,12 @@ MEASURES = ("realized", "same_state")
 
 
 def register_configs() -> None:
-    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra. The output root is on
-    Hydra's search path (this machine's tuned presets); before a first run it does not exist yet, which
-    is no reason for a warning. A plug-in method without a YAML of its own in configs/method/ gets the
-    ``method`` option ``{name: <its name>}`` (the schema's defaults for every field)."""
+    """Make ``base_config`` (configs/config.yaml's schema) and each plug-in's ``method=<name>`` known to Hydra. The
+    output root is on Hydra's search path (tuned presets); a first run has none yet: no reason for a warning."""
     warnings.filterwarnings("ignore", message=r"provider=hydra\.searchpath in main, path=.* is not available")
-    store = ConfigStore.instance()
-    store.store(name="base_config", node=RunConf)
-    for name in plugin_methods():  # a plug-in's method (rheo.methods.plugins) is a `method=<name>` choice
-        if not (METHOD_CONFIGS / f"{name}.yaml").is_file():
-            store.store(group="method", name=name, node={"name": name})
+    ConfigStore.instance().store(name="base_config", node=RunConf)
+    for name in plugin_methods():  # rheo.methods.plugins: a method from outside the checkout, no YAML file
+        ConfigStore.instance().store(group="method", name=name, node={"name": name})
 
 
 def spec_config(cfg: DictConfig, method: Optional[str] = None, typed: Optional[set[str]] = None) -> SpecConfig:

@@ -30,8 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from rheo.methods import reads
-from rheo.methods.registry import kind_of
+from rheo.methods import kind_of, reads
 from rheo.models.catalog import BUILTIN_SMOLLM2, MODELS
 from rheo.paths import REPO_ROOT
 

@@ -1,5 +1,6 @@
-"""Acceptance breakdowns of the tree methods' rows (``rheo tables``: acceptance.md; ``rheo figures``:
-acceptance_*.png), from the stored ``accept_lengths`` (eval.report.analysis.acceptance_by_cell).
+"""Acceptance breakdowns of the tree methods' rows, from their stored ``accept_lengths``: per method and
+cell (:func:`acceptance_by_cell`, beside :mod:`eval.report.analysis`), as a table (``rheo tables``:
+acceptance.md) and as figures (``rheo figures``: acceptance_*.png).
 
 For each setting and temperature, every tree variant (Top-K and Rheo first), per suite and pooled: the
 mean acceptance length, the per-position acceptance rate as vLLM's metrics define it (the share of
@@ -9,13 +10,60 @@ histogram (the share of steps that accept exactly a drafted tokens).
 
 from __future__ import annotations
 
-from typing import Optional
+import math
+from collections import Counter
+from typing import Iterable, Optional, Sequence
 
 import pandas as pd
 
-from eval.report.analysis import SETTING, acceptance_by_cell, display_name, setting_title, suites_in
+from eval.report.analysis import SETTING, display_name, setting_title, suites_in
 from eval.report.markdown import markdown_table
+from rheo.methods import find_method
 from rheo.methods.registry import method_of_variant, registration_rank
+
+#: what a breakdown pools: the verification steps (target calls) of every row of a cell
+BREAKDOWN_KEYS = ("steps", "mean_accept_length", "mean_accepted", "per_position", "histogram")
+
+
+def acceptance_breakdown(accept_lengths: Iterable[Sequence[int]], depth: Optional[int] = None) -> dict:
+    """The acceptance of the verification steps in ``accept_lengths`` (rows' ``accept_lengths``: tokens
+    emitted by each target call, the bonus included, so a step accepts ``length - 1`` drafted tokens),
+    pooled over steps as vLLM's speculative-decoding metrics pool them:
+
+    * ``mean_accept_length``: emitted tokens per step, 1 + ``mean_accepted`` (vLLM's mean acceptance length);
+    * ``per_position[i - 1]``, i = 1..D: the share of steps that accept at least i drafted tokens (vLLM's
+      per-position acceptance rate); their sum is ``mean_accepted``;
+    * ``histogram[a]``, a = 0..D: the share of steps that accept exactly a drafted tokens.
+
+    D is ``depth`` (the tree's depth), or the most any step accepted when that is more. A row's last
+    step counts as stored (cut by max_new_tokens or EOS)."""
+    counts = Counter(int(a) - 1 for lengths in accept_lengths for a in lengths)
+    steps = sum(counts.values())
+    if steps and min(counts) < 0:
+        raise ValueError("accept_lengths hold a step that emitted no token: every target call emits at least one")
+    top = max([*counts, int(depth or 0)]) if steps else int(depth or 0)
+    at_least = [sum(c for a, c in counts.items() if a >= i) for i in range(top + 2)]
+    accepted = sum(a * c for a, c in counts.items())
+    return {"steps": steps, "mean_accept_length": 1 + accepted / steps if steps else math.nan,
+            "mean_accepted": accepted / steps if steps else math.nan,
+            "per_position": [at_least[i] / steps if steps else math.nan for i in range(1, top + 1)],
+            "histogram": [(at_least[a] - at_least[a + 1]) / steps if steps else math.nan for a in range(top + 1)]}
+
+
+def acceptance_by_cell(df: pd.DataFrame, by: Sequence[str] = ("temperature", "dataset")) -> pd.DataFrame:
+    """One row per (setting, ``by``, variant) of the tree methods' rows of ``df`` (eval.report.analysis.load;
+    a method this process does not know counts as one): ``rows`` and :func:`acceptance_breakdown`'s columns, D the deepest
+    ``depth`` of the cell's rows. ``by=("temperature",)`` pools the suites."""
+    method = {m: find_method(m) for m in df["method"].unique()} if len(df) else {}
+    tree = df[df["method"].map(lambda m: method[m] is None or not method[m].is_reference)] if len(df) else df
+    keys = SETTING + list(by) + ["variant"]
+    out = []
+    for values, rows in (tree.groupby(keys, dropna=False, sort=True) if len(tree) else ()):
+        depth = pd.to_numeric(rows["depth"], errors="coerce").max() if "depth" in rows.columns else math.nan
+        found = acceptance_breakdown(rows["accept_lengths"], None if pd.isna(depth) else int(depth))
+        out.append({**dict(zip(keys, values)), "rows": len(rows), **found})
+    return pd.DataFrame(out, columns=keys + ["rows", *BREAKDOWN_KEYS])
+
 
 DEFINITION = ("Pooled over the verification steps (target calls) of a cell's rows, as vLLM's speculative-decoding "
               "metrics pool them. A step emits `accept_length` tokens (the bonus included) and accepts "
@@ -24,7 +72,7 @@ DEFINITION = ("Pooled over the verification steps (target calls) of a cell's row
               "acceptance rate** at i (≥i) = the share of steps that accept at least i drafted tokens, i = 1..depth; "
               "the rates sum to the mean accepted drafted tokens. **Histogram** at a = the share of steps that "
               "accept exactly a drafted tokens. A row's last step counts as stored (cut by max_new_tokens or EOS). "
-              "From the rows' stored `accept_lengths` (eval.report.analysis.acceptance_breakdown).")
+              "From the rows' stored `accept_lengths` (eval.report.acceptance.acceptance_breakdown).")
 
 
 def _order(variant: str) -> tuple:

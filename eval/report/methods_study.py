@@ -24,7 +24,8 @@ import pandas as pd
 from eval.report.analysis import DEFAULT_WEIGHTS, display_name, fmt, restrict_to_common, variant_summary, with_speedup
 from eval.report.markdown import frame_markdown
 from rheo.methods import method_names
-from rheo.methods.registry import KINDS, UNKNOWN_KIND, kind_of, registration_rank
+from rheo.methods.plugins import UNKNOWN_KIND, kind_of
+from rheo.methods.registry import KINDS, registration_rank
 
 BASE = ["model", "target_path", "head_path", "device", "dtype", "max_new_tokens", "sparse_top"]
 

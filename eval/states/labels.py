@@ -27,7 +27,8 @@ import pandas as pd
 from eval.report.analysis import display_name
 from eval.store.storage import METHOD_COLUMNS
 from rheo.methods import current_label, reads
-from rheo.methods.registry import UNKNOWN_KIND, kind_of, label_number
+from rheo.methods.plugins import UNKNOWN_KIND, kind_of
+from rheo.methods.registry import label_number
 
 BASELINE_METHOD = "topk"
 FAMILIES = ("dynamic", "static", "chain")

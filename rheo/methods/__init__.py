@@ -9,15 +9,15 @@ group ``rheo.methods`` and of ``RHEO_PLUGINS=module,...`` (:mod:`rheo.methods.pl
 that every process that imports the registry knows them.
 """
 
-from rheo.methods.registry import (Method, build_tree, current_label, find_method, get_method, method_names,
-                                   method_of_variant, reads, register, select_candidates, unregister, verify_tree)
+from rheo.methods.registry import (Method, build_tree, current_label, get_method, method_names, method_of_variant,
+                                   reads, register, select_candidates, unregister, verify_tree)
 
 from rheo.methods import topk  # noqa: E402,F401  (registers topk)
 from rheo.methods import rheo  # noqa: E402,F401  (registers rheo)
 from rheo.methods import static  # noqa: E402,F401  (registers static, chain)
-from rheo.methods.plugins import load_plugins, plugin_methods  # noqa: E402
+from rheo.methods.plugins import find_method, kind_of, load_plugins, plugin_methods  # noqa: E402
 
 load_plugins()
 
-__all__ = ["Method", "build_tree", "current_label", "find_method", "get_method", "method_names", "method_of_variant",
-           "reads", "plugin_methods", "register", "select_candidates", "unregister", "verify_tree"]
+__all__ = ["Method", "build_tree", "current_label", "find_method", "get_method", "kind_of", "method_names",
+           "method_of_variant", "reads", "plugin_methods", "register", "select_candidates", "unregister", "verify_tree"]

@@ -20,7 +20,8 @@ reported once as a warning, and the registry's error for an unknown method name 
 
 Each method a plug-in registers is remembered with the plug-in's source files (:func:`plugin_files`), so
 that the version of the decoding code its rows record (``code_version``, eval.store.code_version) covers
-the plug-in's code too.
+the plug-in's code too. Readers of stored rows look methods up with :func:`find_method` and
+:func:`kind_of`, which answer None and :data:`UNKNOWN_KIND` for a method this process does not know.
 """
 
 from __future__ import annotations
@@ -116,3 +117,22 @@ def plugin_files(name: str) -> tuple[Path, ...]:
     if path.name == "__init__.py":
         return tuple(sorted(p for p in path.parent.rglob("*.py") if p.is_file()))
     return (path,)
+
+
+# ------------------------------------------------------------------ methods this process does not know
+#: the kind readers give a method this process does not know (listed after the registered kinds)
+UNKNOWN_KIND = "unknown"
+
+
+def find_method(name: str) -> Optional[Method]:
+    """The registered method ``name``, or None: how readers of stored rows treat a method this process
+    does not know (a plug-in not loaded here) - by its raw name - instead of refusing the rows."""
+    return _REGISTRY.get(name) if isinstance(name, str) else None
+
+
+def kind_of(name: str) -> str:
+    """The kind of method ``name`` (rheo.methods.registry.KINDS), or :data:`UNKNOWN_KIND` for one not
+    registered here."""
+    method = find_method(name)
+    return method.kind if method is not None else UNKNOWN_KIND
+

@@ -221,8 +221,7 @@ def _check_rows(built: "BuiltTree", target_logits: torch.Tensor) -> None:
 
 
 _REGISTRY: dict[str, Method] = {}
-#: why plug-in modules did not load (rheo.methods.plugins), repeated by get_method's error
-PLUGIN_ERRORS: list[str] = []
+PLUGIN_ERRORS: list[str] = []  # why plug-in modules did not load (rheo.methods.plugins): get_method says it
 
 
 def register(method: Method, replace: bool = False) -> Method:
@@ -246,25 +245,8 @@ def get_method(name: str) -> Method:
         choices = ", ".join(f"{kind} trees {method_names(kind)}" for kind in TREE_KINDS)
         if method_names("reference"):
             choices += f", references {method_names('reference')}"
-        failed = "; ".join(PLUGIN_ERRORS)
-        raise ValueError(f"method must be a registered method: {choices}; got {name!r}"
-                         + (f" ({failed})" if failed else "")) from None
-
-
-def find_method(name: str) -> Optional[Method]:
-    """The registered method ``name``, or None: how readers of stored rows treat a method this process
-    does not know (a plug-in not loaded here) - by its raw name - instead of refusing the rows."""
-    return _REGISTRY.get(name) if isinstance(name, str) else None
-
-
-#: the kind readers give a method this process does not know (listed after the registered kinds)
-UNKNOWN_KIND = "unknown"
-
-
-def kind_of(name: str) -> str:
-    """The kind of method ``name`` (:data:`KINDS`), or :data:`UNKNOWN_KIND` for one not registered here."""
-    method = find_method(name)
-    return method.kind if method is not None else UNKNOWN_KIND
+        failed = "".join(f" ({why})" for why in PLUGIN_ERRORS)
+        raise ValueError(f"method must be a registered method: {choices}; got {name!r}{failed}") from None
 
 
 def method_names(kind: Optional[str] = None) -> list[str]:
@@ -280,8 +262,7 @@ def reads(name: str, field: str) -> bool:
 
 
 def registration_rank(name: str) -> int:
-    """Position of a method in registration order (tables list methods in this order); a method this
-    process does not know comes after every registered one."""
+    """Position of a method in registration order (tables list methods in this order; an unknown one: last)."""
     return list(_REGISTRY).index(name) if name in _REGISTRY else len(_REGISTRY)
 
 
