@@ -9,7 +9,8 @@ speedup over plain decoding of the same prompt by the same target in the same pr
 target's own ``generate``: greedy at temperature 0, sampling otherwise), warmed up and repeated
 (``--repeats``) with a 95% interval (rheo.compare_ar), next to the tree, the CPU and the dtype.
 
-``--method`` takes a registered tree method or a preset (rheo.presets: ``rheo_auto``). The tree is
+``--method`` takes a registered tree method or a preset (rheo.presets: ``rheo_auto``), or the tree method
+of a plug-in (rheo.methods.plugins). The tree is
 ``--tree tuned`` on a CPU (the small tree ``make tune`` measured for it: this machine's under the output
 root, else the committed configs/experiment/tuned_*.yaml; the paper's 60-node tree costs more than it saves
 there) and ``--tree paper`` elsewhere;
@@ -38,7 +39,7 @@ from rheo.config import ENGINES, PAPER_TREE
 from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
 from rheo.engine import compile_count
 from rheo.paths import REPO_ROOT, is_committed_evidence, out_root, shown
-from rheo.methods import reads
+from rheo.methods import method_names, plugin_methods, reads
 from rheo.placement import as_device
 from rheo.presets import PRESETS
 
@@ -102,8 +103,9 @@ def set_threads(threads: int) -> str:
     return f"{used} thread{'s' if used != 1 else ''} of {cores} cores"
 
 
-#: what --method takes: the tree methods a user picks from, then the presets
-METHODS = ("rheo", "topk", *PRESETS)
+#: what --method takes: the tree methods a user picks from, the presets, then the tree methods of plug-ins
+#: (rheo.methods.plugins)
+METHODS = ("rheo", "topk", *PRESETS, *(n for n in plugin_methods() if n in method_names()))
 
 
 def tuned_preset(base: str) -> Path:

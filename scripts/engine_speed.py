@@ -29,11 +29,12 @@ PROMPT = "Name three prime numbers and say why each is prime."
 
 
 def decode(pair, prompt, method: str, temperature: float, engine: str, new_tokens: int) -> list[int]:
-    from baselines.autoregressive import autoregressive_generate
+    from baselines.autoregressive import autoregressive_generate  # (registers the reference methods)
     from rheo.decode import speculative_generate
     from rheo.engine import engine_target
+    from rheo.methods import get_method
 
-    if method == "ar":
+    if get_method(method).is_reference:  # AR: the target alone, under the engine
         return list(autoregressive_generate(engine_target(pair.target, engine), prompt, new_tokens, 0.0).tokens)
     cfg = SpecConfig.for_method(method=method, temperature=temperature, engine=engine, **TREE)
     out = speculative_generate(pair.target, pair.drafter, prompt, new_tokens, cfg,

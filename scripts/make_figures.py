@@ -4,7 +4,8 @@
 
 m-ablation (tau vs m, Top-K band), temperature study (tau vs T for Top-K and
 Rheo m=0, 1, 2), per-suite bars (tau and speedup), the methods study (tau vs T
-per method, experiment=methods), and the theory figure
+per method, experiment=methods), per-position acceptance rates and accepted-length histograms
+(every tree method, Top-K and Rheo first), and the theory figure
 (single-node acceptance, closed form vs Monte-Carlo; cached in <out>/theory/).
 Figures whose runs are absent are skipped, and the script says so; figures that an
 earlier run of this script wrote into <out> and that are not drawn now are removed (a file it
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.report import methods_study, plots
+from eval.report import acceptance, methods_study, plots
 from eval.report.analysis import load
 from eval.report.needs import FIGURE_NEEDS, skipped
 from eval.store.committed import Outputs, outputs_main
@@ -25,7 +26,7 @@ from eval.store.storage import require_results_dir, rows_or_archive
 from rheo.cli import run_main
 from rheo.io import child_path
 
-RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png")
+RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png", "acceptance_*.png")
 
 
 def make_figures(results: Path, out: Path, theory: bool = True) -> list[Path]:
@@ -34,7 +35,8 @@ def make_figures(results: Path, out: Path, theory: bool = True) -> list[Path]:
     df = load(results)
     written, outputs = [], Outputs(out)  # written at the end, after the check
     makers = {"m-ablation": plots.m_ablation_figures, "temperature": plots.temperature_figures,
-              "per-suite": plots.suite_bar_figures, "methods": methods_study.methods_figures}
+              "per-suite": plots.suite_bar_figures, "methods": methods_study.methods_figures,
+              "acceptance": acceptance.acceptance_figures}
     out.mkdir(parents=True, exist_ok=True)
     for what, make in makers.items():
         figs = make(df) if not df.empty else []

@@ -7,7 +7,8 @@ temperature.md, methods.md (every method at one node budget, experiment=methods)
 speed.md (tokens/s and speedup next to AR, `generate` reference),
 phases.md (where the time goes, ms per cycle per phase), cost.md (each tree method's ms per
 cycle, tau and tokens/s next to Top-K's on the same prompts), agreement.md (T=0 output vs our AR:
-identity in fp32, agreement rate in bf16), runs.md (inventory, failures included) and theory.md (Lemma-1
+identity in fp32, agreement rate in bf16), acceptance.md (per-position acceptance rates and accepted-length
+histograms of every tree method, from the rows' accept_lengths), runs.md (inventory, failures included) and theory.md (Lemma-1
 worked example, closed form vs Monte-Carlo; its Monte-Carlo numbers are cached
 in <out>/theory/). A table whose runs are absent is skipped, and the script
 says what it needs (eval/report/needs.py); a copy of it that an earlier run of this script wrote into <out>
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.report import agreement, methods_study, speed, tables
+from eval.report import acceptance, agreement, methods_study, speed, tables
 from eval.report.analysis import add_variant, load
 from eval.report.needs import TABLE_NEEDS, skipped
 from eval.store.committed import Outputs, outputs_main
@@ -30,7 +31,8 @@ from rheo.cli import run_main
 #: every table drawn from the rows: name -> builder (rows -> Markdown, or None without the rows it needs)
 TABLES = {"main": tables.main_table, "m_ablation": tables.m_ablation_table, "temperature": tables.temperature_table,
           "methods": methods_study.methods_table, "speed": speed.speed_table, "phases": speed.phase_table,
-          "cost": speed.paired_cost_table, "agreement": agreement.agreement_table, "expected": tables.expected_check_table}
+          "cost": speed.paired_cost_table, "agreement": agreement.agreement_table, "expected": tables.expected_check_table,
+          "acceptance": acceptance.acceptance_table}
 #: tables another target writes into the same folder from its own results (`make methods`): never removed as stale
 SHARED = ("methods",)
 #: a copy of these left in the output folder by an earlier run is removed when not drawn now

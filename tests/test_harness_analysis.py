@@ -77,7 +77,8 @@ def test_every_row_column_is_documented():
 
 def test_tables_and_figures_from_parquet(synthetic, tmp_path, capsys):
     written = make_tables(synthetic, tmp_path / "tables", theory=False)
-    assert set(written) == {"main", "m_ablation", "temperature", "speed", "agreement", "runs"}  # no phase columns: no phases.md
+    # no phase columns: no phases.md
+    assert set(written) == {"main", "m_ablation", "temperature", "speed", "agreement", "acceptance", "runs"}
     speed = written["speed"].read_text()  # the synthetic AR rows are shared (paired_baseline=false), and say so
     assert "AR tok/s (shared)" in speed and "(paired)" not in speed and "Rheo m=1" in speed
     main = written["main"].read_text()
@@ -86,7 +87,9 @@ def test_tables_and_figures_from_parquet(synthetic, tmp_path, capsys):
     temps = written["temperature"].read_text()
     assert "| 0 |" in temps and "| 0.5 |" in temps and "| 1 |" in temps
     figures = make_figures(synthetic, tmp_path / "figures", theory=False)
-    assert len(figures) == 3 and all(p.stat().st_size > 1000 and p.suffix == ".png" for p in figures)
+    assert all(p.stat().st_size > 1000 and p.suffix == ".png" for p in figures)
+    acceptance = [p for p in figures if p.name.startswith("acceptance_")]
+    assert len(figures) - len(acceptance) == 3 and len(acceptance) == 3  # one per temperature of the tree rows
 
 
 def _outside(fig) -> bool:
@@ -134,7 +137,7 @@ def test_missing_runs_are_skipped_with_a_message(tmp_path, capsys):
     storage.prepare_output_dir(empty)
     figures = make_figures(empty, tmp_path / "figures", theory=False)
     out = capsys.readouterr().out
-    assert set(written) == {"runs", "speed"} and figures == []  # Top-K next to AR: speed only
+    assert set(written) == {"runs", "speed", "acceptance"} and figures == []  # Top-K next to AR: speed, acceptance
     assert "skipped main.md" in out and "skipped phases.md" in out and "skipped m_ablation.md" in out and "skipped temperature.md" in out
     assert "skipped m-ablation figures" in out
     assert "skipped m_ablation.md: needs Top-K rows and >= 3 variants in all" in out  # what it needs, not only that
@@ -195,10 +198,13 @@ def test_stale_tables_and_figures_of_an_earlier_run_are_removed(synthetic, tmp_p
                                         temperatures=(0.5,), ms=())
     written = make_tables(only_topk, out_t, theory=False)
     left = sorted(p.name for p in out_t.glob("*.md"))
-    # Top-K + AR rows only: the inventory and the speed table (AR timed next to Top-K) are drawn
-    # from them; every table of the earlier run that needs other methods is gone
-    assert left == ["notes.md", "runs.md", "speed.md"] and set(written) == {"runs", "speed"}
-    assert make_figures(only_topk, out_f, theory=False) == [] and not list(out_f.glob("*.png"))
+    # Top-K + AR rows only: the inventory, the speed table (AR timed next to Top-K) and Top-K's acceptance
+    # are drawn from them; every table of the earlier run that needs other methods is gone
+    assert left == ["acceptance.md", "notes.md", "runs.md", "speed.md"]
+    assert set(written) == {"runs", "speed", "acceptance"}
+    drawn = make_figures(only_topk, out_f, theory=False)  # Top-K's acceptance figure only
+    assert [p.name for p in drawn] == [p.name for p in out_f.glob("*.png")]
+    assert len(drawn) == 1 and drawn[0].name.startswith("acceptance_")
     assert "removed stale" in capsys.readouterr().out
 
 

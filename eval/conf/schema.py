@@ -31,7 +31,7 @@ from baselines import AR
 from eval.store import keys
 from eval.store.keys import SUITE_FILES, config_hash
 from rheo.config import SpecConfig, method_parameters, unread_settings
-from rheo.methods import get_method, method_names
+from rheo.methods import get_method, method_names, plugin_methods
 from rheo.models.catalog import MODELS as REGISTRY
 from rheo.cpu_dtype import DtypeChoice, resolve_dtype
 from rheo.placement import DTYPE_NAMES
@@ -159,11 +159,12 @@ MEASURES = ("realized", "same_state")
 
 
 def register_configs() -> None:
-    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra. The output root is on
-    Hydra's search path (this machine's tuned presets); before a first run it does not exist yet, which
-    is no reason for a warning."""
+    """Make ``base_config`` (configs/config.yaml's schema) and each plug-in's ``method=<name>`` known to Hydra. The
+    output root is on Hydra's search path (tuned presets); a first run has none yet: no reason for a warning."""
     warnings.filterwarnings("ignore", message=r"provider=hydra\.searchpath in main, path=.* is not available")
     ConfigStore.instance().store(name="base_config", node=RunConf)
+    for name in plugin_methods():  # rheo.methods.plugins: a method from outside the checkout, no YAML file
+        ConfigStore.instance().store(group="method", name=name, node={"name": name})
 
 
 def spec_config(cfg: DictConfig, method: Optional[str] = None, typed: Optional[set[str]] = None) -> SpecConfig:

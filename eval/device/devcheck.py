@@ -26,6 +26,7 @@ import torch
 
 from baselines import AR, HF_GENERATE
 from eval.measure.generation import generate, phase_timer
+from eval.measure.rows import peak_memory_mb, reset_peak_memory
 from eval.report.agreement import first_divergence
 from eval.store import storage
 from eval.store.keys import SUITE_FILES, config_hash, generation_seed, method_key
@@ -228,6 +229,7 @@ def timed_row(pair, meta: dict, root: Optional[Path], p: Prompt, spec: SpecConfi
     seed = generation_seed(p.suite, p.item_id, 0, 0)
     tm = phase_timer(spec, device)
     g = generator(device, seed)
+    reset_peak_memory(device)
     sync(device)
     t0 = time.perf_counter()
     out = generate(pair, spec, ids, max_new, g, eos, device, timer=tm)
@@ -240,7 +242,8 @@ def timed_row(pair, meta: dict, root: Optional[Path], p: Prompt, spec: SpecConfi
                drafted_nodes_mean=_mean(out.drafted_nodes), kept_nodes_mean=_mean(out.kept_nodes),
                samples_kept=sum(out.sample_kept), samples_accepted=sum(out.sample_accepted), wall_s=wall,
                tokens_per_s=len(out.tokens) / wall if wall > 0 else None, output_tokens=list(out.tokens),
-               status="ok", finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+               status="ok", finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+               peak_memory_mb=peak_memory_mb(device))
     if tm is not None:
         row.update(tm.summary(out.target_calls, wall * 1e3))
     if root is not None:

@@ -39,7 +39,7 @@ from eval.measure.summary import RunSummary
 from eval.prompts.suites import Item, chat_messages
 from eval.store import storage
 from eval.store.claims import Claims
-from eval.store.code_version import VersionCheck
+from eval.store.code_version import VersionCheck, method_code_version
 from eval.store.keys import config_hash, generation_seed
 from eval.store.resume import same_text
 from rheo.config import SpecConfig
@@ -180,7 +180,7 @@ def _reusable(row: Optional[dict], item: Item, path: Path, versions: VersionChec
     same tokens again, with the expectations added)."""
     if row is None or row["status"] != "ok":
         return False
-    if not versions.reusable(row.get("code_version"), path):
+    if not versions.reusable(row.get("code_version"), path, row.get("method")):
         return False
     if needs_expected and row.get("expected_tau") is None:
         log.info("%s has no expected acceptance (record_expected=true): recomputing it", path)
@@ -197,6 +197,7 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
         return {**existing, "_reused": True}
     gen_seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
     row = rows.base_row(job.key, meta, job.chash, item, turn, gen_seed)
+    row["code_version"] = method_code_version(job.method, meta["code_version"])  # a plug-in's: its files too
     if turn > 0 and len(answers) < turn:
         row.update(status="failed", error="an earlier turn of this item failed")
     else:
@@ -208,8 +209,10 @@ def _one_turn(cfg, pair, meta, job: _Job, item: Item, turn: int, answers: list[s
             if cfg.warmup:
                 _warm_safely(pair, job, [prompt], cfg)  # a later turn's prompt is known only now
             compiled = compile_count()
+            rows.reset_peak_memory(cfg.device)
             out, wall = _timed(lambda: _generate(pair, job, prompt, cfg, generator, timer=timer), cfg.device)
-            row.update(rows.metrics(out, wall), compiles=compile_count() - compiled)
+            row.update(rows.metrics(out, wall), compiles=compile_count() - compiled,
+                       peak_memory_mb=rows.peak_memory_mb(cfg.device))
             if timer is not None:
                 row.update(timer.summary(out.target_calls, wall * 1e3))
         except Exception as e:  # recorded as a failure row, retried on the next run

@@ -37,6 +37,27 @@ def metrics(out, wall: float) -> dict:
     }
 
 
+def reset_peak_memory(device: str) -> None:
+    """Start a generation's peak-memory reading (:func:`peak_memory_mb`): CUDA's peak statistics are reset;
+    a process's peak RSS cannot be, so on a CPU nothing is."""
+    if str(device).startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_memory_mb(device: str) -> float:
+    """The row's ``peak_memory_mb`` (MiB): on a GPU the most memory torch allocated on it since
+    :func:`reset_peak_memory` (``torch.cuda.max_memory_allocated``, the generation's own peak); on a CPU
+    the process's peak resident set size so far (``resource.getrusage``: the models, every earlier
+    generation of the process and this one; it never goes down)."""
+    if str(device).startswith("cuda"):
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
 def expected_columns(expected: list[float], last_verified: Optional[int] = None) -> dict:
     """``expected_accept_lengths`` (one per target call), their mean ``expected_tau`` and the last
     cycle's uncut length ``last_cycle_verified``; None when the generation did not record them."""

@@ -41,7 +41,7 @@ from eval.measure.summary import RunSummary
 from eval.prompts.suites import Item, chat_messages
 from eval.store import storage
 from eval.store.keys import config_hash, generation_seed
-from eval.store.code_version import VersionCheck, code_version
+from eval.store.code_version import VersionCheck, code_version, method_code_version
 from eval.store.state_archive import DRIVER_SCHEMA, FINGERPRINT, ROW_SCHEMA
 from eval.store.state_shards import DRIVER, stored
 from rheo.methods import get_method
@@ -100,9 +100,10 @@ class SameState:
     def _todo(self, item: Item, turn: int) -> tuple[Optional[pa.Table], list[Compared]]:
         """The driver's stored row (None: none to reuse) and the compared methods that lack the turn."""
         drow = stored(storage.shard_path(self.ddir / DRIVER, item.suite, item.item_id, turn), DRIVER_SCHEMA, item,
-                      self.versions)
+                      self.versions, self.driver.method)
         todo = [c for c in self.compared if drow is None or stored(
-            storage.shard_path(c.cdir, item.suite, item.item_id, turn), ROW_SCHEMA, item, self.versions) is None]
+            storage.shard_path(c.cdir, item.suite, item.item_id, turn), ROW_SCHEMA, item, self.versions,
+            c.spec.method) is None]
         return drow, (todo if drow is None or todo else [])
 
     def start(self, pair, pending: list) -> None:
@@ -157,10 +158,12 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, todo: list[Compared], i
             "max_new_tokens": int(cfg.max_new_tokens), "driver": get_method(driver.method).variant(driver),
             "driver_hash": ddir.name, "device": str(dkey["device"]), "dtype": str(dkey["dtype"]),
             "draft_mix": cfg.get("draft_mix"),
-            "draft_temp": cfg.get("draft_temp"), "git_sha": start_git_sha(), "code_version": code_version(),
+            "draft_temp": cfg.get("draft_temp"), "git_sha": start_git_sha(),
+            "code_version": method_code_version(driver.method, code_version()),
             "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     for i, c in enumerate(todo):
         own = {**base, "method": c.spec.method, "variant": get_method(c.spec.method).variant(c.spec),
+               "code_version": method_code_version(c.spec.method, code_version()),
                "config_hash": c.chash, **{f: c.key.get(f) for f in storage.METHOD_COLUMNS}}
         rows = [{**own, "state": t.state, **t.columns, "driver_emitted": out.accept_lengths[t.state],
                  "driver_expected": out.expected_accept_lengths[t.state]} for t in got.trees if t.method == i]

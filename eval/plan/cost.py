@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from rheo.methods import reads
+from rheo.methods import kind_of, reads
 from rheo.models.catalog import BUILTIN_SMOLLM2, MODELS
 from rheo.paths import REPO_ROOT
 
@@ -92,7 +92,7 @@ def shape_of(model: str) -> Optional[Shape]:
 def cost_label(method: str, proxy: Optional[str]) -> str:
     """The cycle-cost table's row that stands for a method: reference methods are AR; Rheo with the
     tempered proxy is rheo_auto; other Rheo settings are Rheo m=1; every other tree method Top-K's."""
-    if method in ("ar", "hf_generate"):
+    if kind_of(method) == "reference":  # (the registry's kind; baselines registers them)
         return "AR"
     if method == "rheo_auto":
         return "rheo_auto"

@@ -34,7 +34,7 @@ import pyarrow as pa
 from baselines import AR
 from eval.store.storage import ROW_SCHEMA, load_results
 from rheo.config import SpecConfig
-from rheo.methods import get_method, method_of_variant
+from rheo.methods import find_method, get_method, method_of_variant
 from rheo.methods.topk import DYNAMIC_FIELDS
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,8 @@ def variant_label(row) -> str:
     'rheo m=1', 'static rsd (4,2,1)', ...; a row of another engine than "eager" says which
     ('rheo m=1 engine=graphs'), so that it is never grouped with the eager rows."""
     engine = getattr(row, "engine", None)
-    label = get_method(row.method).variant(row)
+    method = find_method(row.method)  # a method this process does not know (a plug-in): its raw name
+    label = method.variant(row) if method is not None else str(row.method)
     return label if engine in (None, EAGER) or engine != engine else f"{label} engine={engine}"
 
 
@@ -321,3 +322,4 @@ def fmt(mean: float, ci: Optional[float] = None, digits: int = 2) -> str:
     if ci is None or math.isnan(ci):
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} ± {ci:.{digits}f}"
+

@@ -23,7 +23,8 @@ import pandas as pd
 
 from eval.report.analysis import DEFAULT_WEIGHTS, display_name, fmt, restrict_to_common, variant_summary, with_speedup
 from eval.report.markdown import frame_markdown
-from rheo.methods import get_method, method_names
+from rheo.methods import method_names
+from rheo.methods.plugins import UNKNOWN_KIND, kind_of
 from rheo.methods.registry import KINDS, registration_rank
 
 BASE = ["model", "target_path", "head_path", "device", "dtype", "max_new_tokens", "sparse_top"]
@@ -37,7 +38,7 @@ def add_entry(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _entry(row) -> str:
-    if get_method(row.method).kind != "dynamic":
+    if kind_of(row.method) != "dynamic":
         return row.variant
     return f"{row.variant} K={row.k} depth={row.depth} R={row.tree_size}"
 
@@ -45,7 +46,7 @@ def _entry(row) -> str:
 def _order(rows: pd.DataFrame) -> list[str]:
     """Entries: dynamic trees first, then static ones; methods in registration order; then by label."""
     method = rows.drop_duplicates("entry").set_index("entry")["method"]
-    return sorted(method.index, key=lambda e: (KINDS.index(get_method(method[e]).kind),
+    return sorted(method.index, key=lambda e: ((*KINDS, UNKNOWN_KIND).index(kind_of(method[e])),
                                                registration_rank(method[e]), e))
 
 
@@ -57,7 +58,7 @@ def studies(df: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:
         return []
     out = []
     for key, rows in spec.groupby(BASE, dropna=False, sort=True):
-        if any(get_method(m).kind == "static" for m in rows["method"].unique()):
+        if any(kind_of(m) == "static" for m in rows["method"].unique()):
             out.append((dict(zip(BASE, key)), add_entry(rows)))
     return out
 

@@ -16,6 +16,7 @@ TABLE_NEEDS = {
             "(alongside=[topk] or experiment=speed)",
     "agreement": "T=0 rows of a method and of AR on the same prompts (temperature=0 baseline=true)",
     "expected": "rows with each cycle's expected emitted tokens (record_expected=true; experiment=main_table)",
+    "acceptance": "rows of a tree method (their accept_lengths)",
 }
 #: figure group -> the rows it is drawn from
 FIGURE_NEEDS = {
@@ -23,6 +24,7 @@ FIGURE_NEEDS = {
     "temperature": TABLE_NEEDS["temperature"],
     "per-suite": TABLE_NEEDS["main"],
     "methods": TABLE_NEEDS["methods"],
+    "acceptance": TABLE_NEEDS["acceptance"],
 }
 
 

@@ -18,7 +18,7 @@ from eval.report.analysis import (display_name, fmt, mean_ci, paired, restrict_t
                                   suites_in, variant_of, variant_summary)
 from eval.report.markdown import markdown_table
 from eval.report.stats import permutation_test, sign_test
-from rheo.methods import get_method
+from rheo.methods import find_method
 
 MAIN_T = 1.0
 ABLATION_MS = (0, 1, 2, 3)
@@ -41,8 +41,14 @@ def temperature_variants(rows: pd.DataFrame) -> list[str]:
     the methods table)."""
     paper = [TOPK] + [rheo_variant(m) for m in TEMPERATURE_MS]
     others = sorted({v for v, m in zip(rows["variant"], rows["method"])
-                     if v not in paper and get_method(m).kind == "dynamic" and not get_method(m).is_reference})
+                     if v not in paper and _dynamic_or_unknown(m)})
     return paper + others
+
+
+def _dynamic_or_unknown(name: str) -> bool:
+    """A dynamic-tree method, or one this process does not know (a plug-in's rows, shown by its name)."""
+    method = find_method(name)
+    return method is None or method.kind == "dynamic"
 
 
 def _pct(new: float, old: float) -> str:

@@ -26,7 +26,8 @@ import pandas as pd
 
 from eval.report.analysis import display_name
 from eval.store.storage import METHOD_COLUMNS
-from rheo.methods import current_label, get_method, reads
+from rheo.methods import current_label, reads
+from rheo.methods.plugins import UNKNOWN_KIND, kind_of
 from rheo.methods.registry import label_number
 
 BASELINE_METHOD = "topk"
@@ -58,7 +59,7 @@ def _current(label):
 
 
 def family_of(method: str, branching) -> str:
-    kind = get_method(method).kind
+    kind = kind_of(method)  # "unknown": a plug-in's rows read without it
     if kind == "static":
         return "static" if branching is not None and any(b > 1 for b in branching) else "chain"
     return kind
@@ -105,14 +106,14 @@ BUDGET = ("k", "depth", "tree_size", "sparse_top")
 
 def _differing_budgets(idents, params: list[str]) -> list[int]:
     """Positions (in ``params``) of the BUDGET fields whose values differ among the dynamic configs."""
-    dynamic = [i for i in idents if get_method(i[0]).kind == "dynamic"]
+    dynamic = [i for i in idents if kind_of(i[0]) == "dynamic"]
     return [j for j, c in enumerate(params) if c in BUDGET and len({i[2 + j] for i in dynamic}) > 1]
 
 
 def _order_key(ident: tuple, params: list[str]) -> tuple:
     method = ident[0]
     cell = dict(zip(params, ident[2:]))
-    rank = (0 if method == BASELINE_METHOD else 1) if get_method(method).kind == "dynamic" else 2
+    rank = (0 if method == BASELINE_METHOD else 1) if kind_of(method) == "dynamic" else 2
     rank += family_of(method, cell.get("branching")) == "chain"
     numbers = tuple(-1 if cell.get(c) is None else cell[c] for c in ("m", "k", "depth", "tree_size"))
     return (rank, method, numbers, str(cell.get("branching")), str(cell.get("replacement")))
@@ -135,7 +136,7 @@ def baseline_label(rows: pd.DataFrame) -> str | None:
 
 def rheostat_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows of methods that read the rheostat m (the registry's fields: rheo.methods.reads)."""
-    return rows[rows["method"].map(lambda name: reads(name, "m"))]
+    return rows[rows["method"].map(lambda name: kind_of(name) != UNKNOWN_KIND and reads(name, "m"))]
 
 
 def rheo_m1_label(rows: pd.DataFrame) -> str | None:

@@ -9,6 +9,10 @@ the config hash). Comments and blank lines are not hashed (a tokenized reading o
 rewording a comment does not make rows stale; any change to code or docstrings does. Documentation,
 reports, command lines and tests are not in the list: they change no row.
 
+A method registered by a plug-in from outside the checkout (rheo.methods.plugins) decides its rows with
+its own files too: its rows record :func:`method_code_version`, the hash of the checkout's version and
+the plug-in's source files, so that editing the plug-in makes its rows (and only its rows) stale.
+
 On resume (:class:`VersionCheck`) a stored row of another version is recomputed, and the run says
 so in one line, unless ``keep_stale_rows=true`` keeps it (then it says how many were kept). A row
 stored before the column existed (every committed archive of today) is of *unknown* version: it is
@@ -26,6 +30,7 @@ import tokenize
 from pathlib import Path
 from typing import Optional
 
+from rheo.methods.plugins import plugin_files
 from rheo.paths import REPO_ROOT
 
 log = logging.getLogger("eval.store.code_version")
@@ -82,22 +87,42 @@ def code_version(root: Path = REPO_ROOT) -> str:
     return digest.hexdigest()[:12]
 
 
+def method_code_version(method: Optional[str] = None, base: Optional[str] = None) -> str:
+    """The version of the code that decides the rows of ``method``, given the checkout's ``base`` version
+    (default :func:`code_version`): ``base`` for a method of the checkout (and for None); for a plug-in's
+    method, 12 hex digits of a SHA-256 over ``base`` and the :func:`source_digest` of each of the
+    plug-in's files (rheo.methods.plugins.plugin_files)."""
+    base = code_version() if base is None else base
+    files = plugin_files(method) if method else ()
+    return _with_files(base, files) if files else base
+
+
+def _with_files(base: str, files: tuple[Path, ...]) -> str:
+    digest = hashlib.sha256(base.encode() + b"\0")
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + source_digest(path.read_text(encoding="utf-8")).encode() + b"\0")
+    return digest.hexdigest()[:12]
+
+
 class VersionCheck:
     """The resume policy of one run: whether a stored row's ``code_version`` lets it be reused
     (module docstring), and the one line that says what was found."""
 
     def __init__(self, keep_stale: bool = False, current: Optional[str] = None) -> None:
+        """``current``: the checkout's version (default :func:`code_version`); a plug-in's rows are checked
+        against their method's (:func:`method_code_version`)."""
         self.keep_stale = bool(keep_stale)
         self.current = current if current is not None else code_version()
         self.stale: dict[Path, str] = {}  # place -> the other version found there
         self.unknown: set[Path] = set()
 
-    def reusable(self, version: Optional[str], where: Path) -> bool:
-        """Whether a row (or shard) at ``where`` made by ``version`` may be reused (counted once per place)."""
+    def reusable(self, version: Optional[str], where: Path, method: Optional[str] = None) -> bool:
+        """Whether a row (or shard) at ``where`` of ``method`` (None: a method of the checkout) made by
+        ``version`` may be reused (counted once per place)."""
         if version is UNKNOWN or version != version:  # None / NaN: before the column
             self.unknown.add(where)
             return True
-        if version == self.current:
+        if version == method_code_version(method, self.current):
             return True
         self.stale[where] = version
         return self.keep_stale

@@ -78,6 +78,9 @@ ROW_SCHEMA = pa.schema([
     ("engine", pa.string()),
     # graphs compiled inside the row's timed generation (rheo.engine.compile_count; 0 for eager; None: older rows)
     ("compiles", pa.int64()),
+    # the generation's peak memory, MiB (eval.measure.rows.peak_memory_mb: CUDA max allocated on a GPU, the
+    # process's peak RSS on a CPU; not in the config hash); None in rows older than the column
+    ("peak_memory_mb", pa.float64()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required

@@ -49,15 +49,17 @@ def read_shard(path: Path, schema: pa.Schema, expect: Optional[dict] = None) -> 
     return storage.read_table_shard(path, schema, expect_from_path(path) if expect is None else expect, LATE_COLUMNS)
 
 
-def stored(path: Path, schema: pa.Schema, item, versions: VersionCheck) -> Optional[pa.Table]:
+def stored(path: Path, schema: pa.Schema, item, versions: VersionCheck,
+           method: Optional[str] = None) -> Optional[pa.Table]:
     """The rows stored at ``path`` if a run may reuse them (readable, in their place, made from
     ``item``'s current text by this version of the decoding code, or kept by ``versions``); None
-    otherwise (a bad shard is reported and deleted)."""
+    otherwise (a bad shard is reported and deleted). ``method``: the method whose code version the rows
+    must have (a plug-in's: eval.store.code_version.method_code_version)."""
     table = storage.load_existing(path, expect_from_path(path), lambda p, e: read_shard(p, schema, e))
     if table is None:
         return None
     first = table.slice(0, 1).to_pylist()[0]
-    if not same_text(first, item, path) or not versions.reusable(first.get("code_version"), path):
+    if not same_text(first, item, path) or not versions.reusable(first.get("code_version"), path, method):
         return None
     return table
 

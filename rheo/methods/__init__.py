@@ -4,7 +4,9 @@ Built in: ``topk`` (EAGLE-2/3), ``rheo`` (RheoSampling), ``static`` (static stoc
 trees: RSD without replacement, SpecInfer with replacement) and ``chain`` (chain
 speculative sampling). Each module registers its methods when imported; the imports
 below, in this order, are the list of built-in methods (tables list methods in
-registration order).
+registration order). Methods from outside the checkout follow them: the plug-ins of the entry-point
+group ``rheo.methods`` and of ``RHEO_PLUGINS=module,...`` (:mod:`rheo.methods.plugins`), loaded here, so
+that every process that imports the registry knows them.
 """
 
 from rheo.methods.registry import (Method, build_tree, current_label, get_method, method_names, method_of_variant,
@@ -13,6 +15,9 @@ from rheo.methods.registry import (Method, build_tree, current_label, get_method
 from rheo.methods import topk  # noqa: E402,F401  (registers topk)
 from rheo.methods import rheo  # noqa: E402,F401  (registers rheo)
 from rheo.methods import static  # noqa: E402,F401  (registers static, chain)
+from rheo.methods.plugins import find_method, kind_of, load_plugins, plugin_methods  # noqa: E402
 
-__all__ = ["Method", "build_tree", "current_label", "get_method", "method_names", "method_of_variant", "reads",
-           "register", "select_candidates", "unregister", "verify_tree"]
+load_plugins()
+
+__all__ = ["Method", "build_tree", "current_label", "find_method", "get_method", "kind_of", "method_names",
+           "method_of_variant", "reads", "plugin_methods", "register", "select_candidates", "unregister", "verify_tree"]

@@ -221,6 +221,7 @@ def _check_rows(built: "BuiltTree", target_logits: torch.Tensor) -> None:
 
 
 _REGISTRY: dict[str, Method] = {}
+PLUGIN_ERRORS: list[str] = []  # why plug-in modules did not load (rheo.methods.plugins): get_method says it
 
 
 def register(method: Method, replace: bool = False) -> Method:
@@ -244,7 +245,8 @@ def get_method(name: str) -> Method:
         choices = ", ".join(f"{kind} trees {method_names(kind)}" for kind in TREE_KINDS)
         if method_names("reference"):
             choices += f", references {method_names('reference')}"
-        raise ValueError(f"method must be a registered method: {choices}; got {name!r}") from None
+        failed = "".join(f" ({why})" for why in PLUGIN_ERRORS)
+        raise ValueError(f"method must be a registered method: {choices}; got {name!r}{failed}") from None
 
 
 def method_names(kind: Optional[str] = None) -> list[str]:
@@ -260,8 +262,8 @@ def reads(name: str, field: str) -> bool:
 
 
 def registration_rank(name: str) -> int:
-    """Position of a method in registration order (tables list methods in this order)."""
-    return list(_REGISTRY).index(name)
+    """Position of a method in registration order (tables list methods in this order; an unknown one: last)."""
+    return list(_REGISTRY).index(name) if name in _REGISTRY else len(_REGISTRY)
 
 
 def method_of_variant(variant: str) -> Optional[Method]:
