@@ -34,6 +34,7 @@ from rheo.config import SpecConfig, method_parameters, unread_settings
 from rheo.methods import get_method, method_names
 from rheo.models.catalog import MODELS as REGISTRY
 from rheo.cpu_dtype import DtypeChoice, resolve_dtype
+from rheo.paths import out_root
 from rheo.placement import DTYPE_NAMES
 
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
@@ -164,6 +165,8 @@ def register_configs() -> None:
     is no reason for a warning."""
     warnings.filterwarnings("ignore", message=r"provider=hydra\.searchpath in main, path=.* is not available")
     ConfigStore.instance().store(name="base_config", node=RunConf)
+    if not OmegaConf.has_resolver("rheo_out"):  # ${rheo_out:}: rheo.paths.out_root, so an empty RHEO_OUT is the default
+        OmegaConf.register_new_resolver("rheo_out", lambda: str(out_root()))
 
 
 def spec_config(cfg: DictConfig, method: Optional[str] = None, typed: Optional[set[str]] = None) -> SpecConfig:

@@ -5,6 +5,10 @@ exits non-zero at the end when any of its jobs stored a failed row.
   experiment's ``hydra.sweeper.params``, expanded as the basic sweeper does) is
   composed and validated (``eval.conf.validate.validate``), so a bad value stops the
   sweep before its first job instead of when that value's job starts.
+* ``on_run_start`` / ``on_multirun_start``: the places a run writes, its ``output_dir`` (each job's) and
+  Hydra's record (``hydra.run.dir`` / ``hydra.sweep.dir``), are checked by the write door
+  (rheo.io.check_dir: not in the committed evidence, symlinks resolved; not a file) before Hydra makes
+  any folder: one line, nothing made.
 * Each job whose run stored failed rows writes :data:`FAILURE_MARKER` into its
   Hydra job folder (``eval.run.main``); ``on_multirun_end`` collects them,
   logs one line per job and exits with status 1. Markers are files because jobs
@@ -24,6 +28,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
 from rheo.cli import fail
+from rheo.io import check_dir
+from rheo.paths import resolve_path
 
 FAILURE_MARKER = "FAILED_ROWS.json"
 log = logging.getLogger("eval.run")
@@ -55,19 +61,36 @@ def validate_sweep(config: DictConfig) -> int:
             with open_dict(job_cfg):
                 job_cfg.pop("hydra", None)  # the task function never sees it
             try:
+                check_places(job_cfg.output_dir, config.hydra.sweep.dir)
                 validate(job_cfg)
-            except ValueError as e:
+            except (RuntimeError, OSError, ValueError) as e:
                 raise ValueError(f"sweep job [{' '.join(overrides)}]: {e} (no job of the sweep was started)") from None
     finally:
         notes.setLevel(level)
     return len(jobs)
 
 
+def check_places(output_dir: str, record: str) -> None:
+    """Refuse (rheo.io.check_dir: CommittedOutputsError, NotADirectoryError) a run whose ``output_dir`` or
+    Hydra ``record`` folder lies in the committed evidence or under a file; makes nothing."""
+    check_dir(resolve_path(record))
+    try:
+        check_dir(resolve_path(output_dir))
+    except (RuntimeError, OSError) as e:
+        raise type(e)(f"output_dir: {e}") from None
+
+
 class SweepChecks(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:  # (Hydra turns an exception raised by a callback into a warning and goes on)
+            check_places(config.output_dir, config.hydra.run.dir)
+        except (RuntimeError, OSError, ValueError) as e:
+            fail(e, "eval.run")
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:  # (Hydra turns an exception raised by a callback into a warning and goes on)
             n = validate_sweep(config)
-        except ValueError as e:
+        except (RuntimeError, OSError, ValueError) as e:
             fail(e, "eval.run")
         log.info("sweep: %d job configuration(s) validated", n)
         for old in Path(config.hydra.sweep.dir).glob(f"**/{FAILURE_MARKER}"):

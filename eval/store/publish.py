@@ -205,9 +205,10 @@ def archive_key(columns: Sequence[str], name: str = "") -> tuple[list[str], list
 
 def _row_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     """Each row's values in ``columns`` as one string (lists and NaN compared by their text)."""
-    if not len(columns):
-        return pd.Series([""] * len(frame), index=frame.index)
-    return frame[list(columns)].astype(str).agg("\x1f".join, axis=1)
+    text = pd.Series([""] * len(frame), index=frame.index, dtype=object)
+    for column in columns:
+        text = text + "\x1f" + frame[column].map(str)
+    return text
 
 
 def row_summary(old: Optional[pd.DataFrame], new: pd.DataFrame, key: Sequence[str]) -> str:
