@@ -11,6 +11,10 @@ RUN := $(if $(PLAN),.venv/bin/python -m eval.plan --command,$(PY) -m eval.run -m
 RECIPE := $(PY) scripts/recipe.py
 REPORT := $(PY) scripts/report.py
 OUT ?= $(or $(RHEO_OUT),outputs)
+override OUT := $(or $(OUT),outputs)# an empty OUT= (or RHEO_OUT=) is the default, as everywhere
+_SPACE := $(subst ,, )
+refuse_spaces = $(foreach v,$(1),$(if $(findstring $(_SPACE),$($(v))),$(error $(v)="$($(v))" holds a space, which make would split into two paths: nothing was run; choose a folder without spaces (OUT=outputs is the default))))
+$(call refuse_spaces,OUT)
 export RHEO_OUT := $(OUT)$(if $(MAKELEVEL:0=),,$(shell echo "outputs: $(OUT)/ (OUT=DIR moves it; committed results change only by make publish)" >&2))
 VENV_STAMP := .venv/.rheo-setup
 $(if $(PLAN),.SILENT:)
@@ -148,3 +152,7 @@ gpu-reference: ## the CPU reference of gpu-check's tau parity -> GPU_OUT
 	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out $(GPU_OUT) --make-reference $(GPU_ARGS)
 gpu-corpus gpu-train-head: ## on a lent GPU: the draft-head corpus, then the head (configs/recipe/gpu_*.yaml) -> GPU_OUT
 	$(GPU_ENV) $(GPU_PY) scripts/recipe.py $@ --device $(DEVICE) --bundle $(GPU_BUNDLE) --out $(GPU_OUT) $(ARGS)
+# ------------------------------------------------------------------ a path with a space: refused before anything runs
+# make splits a word with a space into two paths (OUT="my outputs" would write my/ and outputs/): the folders that
+# targets use unquoted are refused in one line instead (RESULTS and FIGURES, always quoted, may hold spaces)
+$(call refuse_spaces,TABLES SMOKE GPU_OUT GPU_BUNDLE)
