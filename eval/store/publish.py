@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
@@ -204,11 +205,16 @@ def archive_key(columns: Sequence[str], name: str = "") -> tuple[list[str], list
 
 
 def _row_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
-    """Each row's values in ``columns`` as one string (lists and NaN compared by their text)."""
-    text = pd.Series([""] * len(frame), index=frame.index, dtype=object)
+    """Each row's values in ``columns`` as one 64-bit hash (a list cell by its bytes, other objects by their
+    text): rows compare equal when their values do."""
+    mixed = np.zeros(len(frame), dtype=np.uint64)
     for column in columns:
-        text = text + "\x1f" + frame[column].map(str)
-    return text
+        values = frame[column]
+        if values.dtype == object:
+            values = values.map(lambda v: v.tobytes().hex() if isinstance(v, np.ndarray) else str(v))
+        with np.errstate(over="ignore"):
+            mixed = mixed * np.uint64(1000003) ^ pd.util.hash_pandas_object(values, index=False).to_numpy()
+    return pd.Series(mixed, index=frame.index)
 
 
 def row_summary(old: Optional[pd.DataFrame], new: pd.DataFrame, key: Sequence[str]) -> str:
