@@ -150,7 +150,8 @@ def test_a_manifest_that_is_not_a_file_is_one_line_before_anything_is_written(tm
     outputs = Outputs(out)
     outputs.add(out / "main.md", b"| a |\n")
     done = []
-    writer = threading.Thread(target=lambda: done.append(_error(lambda: outputs.write(("*.md",), tmp_path))), daemon=True)
+    writer = threading.Thread(target=lambda: done.append(_error(lambda: outputs.write(("*.md",), tmp_path))),
+                              daemon=True)
     writer.start()
     writer.join(10)
     assert done and isinstance(done[0], NotRegularFileError), "the writer hangs on the manifest"

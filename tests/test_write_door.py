@@ -88,7 +88,9 @@ def _is_safe_sink(node, safe: set[str]) -> bool:
 
 def _mode(call: ast.Call, pos: int):
     mode = _arg(call, pos, ("mode",))
-    return "r" if mode is None else mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else "?"
+    if mode is None:
+        return "r"
+    return mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else "?"
 
 
 def write_calls(source: str) -> list[tuple[int, str, str]]:
@@ -161,7 +163,8 @@ def test_only_publish_writes_into_the_committed_evidence():
 
 @pytest.mark.parametrize("code, line", [
     ("Path('x').write_text('a')", 1), ("open(p, 'w')", 1), ("open(p)", None), ("open(p, mode)", 1),
-    ("p.open('ab')", 1), ("Image.open(buf)", None), ("m.open(root)", None), ("gzip.open(p, 'wt')", 1), ("os.open(p, os.O_RDWR | os.O_CREAT)", 1),
+    ("p.open('ab')", 1), ("Image.open(buf)", None), ("m.open(root)", None), ("gzip.open(p, 'wt')", 1),
+    ("os.open(p, os.O_RDWR | os.O_CREAT)", 1),
     ("df.to_parquet(path)", 1), ("df.to_parquet(io.BytesIO())", None), ("buf = io.BytesIO()\ndf.to_csv(buf)", None),
     ("df.to_csv(index=False)", None), ("atomic_write(p, lambda f: torch.save(s, f))", None), ("torch.save(s, p)", 1),
     ("json.dump(x, f)", 1), ("json.dumps(x)", None), ("shutil.copyfile(a, b)", 1), ("fig.savefig(p)", 1),

@@ -33,7 +33,8 @@ class Report:
         atomic_write_text(self.out / "checks.json", json.dumps(self.data, indent=1, default=str), record=True)
         head = "# GPU check\n\n" + "\n".join(f"- {k}: {v}" for k, v in self.env.items()) + "\n"
         verdict = f"\n**FAILED: {', '.join(self.failed)}**\n" if self.failed else ""
-        atomic_write_text(self.out / "summary.md", head + verdict + "\n" + "\n\n".join(self.sections) + "\n", record=True)
+        atomic_write_text(self.out / "summary.md", head + verdict + "\n" + "\n\n".join(self.sections) + "\n",
+                          record=True)
 
 
 def md_table(rows: list[dict], cols: list[str]) -> str:

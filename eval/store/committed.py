@@ -12,7 +12,6 @@ into it, and a file not listed there (the user's own ``main.md``) is never delet
 
 from __future__ import annotations
 
-import json
 import logging
 import subprocess
 import sys
@@ -22,7 +21,8 @@ from typing import Callable, Optional, Sequence
 from eval.store.shard_checks import OutputDirError
 from rheo.cli import ArgumentParser, one_line, path_arg
 from rheo.files import NotRegularFileError
-from rheo.io import MANIFEST, CommittedOutputsError, atomic_write_bytes, committed_refusal, read_manifest, record_written
+from rheo.io import MANIFEST  # noqa: F401 -- the writers' manifest, named here for the readers of this module
+from rheo.io import CommittedOutputsError, atomic_write_bytes, committed_refusal, read_manifest, record_written
 from rheo.paths import announce, folder, is_committed_evidence
 
 

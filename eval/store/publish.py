@@ -159,9 +159,9 @@ def check(path: Path, twin: Path, data: bytes) -> None:
         new = _table(data).select(cols).to_pandas()
         twice = new[new.duplicated(key, keep=False)]
         if len(twice):
-            raise CommittedOutputsError(f"{shown(path)} holds {len(twice)} rows that share their key ({', '.join(key)}) "
-                                        f"with another row: every reader would refuse it; export it again from its "
-                                        f"rows; nothing was written")
+            raise CommittedOutputsError(f"{shown(path)} holds {len(twice)} rows that share their key "
+                                        f"({', '.join(key)}) with another row: every reader would refuse it; export "
+                                        f"it again from its rows; nothing was written")
     if not twin.is_file():
         return
     old = pq.read_schema(twin).names
@@ -268,8 +268,8 @@ def publish(root: Path, only: Sequence[Path] = (), yes: bool = False) -> int:
     announce()
     found = changes(root, only)
     if not found:
-        print(f"nothing to publish: no file {'under ' + ', '.join(map(shown, only)) if only else 'under ' + shown(root)} "
-              f"that a command wrote differs from the committed results")
+        where = ", ".join(map(shown, only)) if only else shown(root)
+        print(f"nothing to publish: no file under {where} that a command wrote differs from the committed results")
         return 0
     refused = []
     for path, twin, data in found:
