@@ -96,7 +96,7 @@ def test_a_committed_same_state_archive_never_shrinks_nor_mixes_settings(tmp_pat
     assert state_tables([str(_folder(tmp_path, "grown", both)), "--archive", str(mine)]) == 0
     assert publish.main([]) == 0 and archive.read_bytes() == before  # grows, but only with --yes
     assert publish.main(["--yes"]) == 0 and len(pd.read_parquet(archive)) == 2 * len(full)
-    added = _folder(tmp_path, "added", pd.concat([both, both.assign(config_hash="h_new")], ignore_index=True))
+    added = _folder(tmp_path, "added", pd.concat([both, both.assign(config_hash=both["config_hash"] + "_new")], ignore_index=True))
     assert state_tables([str(added), "--archive", str(mine)]) == 0
     assert publish.main(["--yes"]) == 0 and len(pd.read_parquet(archive)) == 4 * len(full)  # a method added
 

@@ -11,6 +11,7 @@ offers only what a project writer recorded, summarises changes and exits 0 as a 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -124,12 +125,19 @@ def test_the_wall_clock_refuses_the_committed_record(tmp_path):
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
 def test_the_makefile_refuses_a_path_with_a_space_and_reads_an_empty_out_as_the_default():
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", paths.OUT_ENV)}
+    make = ["make", "--no-print-directory", "-n", "-o", ".venv/.rheo-setup"]
     for target in ("reproduce", "smoke", "speed-launches", "expected-replay", "calibrated-cells", "notebook"):
-        done = subprocess.run(["make", "-n", target, "OUT=my outputs"], cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run([*make, target, "OUT=my outputs"], cwd=ROOT, capture_output=True, text=True, env=env)
         assert done.returncode == 2 and "holds a space" in done.stderr and len(done.stderr.strip().splitlines()) == 1
         assert not done.stdout  # nothing planned, nothing run
-    done = subprocess.run(["make", "-n", "smoke", "OUT="], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0 and "output_dir=outputs/smoke/runs" in done.stdout and " /smoke" not in done.stdout
+    done = subprocess.run([*make, "smoke", "OUT="], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and "outputs/smoke/runs" in done.stdout and " /smoke" not in done.stdout
+    done = subprocess.run([*make, "smoke", "speed-launches", "SMOKE=my smoke", "TABLES=my tables"], cwd=ROOT,
+                          capture_output=True, text=True, env=env)  # folders of their own may hold spaces
+    words = [w for line in done.stdout.splitlines() for w in shlex.split(line)]
+    assert done.returncode == 0 and "my smoke/tables" in words and "output_dir='my smoke/runs'" in words
+    assert '--out "my tables/$s"' in done.stdout
 
 
 def test_an_integer_code_version_is_a_version_not_a_type_error(tmp_path):

@@ -256,8 +256,8 @@ def describe(path: Path, twin: Path, data: bytes) -> list[str]:
         return [f"{head} ({old} -> {len(data)} bytes)"]
     if not twin.is_file():
         return [f"{head} ({len(new_text)} lines)"]
-    diff = [line for line in difflib.unified_diff(old_text, new_text, lineterm="", n=0)
-            if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    diff = [line for line in list(difflib.unified_diff(old_text, new_text, lineterm="", n=0))[2:]  # (no file names)
+            if line[:1] in "+-"]
     plus = sum(line.startswith("+") for line in diff)
     more = [f"  ... {len(diff) - DIFF_LINES} more changed lines"] if len(diff) > DIFF_LINES else []
     return [f"{head} (+{plus} -{len(diff) - plus} lines)"] + ["  " + line for line in diff[:DIFF_LINES]] + more
