@@ -1,25 +1,18 @@
 """The one door for every write: the one place where files and folders are put into place.
 
-Every file the project writes goes through here (``tests/test_write_door.py`` walks the source and
-refuses any other write, outside an allow-list kept in that test). Each write is checked first:
+Every file the project writes goes through here (``tests/test_write_door.py`` walks the source and refuses
+any other write outside its allow-list). Each write is checked first: a path in the committed evidence
+(rheo.paths.is_committed_evidence: by place, symlinks resolved, no git needed) is refused with
+:class:`CommittedOutputsError` before anything is made (only :func:`publish_bytes`, ``rheo publish`` after
+its own checks, writes there); a target that exists and is not a regular file (a folder, a FIFO, a device)
+is refused without being opened (rheo.files.NotRegularFileError); paths stay Paths, never quoted or split.
 
-- a path in the committed evidence (``results/``, the committed tuned-tree presets and notebook:
-  rheo.paths.is_committed_evidence, decided by place, symlinks resolved, no git needed) is refused with
-  :class:`CommittedOutputsError` before anything is made; only :func:`publish_bytes` (``rheo publish``,
-  after its own checks) writes there;
-- a target that exists and is not a regular file (a folder, a FIFO, a device) is refused with
-  rheo.files.NotRegularFileError: it is never opened, so nothing blocks;
-- paths stay :class:`~pathlib.Path` objects: nothing here quotes or splits them.
-
-A file is written to a hidden temporary file in the same directory, flushed,
-fsynced and moved over its destination with ``os.replace`` (atomic on POSIX),
-so a reader sees either the old file or the complete new one. A folder is
-filled under a temporary name and renamed into place the same way.
-
-Temporary names carry their writer, ``.tmp-<name>@<host>@<pid>...``, so that
-:func:`remove_stale_tmp` deletes exactly what killed writers on this host left
-behind, and never the file or folder of a writer that is still running (here
-or on another machine sharing the file system).
+A file is written to a hidden temporary file in the same directory, flushed, fsynced and moved over its
+destination with ``os.replace`` (atomic on POSIX), so a reader sees either the old file or the complete new
+one. A folder is filled under a temporary name and renamed into place the same way. Temporary names carry
+their writer, ``.tmp-<name>@<host>@<pid>...``, so that :func:`remove_stale_tmp` deletes exactly what killed
+writers on this host left behind, never the file or folder of a writer still running (here or on another
+machine sharing the file system).
 """
 
 from __future__ import annotations
@@ -93,19 +86,9 @@ def check_dir(path: PathLike) -> Path:
 
 
 def make_dir(path: PathLike) -> Path:
-    """``mkdir -p path`` after checking that no part of it lies in the committed evidence; a path that is
-    a file (or a link to one) is refused in one line instead of a raw errno."""
-    path = Path(path)
-    if is_committed_evidence(path):
-        raise committed_refusal(path)
-    if path.exists() and not path.is_dir():
-        raise NotADirectoryError(f"{path} is a file, not a folder: nothing was written; remove it or write elsewhere")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        blocker = next(p for p in [path, *path.parents] if p.exists() and not p.is_dir())
-        raise NotADirectoryError(f"{blocker} is a file, not a folder, so {path} cannot be made: nothing was "
-                                 f"written; remove it or write elsewhere") from None
+    """``mkdir -p path`` after :func:`check_dir` (the committed evidence, or a file in the way: one line)."""
+    path = check_dir(path)
+    path.mkdir(parents=True, exist_ok=True)
     return path
 
 

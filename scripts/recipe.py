@@ -22,8 +22,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from eval.conf.resolvers import register_resolvers
 from rheo.io import atomic_write_text, copy_path
-from rheo.paths import out_root
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "configs" / "recipe"
@@ -35,8 +35,7 @@ def load(name: str) -> dict:
     if not path.is_file():
         known = sorted(p.stem for p in RECIPES.glob("*.yaml"))
         raise SystemExit(f"{PROG}: error: no recipe {name!r}: choose from {known}")
-    if not OmegaConf.has_resolver("rheo_out"):  # ${rheo_out:}: the output root (an empty RHEO_OUT is the default)
-        OmegaConf.register_new_resolver("rheo_out", lambda: str(out_root()))
+    register_resolvers()  # ${rheo_out:}: the output root (an empty RHEO_OUT is the default)
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
 
 

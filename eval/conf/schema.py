@@ -28,13 +28,13 @@ from hydra.types import RunMode
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
 from baselines import AR
+from eval.conf.resolvers import register_resolvers
 from eval.store import keys
 from eval.store.keys import SUITE_FILES, config_hash
 from rheo.config import SpecConfig, method_parameters, unread_settings
 from rheo.methods import get_method, method_names
 from rheo.models.catalog import MODELS as REGISTRY
 from rheo.cpu_dtype import DtypeChoice, resolve_dtype
-from rheo.paths import out_root
 from rheo.placement import DTYPE_NAMES
 
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
@@ -160,13 +160,11 @@ MEASURES = ("realized", "same_state")
 
 
 def register_configs() -> None:
-    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra. The output root is on
-    Hydra's search path (this machine's tuned presets); before a first run it does not exist yet, which
-    is no reason for a warning."""
+    """Make ``base_config`` (the schema of configs/config.yaml) known to Hydra. The output root is on Hydra's
+    search path (this machine's tuned presets); before a first run it does not exist yet: no warning."""
     warnings.filterwarnings("ignore", message=r"provider=hydra\.searchpath in main, path=.* is not available")
     ConfigStore.instance().store(name="base_config", node=RunConf)
-    if not OmegaConf.has_resolver("rheo_out"):  # ${rheo_out:}: rheo.paths.out_root, so an empty RHEO_OUT is the default
-        OmegaConf.register_new_resolver("rheo_out", lambda: str(out_root()))
+    register_resolvers()  # ${rheo_out:}
 
 
 def spec_config(cfg: DictConfig, method: Optional[str] = None, typed: Optional[set[str]] = None) -> SpecConfig:
