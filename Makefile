@@ -11,7 +11,7 @@ PY := .venv/bin/python
 RUN := $(PY) -m eval.run -m
 RECIPE := $(PY) scripts/recipe.py
 REPORT := $(PY) scripts/report.py
-OUT ?= $(or $(RHEO_OUT),outputs)
+override OUT := $(or $(OUT),$(RHEO_OUT),outputs)$(if $(word 2,$(or $(OUT),$(RHEO_OUT))),$(error OUT="$(or $(OUT),$(RHEO_OUT))" holds a space, which make would split into two paths (Hydra overrides, make functions): nothing was run; choose a folder without spaces (empty: outputs)))
 export RHEO_OUT := $(OUT)$(if $(MAKELEVEL:0=),,$(shell echo "outputs: $(OUT)/ (OUT=DIR moves it; committed results change only by make publish)" >&2))
 VENV_STAMP := .venv/.rheo-setup
 .PHONY: $(shell sed -nE 's/^([a-z0-9][a-z0-9_ -]*):([^=].*)?$$/\1/p' Makefile)  # every target names a command, not a file
@@ -41,7 +41,7 @@ test-slow: $(VENV_STAMP) ## slow tests too (real SmolLM2, large Monte-Carlo)
 bench: ## core time per decoding cycle, Top-K vs Rheo m=1 side by side (no model work; one thread, as docs/harness.md measured)
 	$(PY) scripts/bench_core.py --threads 1 $(ARGS)
 cycle-cost: ## aten ops, host syncs and ms per target call by phase, tiny 32-layer pair (ARGS="--shape llama31_8b --device cuda --dtype bfloat16"); ENGINE=static|graphs: profiled beside eager, into $(OUT)/cycle_cost
-	$(PY) scripts/cycle_cost.py $(if $(ENGINE),--engine $(ENGINE) --out $(OUT)/cycle_cost,--out $(TABLES)) $(ARGS)
+	$(PY) scripts/cycle_cost.py $(if $(ENGINE),--engine $(ENGINE) --out "$(OUT)/cycle_cost",--out "$(TABLES)") $(ARGS)
 # ------------------------------------------------------------------ make reproduce (docs/harness.md)
 reproduce: $(VENV_STAMP) ## CPU protocol: tau experiments (two jobs at a time), then speed alone; tables, figures, archives; its wall time
 	$(PY) -m eval.measure.wall_clock start $(OUT)/.reproduce-clock.json
@@ -56,7 +56,7 @@ reproduce-speed: $(VENV_STAMP) ## speed, alone, one thread: paper tree + the tun
 	$(RUN) experiment=$(MINE)tuned_topk output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
 	$(RUN) experiment=$(MINE)tuned_rheo output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
 speed-launches: $(VENV_STAMP) ## ops, syncs and predicted GPU speedup of the speed tables' configurations next to their measured CPU speedup (embedded pair, counted; minutes)
-	for s in speed speed_options speed_rule; do $(PY) scripts/cycle_cost.py --rows $(OUT)/$$s.parquet --shape smollm2 --out $(TABLES)/$$s || exit 1; done
+	for s in speed speed_options speed_rule; do $(PY) scripts/cycle_cost.py --rows $(OUT)/$$s.parquet --shape smollm2 --out "$(TABLES)/$$s" || exit 1; done
 reproduce-full: ## paper protocol: 80 items x 6 suites, 3 seeds, m ablation, T sweep, then speed, alone (ARGS="model=... device=cuda dtype=bfloat16"; make -j3: the tau sweeps at once; docs/slurm.md)
 	$(MAKE) reproduce-full-main_table reproduce-full-m_ablation reproduce-full-temperature
 	$(MAKE) reproduce-full-speed
@@ -73,9 +73,9 @@ docs: ## refill the README's and docs/' generated tables from results/tables (a 
 notebook: ## execute notebooks/analysis.ipynb on the committed archives -> OUT/notebooks/ (make publish commits it)
 	mkdir -p $(OUT)/notebooks && $(PY) -m jupyter execute notebooks/analysis.ipynb --output=$(abspath $(OUT))/notebooks/analysis
 smoke: $(VENV_STAMP) ## a few-minute CPU check of the pipeline (configs/experiment/cpu_smoke.yaml) -> SMOKE/{runs,tables,figures}
-	$(RUN) experiment=cpu_smoke output_dir=$(SMOKE)/runs $(ARGS)
-	$(PY) scripts/make_tables.py --results $(SMOKE)/runs --out $(SMOKE)/tables --no-theory
-	$(PY) scripts/make_figures.py --results $(SMOKE)/runs --out $(SMOKE)/figures --no-theory
+	$(RUN) experiment=cpu_smoke "output_dir='$(SMOKE)/runs'" $(ARGS)
+	$(PY) scripts/make_tables.py --results "$(SMOKE)/runs" --out "$(SMOKE)/tables" --no-theory
+	$(PY) scripts/make_figures.py --results "$(SMOKE)/runs" --out "$(SMOKE)/figures" --no-theory
 	@echo "smoke: rows in $(SMOKE)/runs, tables in $(SMOKE)/tables, figures in $(SMOKE)/figures"
 publish: ## the one way to update committed results: OUT's tables, figures, archives, tuned presets -> results/ (checked; shows the changes; ARGS=--yes writes them)
 	$(PY) -m rheo.commands publish $(ARGS)
@@ -133,7 +133,7 @@ calibrate-head: $(VENV_STAMP) ## fit one draft temperature for the embedded head
 	PYTHONPATH=$(CURDIR) $(PY) scripts/calibrate_head.py $(ARGS)
 calibrated-cells: $(VENV_STAMP) ## the dial's a = 0 cells (T = 0.7, 1) with the calibrated head (DRAFT_TEMP, calibration.json); Rheo's gain paired with the trained head's
 	$(RUN) experiment=draft_dial draft_mix=0.0 draft_temp=$(DRAFT_TEMP) temperature=0.7,1.0 output_dir=$(OUT)/same_state_calibrated $(ARGS)
-	$(PY) -m eval.states.calibrated $(OUT)/same_state_dial.parquet $(OUT)/same_state_calibrated --archive $(OUT)/same_state_calibrated.parquet --out $(TABLES)/calibrated_head.md
+	$(PY) -m eval.states.calibrated $(OUT)/same_state_dial.parquet $(OUT)/same_state_calibrated --archive $(OUT)/same_state_calibrated.parquet --out "$(TABLES)/calibrated_head.md"
 # ------------------------------------------------------------------ GPU (docs/gpu.md)
 GPU_BUNDLE ?= .gpu_bundle
 GPU_OUT ?= $(OUT)/gpu
@@ -149,9 +149,9 @@ gpu-bundle: gpu-wheels ## wheels + the SmolLM2 GGUF in <= 30 MB parts under .gpu
 gpu-setup: ## on the GPU machine: reassemble the GGUF (SHA-256 checked), install the wheels, build the model cache
 	PYTHONPATH=$(CURDIR) $(GPU_PY) scripts/gpu_bundle.py setup --bundle $(GPU_BUNDLE)
 gpu-check: ## the GPU path checked and timed (greedy identity, bf16 agreement, chi-square, tau parity, speed; ENGINE=static|graphs: that engine against eager, under 8 min) -> GPU_OUT
-	$(GPU_ENV) OMP_NUM_THREADS=$(or $(OMP_NUM_THREADS),4) $(GPU_PY) scripts/gpu_check.py --device $(DEVICE) --device-setting DEVICE --out $(GPU_OUT) $(if $(ENGINE),--engine $(ENGINE)) $(GPU_ARGS)
+	$(GPU_ENV) OMP_NUM_THREADS=$(or $(OMP_NUM_THREADS),4) $(GPU_PY) scripts/gpu_check.py --device $(DEVICE) --device-setting DEVICE --out "$(GPU_OUT)" $(if $(ENGINE),--engine $(ENGINE)) $(GPU_ARGS)
 gpu-reference: ## the CPU reference of gpu-check's tau parity -> GPU_OUT
-	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out $(GPU_OUT) --make-reference $(GPU_ARGS)
+	$(GPU_ENV) $(GPU_PY) scripts/gpu_check.py --device cpu --out "$(GPU_OUT)" --make-reference $(GPU_ARGS)
 gpu-corpus gpu-train-head: ## on a lent GPU: the draft-head corpus, then the head (configs/recipe/gpu_*.yaml) -> GPU_OUT
-	$(GPU_ENV) $(GPU_PY) scripts/recipe.py $@ --device $(DEVICE) --bundle $(GPU_BUNDLE) --out $(GPU_OUT) $(ARGS)
+	$(GPU_ENV) $(GPU_PY) scripts/recipe.py $@ --device $(DEVICE) --bundle $(GPU_BUNDLE) --out "$(GPU_OUT)" $(ARGS)
 endif

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -35,6 +36,7 @@ from eval.measure.same_states import SameState
 from eval.measure.summary import RunSummary, rows_went, same_state_rows_went
 from eval.store.resume import interrupted_line
 from rheo.cli import errors_as_one_line, run_main
+from rheo.io import atomic_write_text
 from rheo.paths import resolve_path
 
 register_configs()
@@ -86,9 +88,7 @@ def _report_failures(summary: RunSummary) -> None:
     if hydra_cfg.mode == RunMode.MULTIRUN:  # the sweep goes on; eval.conf.sweep exits non-zero at its end
         report = {"overrides": " ".join(hydra_cfg.overrides.task), "failed": summary.failed,
                   "report": summary.failure_report(), "first_error": summary.first_error}
-        marker = f"{hydra_cfg.runtime.output_dir}/{FAILURE_MARKER}"
-        with open(marker, "w") as f:
-            json.dump(report, f)
+        atomic_write_text(Path(hydra_cfg.runtime.output_dir) / FAILURE_MARKER, json.dumps(report))
         return
     log.error("exit status 1: %s", summary.failure_report())
     raise SystemExit(1)

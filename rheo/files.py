@@ -79,11 +79,11 @@ def require_regular_file(path: PathLike, what: str, fix: str) -> Path:
     except OSError as e:
         raise NotRegularFileError(f"{what}: {path} cannot be read ({e.strerror}): {fix}") from None
     if not stat.S_ISREG(mode):
-        raise NotRegularFileError(f"{what}: {path} is {_kind(mode)}, not a regular file: {fix}")
+        raise NotRegularFileError(f"{what}: {path} is {file_kind(mode)}, not a regular file: {fix}")
     return path
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
     for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):

@@ -23,6 +23,8 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
+from rheo.io import check_target, make_dir, open_append
+
 log = logging.getLogger(__name__)
 
 __all__ = ["append_jsonl", "digest", "read_jsonl"]
@@ -60,13 +62,14 @@ def append_jsonl(path: Path | str) -> TextIO:
     """``path`` opened for appending lines (its folder created); a last line cut by a kill is ended
     first, so the next line is a line of its own."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_target(path)
+    make_dir(path.parent)
     cut = False
     if path.is_file() and path.stat().st_size:
         with open(path, "rb") as f:
             f.seek(-1, os.SEEK_END)
             cut = f.read(1) != b"\n"
-    sink = open(path, "a", encoding="utf-8")
+    sink = open_append(path)
     if cut:
         sink.write("\n")
     return sink

@@ -18,6 +18,7 @@ and predicted GPU speedup next to the CPU speedup the rows measured, written to 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import pandas as pd
 from eval.device.cycle_cost import cost_rows, cost_tables
 from eval.device.cycle_shapes import SHAPES, load_cost_pair
 from rheo.cli import ArgumentParser, positive_float, positive_int, run_main
+from rheo.io import check_dir
 
 
 def main() -> None:
@@ -44,6 +46,8 @@ def main() -> None:
     ap.add_argument("--rows", default=None, help="a speed study's rows (folder or archive): count their configurations")
     ap.add_argument("--out", default=None, help="folder for cycle_cost_<shape>.{md,parquet} (default: none, print)")
     args = ap.parse_args()
+    if args.out:
+        args.out = check_dir(args.out)  # before minutes of work: not the committed evidence, not a file
     if args.threads:
         import torch
 
@@ -61,8 +65,6 @@ def main() -> None:
     text = cost_tables(rows, args.tau)
     print(text)
     if args.out:
-        import io
-
         from eval.store.committed import write_outputs
 
         out = Path(args.out)
@@ -88,13 +90,15 @@ def engine_costs(pair, args) -> None:
     text = profile_tables(rows)
     print(text)
     if args.out:
+        from eval.store.committed import write_outputs
+
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
         name = f"cycle_cost_{args.shape}_{args.device}_{args.engine}"
-        (out / f"{name}.md").write_text(f"# Cycle cost under engine={args.engine}: {args.shape} on {args.device} "
-                                        f"({args.dtype}), eager beside\n\n{text}")
-        pd.DataFrame(rows).to_parquet(out / f"{name}.parquet", index=False)
-        print(f"wrote {out / name}.md and .parquet", file=sys.stderr)
+        blob = io.BytesIO()
+        pd.DataFrame(rows).to_parquet(blob, index=False)
+        write_outputs([(out / f"{name}.md", (f"# Cycle cost under engine={args.engine}: {args.shape} on {args.device} "
+                                             f"({args.dtype}), eager beside\n\n{text}").encode()),
+                       (out / f"{name}.parquet", blob.getvalue())], f"{args.shape} on {args.device}")
 
 
 def launches(pair, args) -> None:
@@ -111,8 +115,6 @@ def launches(pair, args) -> None:
                                                          "syncs per call", file=sys.stderr, flush=True))
     print(text)
     if args.out:
-        import io
-
         from eval.store.committed import Outputs
 
         out = Path(args.out)

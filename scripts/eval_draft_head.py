@@ -27,6 +27,7 @@ from eval.report.markdown import markdown_table
 from rheo.cli import ArgumentParser, non_negative_int, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
+from rheo.io import atomic_write_text
 from rheo.models.eagle3 import load_eagle3_drafter
 from rheo.models.hf_target import HFTarget
 from rheo.models.smollm2 import load_smollm2
@@ -175,10 +176,9 @@ def main() -> None:
 
 
 def write_outputs(rows, summary, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (out / "summary.md").write_text(markdown(summary))
+    atomic_write_text(out / "rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows), record=True)
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1) + "\n", record=True)
+    atomic_write_text(out / "summary.md", markdown(summary), record=True)
 
 
 def summarise(rows, args, wall_s):

@@ -34,7 +34,7 @@ from tqdm import tqdm
 from transformers import LogitsProcessorList
 
 from rheo.cli import ArgumentParser, positive_int, run_main
-from rheo.io import atomic_write, atomic_write_text
+from rheo.io import atomic_write, atomic_write_text, make_dir
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.paths import folder
@@ -264,8 +264,7 @@ def main() -> None:
     if not 0 <= args.worker < args.workers:
         ap.error(f"--worker must be in [0, {args.workers - 1}]")
     torch.set_num_threads(args.threads)
-    shard_dir = Path(args.out)
-    shard_dir.mkdir(parents=True, exist_ok=True)
+    shard_dir = make_dir(Path(args.out))
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         ap.error(f"--device {args.device}: CUDA is not available here")
     model, tok = load_smollm2(dtype=getattr(torch, args.dtype))

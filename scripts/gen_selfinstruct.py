@@ -45,7 +45,7 @@ import torch
 from tqdm import tqdm
 
 from rheo.cli import ArgumentParser, positive_int, run_main
-from rheo.io import atomic_write
+from rheo.io import atomic_write, make_dir
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.models.smollm2 import load_smollm2
 from rheo.paths import folder
@@ -118,8 +118,7 @@ class Runner:
                 samples, feats = gen_corpus.generate_batch(self.model, self.tok, batches[k],
                                                            self.args.max_new_tokens, seed, self.layers)
                 if feats is not None:
-                    fdir = Path(self.args.features_dir)
-                    fdir.mkdir(parents=True, exist_ok=True)
+                    fdir = make_dir(Path(self.args.features_dir))
                     atomic_write(fdir / f"{name}_{k:05d}.feats.npz", lambda f: np.savez(f, **feats))
             record = dict(pass_=name, batch=k, seconds=round(time.time() - t0, 2), worker=self.args.worker,
                           workers=self.args.workers, threads=self.args.threads, dtype=self.args.dtype,
@@ -207,8 +206,7 @@ def main() -> None:
     if not 0 <= args.worker < args.workers:
         ap.error(f"--worker must be in [0, {args.workers - 1}]")
     torch.set_num_threads(args.threads)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_dir(Path(args.out))
     model, tok = load_smollm2(dtype=getattr(torch, args.dtype))
     run = Runner(args, model.to(args.device), tok)
 

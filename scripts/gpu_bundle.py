@@ -59,8 +59,7 @@ def pinned(name: str) -> str:
 
 
 def cmd_wheels(bundle: Path, python_version: str) -> None:
-    dest = bundle / "a" / "wheels"
-    dest.mkdir(parents=True, exist_ok=True)
+    dest = make_dir(bundle / "a" / "wheels")
     cmd = [sys.executable, "-m", "pip", "download", "--python-version", python_version, "--only-binary=:all:",
            "--no-deps", "-d", str(dest)] + [pinned(n) for n in WHEELS]
     print(" ".join(cmd))
@@ -79,14 +78,13 @@ def cmd_split(bundle: Path, gguf: Path | None) -> None:
         while chunk := f.read(PART_BYTES):
             group = GROUPS[i // PARTS_PER_GROUP]
             path = bundle / group / f"part{i:02d}"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(chunk)
+            atomic_write_bytes(path, chunk)
             parts.append({"name": path.name, "group": group, "bytes": len(chunk),
                           "sha256": hashlib.sha256(chunk).hexdigest()})
             i += 1
     manifest = {"file": "smollm2.gguf", "source": gguf.name, "bytes": size, "sha256": data_sha, "parts": parts}
     for group in sorted({p["group"] for p in parts}):
-        (bundle / group / "MANIFEST.json").write_text(json.dumps(manifest, indent=1))
+        atomic_write_text(bundle / group / "MANIFEST.json", json.dumps(manifest, indent=1))
     for group in sorted({p["group"] for p in parts}):
         total = sum(f.stat().st_size for f in (bundle / group).rglob("*") if f.is_file())
         print(f"{bundle / group}: {total / 2**20:.1f} MiB")
@@ -173,7 +171,7 @@ def cmd_setup(bundle: Path, skip_model: bool) -> None:
                        + [str(w) for w in wheels], check=True)
     env = {"PYTHONPATH": f"{ROOT}:{site.resolve()}", "RHEO_SMOLLM2_GGUF": str(out.resolve()),
            "RHEO_CACHE": str((bundle / "cache").resolve())}
-    (bundle / "env.sh").write_text(env_script(env))
+    atomic_write_text(bundle / "env.sh", env_script(env))
     check = "import gguf, accelerate, torch, transformers, pandas, pyarrow; print('imports ok:', torch.__version__, transformers.__version__)"
     run_env = {**os.environ, **env}
     subprocess.run([sys.executable, "-c", check], check=True, env=run_env)

@@ -41,6 +41,7 @@ from eval.device.devreport import Report, greedy_section, md_table, tau_parity
 from eval.store import storage
 from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.config import SpecConfig
+from rheo.io import atomic_write_text, check_dir
 from rheo.paths import folder, git_sha
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
 from rheo.placement import setting
@@ -52,7 +53,8 @@ REFERENCE = ROOT / folder("results", "gpu", "cpu_reference.json")
 
 def parse(argv):
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=check_dir, required=True, help="the folder of the summary, checks and tables "
+                    "(under the output root; `make publish` makes them committed results)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--model", default="smollm2_135m")
     ap.add_argument("--check-tokens", type=positive_int, default=64, help="tokens per prompt of the correctness checks")
@@ -125,8 +127,7 @@ def main(argv=None) -> int:
         ref = cpu_reference(args, prompts)
         ref["source"] = f"{ref['machine']}, torch {ref['torch']}"
         made = args.out / REFERENCE.name  # under the output root; `make publish` makes it the committed one
-        made.parent.mkdir(parents=True, exist_ok=True)
-        made.write_text(json.dumps(ref, indent=1))
+        atomic_write_text(made, json.dumps(ref, indent=1), record=True)
         print(f"wrote {made}")
         return 0
     import transformers
@@ -241,8 +242,7 @@ def speed(args, report: Report, started: float) -> None:
     tables = {"speed": speed_table(df), "phases": phase_table(df)}
     for name, text in tables.items():
         if text:
-            (args.out / "tables").mkdir(parents=True, exist_ok=True)
-            (args.out / "tables" / f"{name}.md").write_text(text)
+            atomic_write_text(args.out / "tables" / f"{name}.md", text, record=True)
     note = stopped or f"all {len(plan)} generations done"
     if errors:
         note += f"; {len(errors)} FAILED:\n\n" + "\n".join(f"- {e}" for e in errors[:20])

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import List
 
 from rheo.cli import ArgumentParser, run_main
+from rheo.io import atomic_write_text
 from rheo.paths import REPO_ROOT as ROOT
 
 BLOCK = re.compile(r"(<!-- table: (?P<src>\S+) (?P<n>\d+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
@@ -74,7 +75,7 @@ def main(argv: List[str] | None = None) -> int:
         if new != text:
             stale.append(path.relative_to(args.root))
             if not args.check:
-                path.write_text(new)
+                atomic_write_text(path, new)
     if args.check and stale:
         print(f"make_docs: stale generated tables in {', '.join(map(str, stale))}: run `make docs`", file=sys.stderr)
         return 1

@@ -24,7 +24,7 @@ from eval.report.needs import FIGURE_NEEDS, skipped
 from eval.store.committed import Outputs, outputs_main
 from eval.store.storage import require_results_dir, rows_or_archive
 from rheo.cli import run_main
-from rheo.io import child_path
+from rheo.io import check_dir, child_path
 
 RESULT_FIGURES = ("m_ablation_*.png", "temperature_*.png", "suites_*.png", "acceptance_*.png")
 
@@ -37,7 +37,7 @@ def make_figures(results: Path, out: Path, theory: bool = True) -> list[Path]:
     makers = {"m-ablation": plots.m_ablation_figures, "temperature": plots.temperature_figures,
               "per-suite": plots.suite_bar_figures, "methods": methods_study.methods_figures,
               "acceptance": acceptance.acceptance_figures}
-    out.mkdir(parents=True, exist_ok=True)
+    check_dir(out)
     for what, make in makers.items():
         figs = make(df) if not df.empty else []
         if not figs:

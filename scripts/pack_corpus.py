@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from rheo.cli import ArgumentParser, run_main
+from rheo.io import atomic_write_bytes, make_dir
 from rheo.paths import folder
 from rheo.training.corpus import pack_samples, read_shard, save_corpus, shard_files
 from rheo.training.prompt_templates import FOLLOWUPS
@@ -43,7 +44,7 @@ def main() -> None:
             timed_tokens += n_resp
             settings[(rec["workers"], rec["threads"], rec["dtype"])] += 1
     corpus = pack_samples(samples)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
+    make_dir(Path(args.out))
     resp = corpus.lengths() - corpus.resp_start
     by = lambda key: {str(k): dict(sequences=int(v), response_tokens=int(resp[[i for i, s in enumerate(samples)  # noqa: E731
                                                                              if key(s) == k]].sum()))
@@ -68,8 +69,7 @@ def main() -> None:
     )
     # the user turns as text, for the contamination test (tests/test_training.py)
     users = sorted({s["key"].removesuffix("#b").removesuffix("#f") for s in samples} | set(FOLLOWUPS))
-    with gzip.open(Path(args.out) / "user_turns.json.gz", "wt") as f:
-        json.dump(users, f)
+    atomic_write_bytes(Path(args.out) / "user_turns.json.gz", gzip.compress(json.dumps(users).encode(), mtime=0))
     manifest["user_turns"] = dict(file="user_turns.json.gz", count=len(users))
     path = save_corpus(corpus, Path(args.out), manifest)
     print(json.dumps(dict(manifest, path=str(path)), indent=1))

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from eval.report.plots import palette_png  # noqa: E402
 from rheo.cli import ArgumentParser, run_main
+from rheo.io import atomic_write_bytes
 from rheo.paths import folder
 
 
@@ -61,8 +62,7 @@ def main() -> None:
     ax.legend()
     ax.set_title(args.title, fontsize=10)
     fig.tight_layout()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_bytes(palette_png(fig, dpi=120))
+    atomic_write_bytes(Path(args.out), palette_png(fig, dpi=120))
     print(f"wrote {args.out} ({len(recs)} points)")
 
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from omegaconf import OmegaConf
+
+from eval.conf.resolvers import register_resolvers
+from rheo.io import atomic_write_text, copy_path
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "configs" / "recipe"
@@ -33,6 +35,7 @@ def load(name: str) -> dict:
     if not path.is_file():
         known = sorted(p.stem for p in RECIPES.glob("*.yaml"))
         raise SystemExit(f"{PROG}: error: no recipe {name!r}: choose from {known}")
+    register_resolvers()  # ${rheo_out:}: the output root (an empty RHEO_OUT is the default)
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
 
 
@@ -85,10 +88,7 @@ def run(name: str, argv: list[str]) -> int:
         printed += [o for o in outs if o]
     if capture:
         target = ROOT / capture
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text("".join(printed))
-        tmp.replace(target)
+        atomic_write_text(target, "".join(printed), record=True)
         print(f"{name}: wrote {capture}")
     return 0
 
@@ -101,11 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "copy":
         if len(argv) != 3:
             raise SystemExit(f"{PROG}: error: copy takes SRC DST")
-        Path(argv[2]).parent.mkdir(parents=True, exist_ok=True)
-        if Path(argv[1]).is_dir():
-            shutil.copytree(argv[1], argv[2], dirs_exist_ok=True)
-        else:
-            shutil.copyfile(argv[1], argv[2])
+        copy_path(Path(argv[1]), Path(argv[2]))
         return 0
     return run(argv[0], argv[1:])
 

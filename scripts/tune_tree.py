@@ -33,6 +33,7 @@ from eval.device.tuning_report import figure, markdown
 from eval.store.committed import refuse_committed
 from rheo.cli import ArgumentParser, positive_int, run_main
 from rheo.config import SpecConfig
+from rheo.io import atomic_write_text
 from rheo.methods import get_method
 from rheo.paths import REPO_ROOT, TUNED_PRESETS, announce, folder, out_root
 from rheo.placement import DTYPES as PLACEMENT_DTYPES
@@ -173,8 +174,7 @@ def main(argv=None) -> int:
               "costs": {}, AR.name: [], "runs": [], "expected": []}
     pairs = measure_dtypes(args, dtypes, texts, nodes, widths, report)
     if args.costs_only:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "costs.json").write_text(json.dumps(_jsonable(report), indent=1))
+        atomic_write_text(args.out / "costs.json", json.dumps(_jsonable(report), indent=1), record=True)
         print(f"wrote {args.out}/costs.json")
         return 0
     tau_dtype = args.tau_dtype or min(dtypes, key=lambda d: tuning._interp(report["costs"][d]["target_ms"], 16))
@@ -183,9 +183,8 @@ def main(argv=None) -> int:
     tuned = {label(name, fields): SpecConfig.for_method(method=name, **fields) for name, fields in METHODS}
     report["best"] = {m: tuning.pick_best(report["expected"], m) for m in tuned}
     report["wall_s"] = time.perf_counter() - started
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "tune.json").write_text(json.dumps(_jsonable(report), indent=1))
-    (args.out / "tune.md").write_text(markdown(report))
+    atomic_write_text(args.out / "tune.json", json.dumps(_jsonable(report), indent=1), record=True)
+    atomic_write_text(args.out / "tune.md", markdown(report), record=True)
     figure(report, args.out / "speedup_vs_tree.png")
     for method, best in report["best"].items():
         if best is not None:
@@ -237,10 +236,7 @@ def write_config(folder: Path, spec: SpecConfig, best: dict, report: dict) -> Pa
             f"method:\n{m_line}"
             f"  k: {k}\n  depth: {depth}\n  tree_size: {size}\n"
             f"hydra:\n  sweeper:\n    params:\n      temperature: {','.join(str(float(t)) for t in report['temperatures'])}\n")
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.yaml"
-    path.write_text(text)
-    return path
+    return atomic_write_text(folder / f"{name}.yaml", text, record=True)
 
 
 if __name__ == "__main__":

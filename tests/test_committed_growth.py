@@ -81,10 +81,11 @@ def test_a_committed_same_state_archive_never_shrinks_nor_mixes_settings(tmp_pat
     assert "committed evidence" in capsys.readouterr().err
     assert state_tables([str(tiny), "--archive", str(mine)]) == 0  # under the output root: written
     capsys.readouterr()
-    for extra in ([], ["--yes"]):
-        assert publish.main(extra) == 2
-        err = capsys.readouterr().err
-        assert "would shrink" in err and len(err.strip().splitlines()) == 1, err
+    assert publish.main([]) == 0  # a dry run: shown with its refusal, nothing written
+    assert "refused:" in capsys.readouterr().out
+    assert publish.main(["--yes"]) == 2
+    err = capsys.readouterr().err
+    assert "would shrink" in err and len(err.strip().splitlines()) == 1, err
     other = full.assign(driver_hash="h_short", max_new_tokens=8)  # every row, and rows of another setting
     assert state_tables([str(_folder(tmp_path, "mixed", pd.concat([full, other], ignore_index=True))),
                          "--archive", str(mine)]) == 0
@@ -93,9 +94,9 @@ def test_a_committed_same_state_archive_never_shrinks_nor_mixes_settings(tmp_pat
     assert archive.read_bytes() == before
     both = pd.concat([full, full.assign(item_id=full["item_id"] + 10)], ignore_index=True)
     assert state_tables([str(_folder(tmp_path, "grown", both)), "--archive", str(mine)]) == 0
-    assert publish.main([]) == 2 and archive.read_bytes() == before  # grows, but only with --yes
+    assert publish.main([]) == 0 and archive.read_bytes() == before  # grows, but only with --yes
     assert publish.main(["--yes"]) == 0 and len(pd.read_parquet(archive)) == 2 * len(full)
-    added = _folder(tmp_path, "added", pd.concat([both, both.assign(config_hash="h_new")], ignore_index=True))
+    added = _folder(tmp_path, "added", pd.concat([both, both.assign(config_hash=both["config_hash"] + "_new")], ignore_index=True))
     assert state_tables([str(added), "--archive", str(mine)]) == 0
     assert publish.main(["--yes"]) == 0 and len(pd.read_parquet(archive)) == 4 * len(full)  # a method added
 

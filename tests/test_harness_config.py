@@ -96,14 +96,14 @@ def test_unwritable_output_dir_is_a_clear_error(tmp_path, no_model):
 def test_read_only_output_dir_is_a_clear_error(tmp_path, no_model, monkeypatch):
     out = tmp_path / "ro"
     out.mkdir()
-    real_write_text = type(out).write_text
+    import rheo.io
 
-    def refuse(self, *args, **kwargs):  # root ignores chmod, so simulate the OS refusing the write
-        if self.parent == out:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_write_text(self, *args, **kwargs)
+    def refuse(file, mode="r", *args, **kwargs):  # root ignores chmod, so simulate the OS refusing the write
+        if "w" in mode and Path(file).parent == out:  # (the write door opens every file it writes)
+            raise PermissionError(13, "Permission denied", str(file))
+        return open(file, mode, *args, **kwargs)
 
-    monkeypatch.setattr(type(out), "write_text", refuse)
+    monkeypatch.setattr(rheo.io, "open", refuse, raising=False)
     cfg = compose_config(TINY + [f"output_dir={out}"])
     with pytest.raises(OutputDirError, match="not writable"):
         entry.run(cfg)

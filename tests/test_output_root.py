@@ -30,6 +30,7 @@ import pytest
 
 from eval.store.committed import MANIFEST, CommittedOutputsError, Outputs, refuse_committed, write_outputs
 from rheo import paths
+from rheo.io import atomic_write_text, record_written
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -215,9 +216,11 @@ def test_refuse_committed_names_the_way_in():
         refuse_committed(ROOT / "results" / "draft_head" / "calibration.json")
 
 
-def _archive(path: Path, rows: pd.DataFrame) -> Path:
+def _archive(path: Path, rows: pd.DataFrame, record: bool = False) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     rows.to_parquet(path, index=False)
+    if record:
+        record_written([path])
     return path
 
 
@@ -231,19 +234,20 @@ def test_publish_shows_checks_and_writes_only_with_yes(tmp_path, monkeypatch, ca
     _archive(committed / "runs.parquet", rows.head(4))
     (committed / "tables").mkdir()
     (committed / "tables" / "main.md").write_text("old\n")
-    (out / "tables").mkdir(parents=True)
-    (out / "tables" / "main.md").write_text("new\n")
-    _archive(out / "runs.parquet", rows)  # grown by two rows of the same settings
+    atomic_write_text(out / "tables" / "main.md", "new\n", record=True)  # as a project writer writes it
+    _archive(out / "runs.parquet", rows, record=True)  # grown by two rows of the same settings
     (out / "hydra").mkdir()
     (out / "hydra" / "run.log").write_text("never published\n")
-    assert publish.main([]) == 2
+    (out / "mine_rows.csv").write_text("a,b\n1,2\n")  # a file of the user's own: never offered
+    assert publish.main([]) == 0  # a dry run: shown, nothing written
     shown = capsys.readouterr()
-    assert "-old" in shown.out and "+new" in shown.out and "rows 4 -> 6" in shown.out and "--yes" in shown.err
+    assert "-old" in shown.out and "+new" in shown.out and "rows 4 -> 6 (2 added, 0 removed" in shown.out
+    assert "--yes" in shown.out and "mine_rows" not in shown.out
     assert (committed / "tables" / "main.md").read_text() == "old\n"
-    _archive(out / "runs.parquet", rows.tail(3))  # the committed archive would shrink
+    _archive(out / "runs.parquet", rows.tail(3), record=True)  # the committed archive would shrink
     assert publish.main(["--yes"]) == 2 and "would shrink" in capsys.readouterr().err
     assert (committed / "tables" / "main.md").read_text() == "old\n"  # nothing at all was written
-    _archive(out / "runs.parquet", rows)
+    _archive(out / "runs.parquet", rows, record=True)
     assert publish.main(["--yes"]) == 0
     assert (committed / "tables" / "main.md").read_text() == "new\n" and len(pd.read_parquet(committed / "runs.parquet")) == 6
     assert not (committed / "hydra").exists()

@@ -28,6 +28,7 @@ from hydra.types import RunMode
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
 from baselines import AR
+from eval.conf.resolvers import register_resolvers
 from eval.store import keys
 from eval.store.keys import SUITE_FILES, config_hash
 from rheo.config import SpecConfig, method_parameters, unread_settings
@@ -165,6 +166,7 @@ def register_configs() -> None:
     ConfigStore.instance().store(name="base_config", node=RunConf)
     for name in plugin_methods():  # rheo.methods.plugins: a method from outside the checkout, no YAML file
         ConfigStore.instance().store(group="method", name=name, node={"name": name})
+    register_resolvers()  # ${rheo_out:}
 
 
 def spec_config(cfg: DictConfig, method: Optional[str] = None, typed: Optional[set[str]] = None) -> SpecConfig:

@@ -11,6 +11,10 @@ exits non-zero at the end when any of its jobs stored a failed row.
   job checks its own machine when it starts. Jobs whose configurations all belong to an
   earlier job of the sweep (Top-K in an m sweep: Top-K does not read m) are counted and
   said: they share its rows, each row computed once (``eval.store.claims``).
+* ``on_run_start`` / ``on_multirun_start``: the places a run writes, its ``output_dir`` (each job's) and
+  Hydra's record (``hydra.run.dir`` / ``hydra.sweep.dir``), are checked by the write door
+  (rheo.io.check_dir: not in the committed evidence, symlinks resolved; not a file) before Hydra makes
+  any folder: one line, nothing made.
 * Each job whose run stored failed rows writes :data:`FAILURE_MARKER` into its
   Hydra job folder (``eval.run.main``); ``on_multirun_end`` collects them,
   logs one line per job and exits with status 1. Markers are files because jobs
@@ -30,6 +34,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
 from rheo.cli import fail
+from rheo.io import check_dir
+from rheo.paths import resolve_path
 
 FAILURE_MARKER = "FAILED_ROWS.json"
 #: launchers whose jobs run on the machine that starts the sweep (its device and cores are theirs)
@@ -76,8 +82,9 @@ def validate_sweep(config: DictConfig) -> tuple[int, int]:
             with open_dict(job_cfg):
                 job_cfg.pop("hydra", None)  # the task function never sees it
             try:
+                check_places(job_cfg.output_dir, config.hydra.sweep.dir)
                 checked = check_run(job_cfg, hardware=hardware)
-            except ValueError as e:
+            except (RuntimeError, OSError, ValueError) as e:
                 raise ValueError(f"sweep job [{' '.join(overrides)}]: {e} (no job of the sweep was started)") from None
             keys = [checked.key] + ([] if job_cfg.measure == "same_state" else [k for _, k in checked.alongside])
             places = {(str(job_cfg.output_dir), str(job_cfg.model.name), config_hash(k)) for k in keys}
@@ -88,11 +95,27 @@ def validate_sweep(config: DictConfig) -> tuple[int, int]:
     return len(jobs), repeats
 
 
+def check_places(output_dir: str, record: str) -> None:
+    """Refuse (rheo.io.check_dir: CommittedOutputsError, NotADirectoryError) a run whose ``output_dir`` or
+    Hydra ``record`` folder lies in the committed evidence or under a file; makes nothing."""
+    check_dir(resolve_path(record))
+    try:
+        check_dir(resolve_path(output_dir))
+    except (RuntimeError, OSError) as e:
+        raise type(e)(f"output_dir: {e}") from None
+
+
 class SweepChecks(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:  # (Hydra turns an exception raised by a callback into a warning and goes on)
+            check_places(config.output_dir, config.hydra.run.dir)
+        except (RuntimeError, OSError, ValueError) as e:
+            fail(e, "eval.run")
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:  # (Hydra turns an exception raised by a callback into a warning and goes on)
             n, repeats = validate_sweep(config)
-        except ValueError as e:
+        except (RuntimeError, OSError, ValueError) as e:
             fail(e, "eval.run")
         log.info("sweep: %d job configuration(s) validated", n)
         if not jobs_run_here(config):

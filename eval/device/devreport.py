@@ -13,6 +13,7 @@ from pathlib import Path
 from baselines import AR
 from eval.device import devcheck as dc
 from eval.report.markdown import markdown_table
+from rheo.io import atomic_write_text
 
 
 class Report:
@@ -29,11 +30,11 @@ class Report:
         self.write()
 
     def write(self) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "checks.json").write_text(json.dumps(self.data, indent=1, default=str))
+        atomic_write_text(self.out / "checks.json", json.dumps(self.data, indent=1, default=str), record=True)
         head = "# GPU check\n\n" + "\n".join(f"- {k}: {v}" for k, v in self.env.items()) + "\n"
         verdict = f"\n**FAILED: {', '.join(self.failed)}**\n" if self.failed else ""
-        (self.out / "summary.md").write_text(head + verdict + "\n" + "\n\n".join(self.sections) + "\n")
+        atomic_write_text(self.out / "summary.md", head + verdict + "\n" + "\n\n".join(self.sections) + "\n",
+                          record=True)
 
 
 def md_table(rows: list[dict], cols: list[str]) -> str:

@@ -12,6 +12,7 @@ from baselines import AR
 from eval.device.tuning import METHODS, label
 from eval.report.markdown import markdown_table
 from eval.report.plots import palette_png
+from rheo.io import atomic_write_bytes
 
 
 def markdown(report: dict) -> str:
@@ -77,5 +78,5 @@ def figure(report: dict, path: Path) -> None:
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
     fig.suptitle(f"Speedup vs tree size: {report['machine']}", fontsize=9)
     fig.tight_layout()
-    Path(path).write_bytes(palette_png(fig, dpi=110))
+    atomic_write_bytes(Path(path), palette_png(fig, dpi=110), record=True)
     plt.close(fig)

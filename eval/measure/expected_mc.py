@@ -24,6 +24,7 @@ from rheo import config as rheo_config
 from rheo.cli import ArgumentParser, path_arg, positive_int, run_main
 from rheo.config import SpecConfig
 from rheo.decode import generate_with_source
+from rheo.io import open_append
 from rheo.methods import get_method, reads
 from rheo.random import TorchRandom
 
@@ -93,7 +94,7 @@ def main(argv=None) -> int:
         raise SystemExit("no state was checked: raise --max-new or lower --every")
     text = markdown(rows, cfg, args.model, args.runs)
     if args.out:
-        with open(Path(args.out), "a", encoding="utf-8") as f:
+        with open_append(Path(args.out)) as f:
             f.write(text + "\n")
     else:
         print(text)

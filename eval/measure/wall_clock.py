@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from rheo.cli import ArgumentParser, run_main
-from rheo.io import atomic_write, atomic_write_text
+from rheo.io import atomic_write_text
 from rheo.paths import git_sha, program
 from rheo.timing import device_name
 
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{args.clock} is not a start record of eval.measure.wall_clock ({e}): start the clock again") from None
     text = json.dumps(record(start, _now(), args.target, started.get("git_sha", "unknown")), indent=1) + "\n"
-    atomic_write(args.out, lambda f: f.write(text.encode()))
+    atomic_write_text(args.out, text, record=True)
     print(f"{args.target}: {json.loads(text)['wall']} -> {args.out}", file=sys.stderr)
     return 0
 

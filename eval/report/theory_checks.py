@@ -212,7 +212,7 @@ def load_or_compute(out_dir: Path = DEFAULT_DIR, n_cycles: int = 2000) -> dict[s
             print(f"corrupt {path} ({type(e).__name__}: {e}); recomputing")
         frame = make(n_cycles=n_cycles)
         frames[name] = frame
-        atomic_write(path, frame.to_parquet)
+        atomic_write(path, frame.to_parquet, record=True)
     return frames
 
 

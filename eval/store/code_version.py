@@ -122,6 +122,7 @@ class VersionCheck:
         if version is UNKNOWN or version != version:  # None / NaN: before the column
             self.unknown.add(where)
             return True
+        version = str(version)  # a number in a hand-edited or foreign row is a version too, not a TypeError
         if version == method_code_version(method, self.current):
             return True
         self.stale[where] = version

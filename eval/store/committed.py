@@ -12,7 +12,6 @@ into it, and a file not listed there (the user's own ``main.md``) is never delet
 
 from __future__ import annotations
 
-import json
 import logging
 import subprocess
 import sys
@@ -21,17 +20,10 @@ from typing import Callable, Optional, Sequence
 
 from eval.store.shard_checks import OutputDirError
 from rheo.cli import ArgumentParser, one_line, path_arg
-from rheo.io import atomic_write_bytes
+from rheo.files import NotRegularFileError
+from rheo.io import MANIFEST  # noqa: F401 -- the writers' manifest, named here for the readers of this module
+from rheo.io import CommittedOutputsError, atomic_write_bytes, committed_refusal, read_manifest, record_written
 from rheo.paths import announce, folder, is_committed_evidence
-
-#: the files written into a folder by these writers (the only ones they may remove as stale)
-MANIFEST = ".rheo-written.json"
-
-
-class CommittedOutputsError(RuntimeError):
-    """Writing these outputs would change or delete files committed to git."""
-
-    user_error = True  # rheo.cli: one line, no traceback
 
 
 def is_committed(path: Path) -> bool:
@@ -94,18 +86,7 @@ def refuse_committed(*paths, source="the run") -> None:
 
 
 def refusal(path: Path, why: str, source) -> CommittedOutputsError:
-    return CommittedOutputsError(f"{path} {why}: nothing was written; write under the output root (the default; "
-                                 f"--out elsewhere), then `make publish` to update committed results on purpose "
-                                 f"(drawn from {source})")
-
-
-def read_manifest(folder: Path) -> set[str]:
-    """Names of the files these writers wrote into ``folder`` (empty when none did)."""
-    try:
-        names = json.loads((Path(folder) / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return set()
-    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+    return committed_refusal(path, why, source)
 
 
 class Outputs:
@@ -142,18 +123,14 @@ class Outputs:
 
     def _record(self, removed: list[Path]) -> None:
         """Add the files written now to their folders' manifests (and drop the ``removed`` ones)."""
-        by_folder: dict[Path, set[str]] = {}
-        for path in list(self.files) + removed:
-            by_folder.setdefault(path.parent, set())
-        for folder_, names in by_folder.items():
-            names |= read_manifest(folder_)
-            names |= {p.name for p in self.files if p.parent == folder_}
-            names -= {p.name for p in removed if p.parent == folder_}
-            atomic_write_bytes(folder_ / MANIFEST, json.dumps(sorted(names), indent=0).encode())
+        record_written(list(self.files), removed)
 
     def check(self, stale_patterns: tuple[str, ...], source: Path) -> None:
         """Raise :class:`CommittedOutputsError` if :meth:`write` would write into or remove from the
-        committed evidence; writes nothing."""
+        committed evidence, NotRegularFileError if a folder's manifest is not a regular file (a FIFO, a
+        folder); writes nothing."""
+        for folder_ in dict.fromkeys([self.out] + [p.parent for p in self.files]):
+            read_manifest(folder_)  # read bounded: a FIFO never blocks, a folder is one line, before any write
         for path in list(self.files) + self.stale(stale_patterns):
             why = committed_reason(path)
             if why:
@@ -182,7 +159,7 @@ def outputs_main(argv: Optional[Sequence[str]], make: Callable[..., object], wha
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
         make(args.results, args.out, theory=not args.no_theory)
-    except (FileNotFoundError, OutputDirError, CommittedOutputsError) as e:
+    except (FileNotFoundError, NotADirectoryError, NotRegularFileError, OutputDirError, CommittedOutputsError) as e:
         print(f"make_{what}.py: error: {one_line(e)}", file=sys.stderr)
         return 2
     return 0

@@ -78,9 +78,10 @@ def _is_own_stdout(out) -> bool:
         return False
 
 
-def write_out(out: Path | str, write: Callable[[BinaryIO], None]) -> str:
+def write_out(out: Path | str, write: Callable[[BinaryIO], None], record: bool = False) -> str:
     """Call ``write(f)`` on ``out`` as the module doc says; returns where it went ('stdout', 'stream' or
-    'file')."""
+    'file'). ``record``: a file is listed in its folder's manifest (a results archive ``rheo publish``
+    may offer; a personal export is not)."""
     if str(out) == STDOUT or _is_own_stdout(out):  # written through this process's stdout (its offset, its mode)
         write(sys.stdout.buffer)
         sys.stdout.buffer.flush()
@@ -89,5 +90,5 @@ def write_out(out: Path | str, write: Callable[[BinaryIO], None]) -> str:
         with open(out, "wb") as f:  # opens the device or pipe the path names; nothing is replaced
             write(f)
         return "stream"
-    atomic_write(Path(os.path.realpath(out)), write)
+    atomic_write(Path(os.path.realpath(out)), write, record)
     return "file"

@@ -2,60 +2,80 @@
 
     rheo publish [PATH ...] [--yes]        (make publish [ARGS="PATH ... --yes"])
 
-Every file a command wrote under the output root that has a committed place (rheo.paths.committed_twin:
-``tables/``, ``figures/``, the ``<study>.parquet`` archives, ``tune/``, ``draft_head/``, ``gpu/`` ->
-``results/``; ``experiment/mine/tuned_*.yaml`` -> ``configs/experiment/``; ``notebooks/`` (``make
-notebook``) -> ``notebooks/``) and differs from it is a change; a new file only in a folder the
-committed results already have, unless a PATH names it. PATHs (relative to the output root, or
-files/folders under it) keep only the changes under them. Rows folders, Hydra's files, exports and the
-replay caches are never published (:data:`NEVER`), nor a file whose committed place git ignores.
-Before anything is written every change is shown (a text diff, an archive's row counts) and checked
-as committed results always were: an archive never shrinks (every committed row is still there),
-never takes rows of settings it does not hold, and keeps its columns (the same keys; a newer row
-schema may add some); a file whose check fails stops the whole publish (exit status 2, nothing
-written). Without ``--yes`` nothing is written either (exit status 2, after the changes are shown).
+Offered: every file a project writer wrote under the output root (listed in its folder's manifest,
+``.rheo-written.json``; the executed notebook of ``make notebook``) that has a committed place
+(rheo.paths.committed_twin: ``tables/``, ``figures/``, the ``<study>.parquet`` archives, ``tune/``,
+``draft_head/``, ``gpu/`` -> ``results/``; ``experiment/mine/tuned_*.yaml`` -> ``configs/experiment/``;
+``notebooks/`` -> ``notebooks/``) and differs from it; a new file only in a folder the committed results
+already have, unless a PATH names it. A file of your own (an export, ``outputs/mine_rows.csv``) is never
+offered unless a PATH names that very file. PATHs (relative to the output root, or paths under it;
+normalised) keep only the changes under them; a PATH outside the output root, missing, or through a
+symlink is refused in one line. Rows folders, Hydra's files, exports and the replay caches are never
+published (:data:`NEVER`), nor a file whose committed place git ignores, nor anything but a regular file.
+
+Each offered file is read once, into memory: those bytes are shown, checked and (with ``--yes``) written,
+so a command replacing the file meanwhile cannot slip other bytes in. Shown: a summary per file (an
+archive's rows added, removed and with changed values; a text file's lines added and removed, with the
+first few changed lines; sizes otherwise). Checked as committed results always were: every archive has a
+row key (realized rows, same-state rows and their drivers, the head reading; an archive without one is
+refused); no key is held twice; an archive never shrinks (every committed key is still there), never
+takes rows of settings it does not hold, and keeps its columns (a newer row schema may add some).
+Without ``--yes`` it is a dry run: the changes and each refusal are shown, nothing is written, exit
+status 0. With ``--yes`` a refused file stops the whole publish (exit status 2, nothing written).
 Then ``make docs`` refills the README's and docs' tables from the new committed ones.
 """
 
 from __future__ import annotations
 
-import difflib
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-import pyarrow.parquet as pq
-
-from eval.store.committed import CommittedOutputsError, check_growth
+from eval.store.committed import CommittedOutputsError
+from eval.store.publish_checks import check, describe
 from eval.store.storage import MANIFEST as ROWS_MANIFEST
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
-from rheo.io import atomic_write_bytes
+from rheo.files import is_regular, read_bounded, walk
+from rheo.io import publish_bytes, read_manifest
 from rheo.paths import REPO_ROOT, announce, committed_twin, out_root, shown
 
 PROG = "rheo publish"
 #: top-level folders of the output root that are never published: Hydra's records, a smoke check's
 #: outputs, the replays' and head reading's caches, exports
 NEVER = ("hydra", "smoke", "expected_replay", "head_reading", "exports")
-#: lines of one file's diff shown (the rest counted)
-DIFF_LINES = 40
+#: files written by a program that keeps no manifest (relative to the output root): offered as the writers'
+NO_MANIFEST = (("notebooks", "analysis.ipynb"),)
+#: the largest file read (an archive is a few MB)
+READ_LIMIT = 1 << 31
 
 
-def candidates(root: Path) -> list[tuple[Path, Path]]:
-    """(output, committed twin) of every publishable file under ``root``: not hidden (the writers'
-    manifests, clocks), not in :data:`NEVER`, not inside a rows folder (one holding ``ROWS_MANIFEST``)."""
+def candidates(root: Path, named: Sequence[Path] = ()) -> list[tuple[Path, Path]]:
+    """(output, committed twin) of every publishable file under ``root``: a regular file (symlinked folders
+    are not entered) that a project writer recorded in its folder's manifest (or one of ``named``, the
+    files a PATH names), not hidden (the manifests, clocks), not in :data:`NEVER`, not inside a rows
+    folder (one holding ``ROWS_MANIFEST``)."""
     pairs = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root)
-        if rel.parts[0] in NEVER or any(part.startswith(".") for part in rel.parts):
+    named = {os.path.normpath(p.absolute()) for p in named}
+    for folder, dirs, names in walk(root):
+        rel_folder = folder.relative_to(root)
+        if rel_folder.parts[:1] and (rel_folder.parts[0] in NEVER or (folder / ROWS_MANIFEST).is_file()):
+            dirs[:] = []
             continue
-        if any((root.joinpath(*rel.parts[:i]) / ROWS_MANIFEST).is_file() for i in range(1, len(rel.parts))):
-            continue
-        twin = committed_twin(path)  # experiment/mine/tuned_topk.yaml -> configs/experiment/tuned_topk.yaml
-        if rel.parts[0] == "experiment" and (rel.parts[1:2] != ("mine",) or len(rel.parts) != 3):
-            twin = None
-        if twin is not None:
-            pairs.append((path, twin))
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        written = read_manifest(folder)
+        for name in sorted(names):
+            path, rel = folder / name, rel_folder / name
+            if name.startswith(".") or not is_regular(path):
+                continue
+            if name not in written and rel.parts not in NO_MANIFEST and os.path.normpath(path.absolute()) not in named:
+                continue
+            twin = committed_twin(path)  # experiment/mine/tuned_topk.yaml -> configs/experiment/tuned_topk.yaml
+            if rel.parts[0] == "experiment" and (rel.parts[1:2] != ("mine",) or len(rel.parts) != 3):
+                twin = None
+            if twin is not None:
+                pairs.append((path, twin))
     skip = ignored([twin for _, twin in pairs])
     return [(path, twin) for path, twin in pairs if twin not in skip]
 
@@ -73,65 +93,43 @@ def ignored(paths: list[Path]) -> set[Path]:
     return {Path(name) for name in listed.decode().split("\0") if name}
 
 
-def changes(root: Path, only: Sequence[Path] = ()) -> list[tuple[Path, Path]]:
-    """The candidates whose bytes differ from their committed twin (or that have none yet), under ``only``;
-    without ``only``, a file new to the committed results only in a folder they already have (a folder
-    of your own, ``outputs/mine/``, is published only when named)."""
-    keep = [p.absolute() for p in only]
+def changes(root: Path, only: Sequence[Path] = ()) -> list[tuple[Path, Path, bytes]]:
+    """(file, committed twin, its bytes, read once) of the candidates whose bytes differ from their twin
+    (or that have none yet), under ``only``; without ``only``, a file new to the committed results only in
+    a folder they already have (a folder of your own, ``outputs/mine/``, is published only when named)."""
+    keep = [Path(os.path.normpath(p.absolute())) for p in only]
     out = []
-    for path, twin in candidates(root):
-        if keep and not any(k == path.absolute() or k in path.absolute().parents for k in keep):
+    for path, twin in candidates(root, [k for k in keep if k.is_file()]):
+        here = Path(os.path.normpath(path.absolute()))
+        if keep and not any(k == here or k in here.parents for k in keep):
             continue
         if not keep and not twin.parent.is_dir():
             continue
-        if not twin.is_file() or twin.read_bytes() != path.read_bytes():
-            out.append((path, twin))
+        data = read_bounded(path, READ_LIMIT, "publish", "publish regular files only")
+        if not twin.is_file() or twin.read_bytes() != data:
+            out.append((path, twin, data))
     return out
 
 
-def check(path: Path, twin: Path) -> None:
-    """Raise :class:`CommittedOutputsError` if ``path`` may not replace the committed ``twin``: an archive
-    keeps its columns (it may add some), keeps every committed row and takes no rows of settings it does
-    not hold."""
-    if path.suffix != ".parquet" or not twin.is_file():
-        return
-    old, new = pq.read_schema(twin).names, pq.read_schema(path).names
-    gone = sorted(set(old) - set(new))  # a column added since (a newer row schema) is no loss
-    if gone:
-        raise CommittedOutputsError(f"{shown(path)} lacks columns of the committed {shown(twin)} ({', '.join(gone[:5])}"
-                                    f"{', ...' if len(gone) > 5 else ''}): not the same keys; nothing was written")
-    key, settings = archive_key(old)
-    if key:
-        cols = sorted(set(key + settings))
-        check_growth(twin, pq.read_table(twin, columns=cols).to_pandas(), pq.read_table(path, columns=cols).to_pandas(),
-                     key, settings)
-
-
-def archive_key(columns: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(row key, settings) of an archive with these ``columns``: same-state rows, realized rows, or ([], [])."""
-    from eval.store import state_archive, storage
-
-    for key, settings in ((state_archive.ROW_KEY, state_archive.SETTINGS), (list(storage.ROW_KEY), ["config_hash"])):
-        if set(key + settings) <= set(columns):
-            return list(key), list(settings)
-    return [], []
-
-
-def describe(path: Path, twin: Path) -> list[str]:
-    """Lines saying how ``path`` would change ``twin``: a diff (text), row counts (archive), sizes (else)."""
-    head = f"{'new' if not twin.is_file() else 'changed'}: {shown(twin)} <- {shown(path)}"
-    if path.suffix == ".parquet":
-        old = pq.read_metadata(twin).num_rows if twin.is_file() else 0
-        return [f"{head} (rows {old} -> {pq.read_metadata(path).num_rows})"]
-    try:
-        new_text = path.read_text().splitlines()
-        old_text = twin.read_text().splitlines() if twin.is_file() else []
-    except UnicodeDecodeError:
-        old = twin.stat().st_size if twin.is_file() else 0
-        return [f"{head} ({old} -> {path.stat().st_size} bytes)"]
-    diff = list(difflib.unified_diff(old_text, new_text, str(shown(twin)), str(shown(path)), lineterm="", n=1))
-    more = [f"  ... {len(diff) - DIFF_LINES} more diff lines"] if len(diff) > DIFF_LINES else []
-    return [head] + ["  " + line for line in diff[:DIFF_LINES]] + more
+def named_paths(root: Path, paths: Sequence[Path]) -> list[Path]:
+    """The PATHs of the command line as paths under ``root`` (normalised; relative ones are read against the
+    output root unless they exist as given); ValueError, one line, for one outside the root, missing, or
+    through a symlink (publish reads only what lies under the root itself)."""
+    base = Path(os.path.normpath(root.absolute()))
+    out = []
+    for given in paths:
+        path = Path(os.path.normpath((given if given.exists() or given.is_absolute() else root / given).absolute()))
+        if path != base and base not in path.parents:
+            raise ValueError(f"{given}: not under the output root {shown(root)}: publish takes files a command "
+                             f"wrote there (a path relative to it, or under it)")
+        links = [p for p in [path, *path.parents] if base in p.parents and p.is_symlink()]
+        if links:
+            raise ValueError(f"{given}: {shown(links[-1])} is a symlink: publish reads only files a command wrote "
+                             f"under the output root, never through a link; name the folder itself")
+        if not path.exists():
+            raise ValueError(f"{given}: nothing there under the output root {shown(root)}")
+        out.append(path)
+    return out
 
 
 def publish(root: Path, only: Sequence[Path] = (), yes: bool = False) -> int:
@@ -139,17 +137,26 @@ def publish(root: Path, only: Sequence[Path] = (), yes: bool = False) -> int:
     announce()
     found = changes(root, only)
     if not found:
-        print(f"nothing to publish: no file under {shown(root)} differs from the committed results")
+        where = ", ".join(map(shown, only)) if only else shown(root)
+        print(f"nothing to publish: no file under {where} that a command wrote differs from the committed results")
         return 0
-    for path, twin in found:
-        print("\n".join(describe(path, twin)))
-    for path, twin in found:
-        check(path, twin)
+    refused = []
+    for path, twin, data in found:
+        print("\n".join(describe(path, twin, data)))
+        try:
+            check(path, twin, data)
+        except CommittedOutputsError as e:
+            refused.append(e)
+            print(f"  refused: {one_line(e)}")
+    if yes and refused:
+        raise refused[0]
     if not yes:
-        raise CommittedOutputsError(f"{len(found)} committed file(s) would change (shown above); nothing was "
-                                    f"written: pass --yes (make publish ARGS=--yes) to write them")
-    for path, twin in found:
-        atomic_write_bytes(twin, path.read_bytes())
+        print(f"dry run: nothing was written; " + (f"{len(refused)} of the {len(found)} file(s) are refused (shown "
+              f"above), so --yes would write none: keep those under the output root, or name the others as PATHs"
+              if refused else f"--yes (make publish ARGS=--yes) writes these {len(found)} file(s)"))
+        return 0
+    for path, twin, data in found:
+        publish_bytes(twin, data)  # the bytes shown and checked above, not a second read
         print(f"published {shown(twin)}")
     print("then: `make docs` refills the README's and docs' tables from them; commit with git")
     return 0
@@ -162,9 +169,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--yes", action="store_true", help="write the changes (without it: show them, write nothing)")
     args = ap.parse_args(argv)
     root = out_root()
-    only = [p if p.exists() else root / p for p in args.paths]
     try:
-        return publish(root, only, args.yes)
+        return publish(root, named_paths(root, args.paths), args.yes)
     except (OSError, ValueError, CommittedOutputsError) as e:
         print(f"{PROG}: error: {one_line(e)}", file=sys.stderr)
         return 2

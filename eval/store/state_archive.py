@@ -138,7 +138,7 @@ def export_rows(root: Path | str, archive: Path | str) -> int:
 
     files, n = archive_files(root, archive, check=False)
     for path, blob in files:
-        atomic_write_bytes(path, blob)
+        atomic_write_bytes(path, blob, record=True)
     return n
 
 

@@ -37,7 +37,7 @@ from eval.store.shard_checks import (CorruptShardError, OutputDirError, ShardWri
 from eval.store.export_out import write_out
 from eval.store.suite_names import suite_folder
 from rheo.files import files_at_depth, is_regular
-from rheo.io import TMP_PREFIX, atomic_write, atomic_write_bytes, owner, remove_stale_tmp  # noqa: F401
+from rheo.io import TMP_PREFIX, atomic_write, atomic_write_bytes, make_dir, owner, remove_stale_tmp  # noqa: F401
 from rheo.paths import own_or_committed, program
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
     """Create/check ``root``: writable, and either empty or carrying our manifest (``fingerprint``:
     what the directory holds; same-state rows have their own, eval.store.state_archive)."""
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        make_dir(root)
     except OSError as e:
         raise OutputDirError(f"cannot create output_dir {root}: {e}") from e
     if not root.is_dir():
@@ -74,7 +74,7 @@ def prepare_output_dir(root: Path, fingerprint: dict = FINGERPRINT) -> None:
                              "results into a directory that is not a rheo results directory.")
     probe = root / f"{TMP_PREFIX}probe{owner()}"
     try:
-        probe.write_text("")
+        atomic_write_bytes(probe, b"")
         probe.unlink()
     except OSError as e:
         raise OutputDirError(f"output_dir {root} is not writable: {e}") from e
@@ -147,7 +147,7 @@ def require_results_dir(root: Path) -> None:
 def prepare_config_dir(root: Path, model: str, chash: str, key: dict) -> Path:
     """The directory of one config hash; refuses one whose config.json differs."""
     cdir = root / model / chash
-    cdir.mkdir(parents=True, exist_ok=True)
+    make_dir(cdir)
     cfile = cdir / "config.json"
     if cfile.exists():
         try:
@@ -248,7 +248,7 @@ def export_results(root: Path | str, out: Path | str) -> int:
     keys: dict = {}
     rows = [read_row(p, expected_from_path(p, keys)) for p in iter_shards(Path(root))]
     table = pa.Table.from_pylist(rows, schema=ROW_SCHEMA)
-    write_out(out, lambda f: pq.write_table(table, f, compression="zstd"))
+    write_out(out, lambda f: pq.write_table(table, f, compression="zstd"), record=True)
     return len(rows)
 
 

@@ -26,7 +26,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from rheo.io import atomic_write, atomic_write_text
+from rheo.io import atomic_write, atomic_write_text, make_dir
 from rheo.paths import REPO_ROOT
 from rheo.training.prompts import KINDS
 
@@ -85,8 +85,7 @@ def sha256(path: Path) -> str:
 
 
 def save_corpus(corpus: Corpus, folder: Path, manifest: Dict) -> Path:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_dir(folder)
     path = atomic_write(folder / "corpus.npz", lambda f: np.savez_compressed(
         f, **{k: getattr(corpus, k) for k in Corpus.__dataclass_fields__}))
     manifest = dict(manifest, file="corpus.npz", sha256=sha256(path), bytes=path.stat().st_size)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rheo.io import atomic_write
+from rheo.io import atomic_write, atomic_write_text
 from rheo.models.hf_target import eagle3_feature_layers
 from rheo.training.corpus import Corpus, read_shard, shard_files
 
@@ -98,8 +98,7 @@ class FeatureCache:
                 raise ValueError(f"feature cache {self.folder} was built for {old}, not {meta}: "
                                  f"delete the folder to rebuild it")
         elif create:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            meta_path.write_text(json.dumps(meta, indent=1))
+            atomic_write_text(meta_path, json.dumps(meta, indent=1))
         else:
             raise FileNotFoundError(f"no feature cache in {self.folder}: run scripts/train_draft.py --features-only")
         done_path, sums_path = self.folder / "done.npy", self.folder / "sums.npy"

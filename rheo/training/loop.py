@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rheo.io import remove_stale_tmp
+from rheo.io import atomic_write_text, make_dir, open_append, remove_stale_tmp
 from rheo.models.eagle3 import Eagle3LoadError
 from rheo.models.eagle3_head import Eagle3Head, save_head
 from rheo.models.hf_target import eagle3_feature_layers
@@ -100,8 +100,7 @@ def train(args) -> None:
         raise SystemExit(f"--device {args.device}: CUDA is not available here (torch {torch.__version__})")
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    run_dir = Path(args.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = make_dir(Path(args.run_dir))
     for folder in (run_dir, Path(args.out)):  # temporary files of a writer killed mid-checkpoint
         for path in remove_stale_tmp(folder) if folder.is_dir() else []:
             print(f"removed {path}: left by a killed checkpoint", flush=True)
@@ -216,7 +215,7 @@ class Trainer:
                     batches_per_epoch=self.per_epoch, total_steps=self.plan["total"], resumed_at=self.step,
                     args=vars(self.args))
         print(json.dumps(info), flush=True)
-        (self.run_dir / "info.json").write_text(json.dumps(info, indent=1))
+        atomic_write_text(self.run_dir / "info.json", json.dumps(info, indent=1))
 
     def checkpoint(self, final: bool = False) -> None:
         """Measure held-out top-1, log it, export the head and save the full state (atomically)."""
@@ -259,7 +258,7 @@ class Trainer:
         if resume:
             self.restore(resume)
         self.write_info()
-        with open(self.run_dir / "metrics.jsonl", "a") as self.metrics:
+        with open_append(self.run_dir / "metrics.jsonl") as self.metrics:
             if not resume:
                 self.checkpoint()
             elif not self.running():  # a finished run: its final record and head are already written
