@@ -30,6 +30,9 @@ ALLOWED = {
     ("rheo/cli.py", "quiet_pipe_end"): "points stdout at /dev/null after the reader of a pipe went away",
     ("eval/store/export_out.py", "write_out"): "an export into a stream the user names (/dev/stdout, a pipe, "
                                                "a device): opened, never replaced; a file goes through the door",
+    ("eval/store/claims.py", "_fd"): "the per-configuration lock file: a POSIX record lock needs an open descriptor "
+                                     "that lives with the job (never replaced, holds no data); its folder is the "
+                                     "run's output_dir, which the door checked before the run made anything",
 }
 #: the one caller of the one write into the committed evidence
 PUBLISHER = (Path("eval/store/publish.py"), "publish_bytes")
