@@ -76,6 +76,9 @@ ROW_SCHEMA = pa.schema([
     ("code_version", pa.string()),
     # the engine the row ran on (rheo.engine) when not "eager"; None: eager (and rows older than the column)
     ("engine", pa.string()),
+    # the prompt protocol the row was made under (rheo.models.protocol: template | eagle3); None: rows
+    # older than the column, all made under template
+    ("protocol", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
@@ -91,6 +94,7 @@ def key_row(key: dict) -> dict:
     row = dict.fromkeys(COLUMNS)
     row.update({c: key.get(c) for c in RUN_KEY_COLUMNS + METHOD_COLUMNS})
     row["prompt_format"] = prompt_format(key)
+    row["protocol"] = key.get("protocol", "template")
     return row
 
 
