@@ -23,13 +23,15 @@ import torch
 
 from rheo.models.catalog import MODELS, VICUNA_V11_TEMPLATE, ModelEntry, as_eos_tokens, get_entry
 from rheo.models.locate import ModelWeightsNotFoundError, resolve_paths
-from rheo.models.protocol import TEMPLATE, Prompting, answer_text, prompting, with_system
+from rheo.models.protocol import (TEMPLATE, Prompting, answer_text, check_protocol, default_protocol, prompting,
+                                  with_system)
 from rheo.models.pair_check import ModelMismatchError, check_pair, head_config_problems, read_json
 from rheo.models.target_shapes import check_target_shapes
 from rheo.models.weights import check_weight_files
 from rheo.placement import DTYPES, as_device, as_dtype
 
-__all__ = ["ModelPair", "ModelMismatchError", "check_head_config", "load_model_pair", "local_entry"]
+__all__ = ["ModelPair", "ModelMismatchError", "check_head_config", "load_model_pair", "load_prompt_format",
+           "local_entry"]
 
 LOCAL_NAME = "local"
 
@@ -108,6 +110,7 @@ def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Opti
     from rheo.models.hf_target import HFTarget
 
     _check_arguments(name, target_path, head_path)
+    check_protocol(protocol)
     if (name is None or name not in MODELS) and target_path and head_path:
         entry = local_entry(target_path, head_path, name or LOCAL_NAME, chat_format or "template", eos_tokens)
     elif name is None:
@@ -136,6 +139,48 @@ def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Opti
     pair = ModelPair(target=HFTarget(hf_model), drafter=drafter, tokenizer=tokenizer, hf_model=hf_model,
                      eos_token_ids=_eos_ids(entry, tokenizer), entry=entry)
     return pair if protocol == TEMPLATE else pair.with_protocol(protocol)
+
+
+def load_prompt_format(name: Optional[str] = None, target_path: Optional[str] = None, chat_format: Optional[str] = None,
+                       eos_tokens: Union[None, str, int, Sequence[Union[str, int]]] = None,
+                       protocol: Optional[str] = TEMPLATE) -> ModelPair:
+    """The tokenizer side of a pair, without its weights: a :class:`ModelPair` whose ``format_chat``,
+    ``eos_token_ids`` and ``answer_text`` are those of :func:`load_model_pair` (``target``, ``drafter``
+    and ``hf_model`` are None). ``protocol`` None: the model's own (rheo.models.protocol.default_protocol).
+    A target that is not on this machine: ModelWeightsNotFoundError in one line naming the variable to set."""
+    from rheo.models.locate import _resolve_part
+
+    check_protocol(default_protocol(name or LOCAL_NAME) if protocol is None else protocol)
+    if name is None or name not in MODELS:
+        if not target_path:
+            raise ValueError(f"unknown model {name!r}: give a catalog name (one of {sorted(MODELS)}) or target_path=")
+        entry = ModelEntry(name or LOCAL_NAME, str(target_path), "", chat_format or "template", as_eos_tokens(eos_tokens))
+        path = Path(target_path).expanduser()
+    else:
+        entry = _override(get_entry(name), chat_format, eos_tokens)
+        path, report = _resolve_part(entry, "target", target_path)
+        if report:
+            error = ModelWeightsNotFoundError(f"model {entry.name!r}: its tokenizer is not on this machine (no target "
+                                              f"folder found): set {entry.env_var('target')}=DIR to the folder of "
+                                              f"{entry.target} (or pass target_path / --target DIR)",
+                                              entry.name, ("target",))
+            error.multi_line = False
+            raise error
+    if path is None:  # the built-in SmolLM2
+        from transformers import AutoTokenizer
+
+        from rheo.models.smollm2 import cache_dir, ensure_cache, fix_tokenizer
+
+        ensure_cache(cache_dir())
+        tokenizer = fix_tokenizer(AutoTokenizer.from_pretrained(str(cache_dir())))
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    _set_chat_format(entry, tokenizer)
+    pair = ModelPair(target=None, drafter=None, tokenizer=tokenizer, hf_model=None,
+                     eos_token_ids=_eos_ids(entry, tokenizer), entry=entry)
+    return pair.with_protocol(protocol)
 
 
 def _check_arguments(name, target_path, head_path) -> None:
