@@ -40,7 +40,7 @@ from rheo.methods.topk import DYNAMIC_FIELDS
 log = logging.getLogger(__name__)
 
 PAIR_KEY = ["model", "target_path", "target_sha", "prompt_format", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
-            "max_new_tokens", "engine"]  # engine: rows of two engines are never paired
+            "max_new_tokens", "engine", "protocol"]  # engine, protocol: rows of two engines or prompt protocols never pair
 #: the engine of rows without one (rheo.engine: the reference; rows older than the column)
 EAGER = "eager"
 TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.methods)
@@ -86,9 +86,12 @@ def add_variant(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_engine_column(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with ``engine`` filled (None: "eager"), so that rows of two engines never share a pairing key."""
+    """``df`` with ``engine`` filled (None: "eager") and ``protocol`` (None: "template", the prompts of the rows
+    older than the column), so that rows of two engines or prompt protocols never share a pairing key."""
     df["engine"] = (df["engine"] if "engine" in df.columns else pd.Series(None, index=df.index, dtype=object)
                     ).fillna(EAGER).astype(str)
+    df["protocol"] = (df["protocol"] if "protocol" in df.columns else pd.Series(None, index=df.index, dtype=object)
+                      ).fillna("template").astype(str)
     return df
 
 
@@ -98,7 +101,9 @@ def variant_label(row) -> str:
     ('rheo m=1 engine=graphs'), so that it is never grouped with the eager rows."""
     engine = getattr(row, "engine", None)
     label = get_method(row.method).variant(row)
-    return label if engine in (None, EAGER) or engine != engine else f"{label} engine={engine}"
+    label = label if engine in (None, EAGER) or engine != engine else f"{label} engine={engine}"
+    protocol = getattr(row, "protocol", None)  # a prompt protocol other than the committed rows' says which
+    return label if not isinstance(protocol, str) or protocol == "template" else f"{label} protocol={protocol}"
 
 
 def variant_of(method: str, **fields) -> str:
