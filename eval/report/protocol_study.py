@@ -1,6 +1,6 @@
 """The prompt protocol's effect on tau (configs/experiment/protocol.yaml): its archive and its table.
 
-    python -m eval.report.protocol_study outputs/protocol --archive outputs/protocol.parquet \
+    python -m eval.report.protocol_study outputs/protocol_study --archive outputs/protocol_study.parquet \
         --out outputs/tables/protocol.md
 
 Rows: Rheo m=1 under ``protocol=template`` and ``protocol=eagle3`` (rheo.models.protocol), the same
@@ -108,7 +108,7 @@ def table(rows: pd.DataFrame) -> str:
         f"system message in the same template, answers stripped before the second turn: "
         f"[docs/protocols.md](../../docs/protocols.md)), with the same seeds. Mean ± 95% CI over items (an item's "
         f"turns averaged first: MT-bench's two turns are one cluster); Δτ is paired per item, with a sign test and "
-        f"a sign-flip permutation test over items. Rows: `results/protocol.parquet` "
+        f"a sign-flip permutation test over items. Rows: `results/protocol_study.parquet` "
         f"(`python -m eval.run -m experiment=protocol`).",
         "",
         markdown_table(header, body),
