@@ -35,10 +35,10 @@ import torch
 from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int, seed_arg, text_input
 from rheo.compare_ar import repeat_line
 from rheo.config import ENGINES, PAPER_TREE
-from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
+from rheo.cpu_dtype import AUTO, cpu_kind
 from rheo.paths import REPO_ROOT, is_committed_evidence, out_root, shown
 from rheo.methods import reads
-from rheo.models.protocol import PROTOCOLS, default_protocol, prompting
+from rheo.models.protocol import PROTOCOLS, default_protocol, dtype_choice
 from rheo.placement import as_device
 from rheo.presets import PRESETS
 
@@ -162,17 +162,6 @@ def spec_of(args, shape: dict):
     return SpecConfig(method=args.method, **changes)
 
 
-def protocol_dtype(dtype: str, device: str, model: str, protocol: str):
-    """The DtypeChoice of ``--dtype``: under ``auto`` the protocol's dtype where it has one (eagle3: float16
-    for the paper's models, as EAGLE-3's evaluation), else rheo.cpu_dtype's choice."""
-    from rheo.cpu_dtype import DtypeChoice
-
-    own = prompting(model, protocol).dtype
-    if dtype == AUTO and own is not None:
-        return DtypeChoice(own, f"protocol {protocol}: {own}, as EAGLE-3's evaluation")
-    return resolve_dtype(dtype, device)
-
-
 def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     from rheo.compare_ar import time_pair
@@ -189,7 +178,7 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     threads = set_threads(args.threads)
     name = args.model or (None if args.target else "smollm2_135m")
     protocol = args.protocol or default_protocol(name or "local")
-    dtype = protocol_dtype(args.dtype, args.device, name or "local", protocol)
+    dtype = dtype_choice(args.dtype, args.device, name or "local", protocol)
     text = text_input(args.prompt)  # refused before anything loads: the text, then the method's values
     pair = load_model_pair(name, device=args.device, dtype=dtype.dtype, target_path=args.target,
                            head_path=args.head, chat_format=args.chat_format, protocol=protocol)

@@ -33,8 +33,7 @@ from eval.store.keys import SUITE_FILES, config_hash
 from rheo.config import SpecConfig, method_parameters, unread_settings
 from rheo.methods import get_method, method_names
 from rheo.models.catalog import MODELS as REGISTRY
-from rheo.cpu_dtype import DtypeChoice, resolve_dtype
-from rheo.models.protocol import check_protocol, default_protocol, prompting
+from eval.conf.run_choices import run_dtype, run_protocol  # noqa: F401  (re-exported)
 from rheo.placement import DTYPE_NAMES
 
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
@@ -114,9 +113,7 @@ class RunConf:
     item_ids: Optional[List[int]] = None  # explicit question_ids (applied before limit)
     device: str = "cpu"
     dtype: Optional[str] = "auto"  # auto: by CPU capability (run_dtype); None = the model's default
-    # the prompt protocol (rheo.models.protocol): template | eagle3; None: the model's own (eagle3 for the
-    # paper's three models, template for the others); in the key when not template
-    protocol: Optional[str] = None
+    protocol: Optional[str] = None  # template | eagle3 (rheo.models.protocol); None: the model's own; keyed unless template
     out_root: str = "outputs"  # the output root (config.yaml: $RHEO_OUT, else outputs); not in the config hash
     paths: Dict[str, str] = field(default_factory=dict)  # the project's folders (configs/paths/)
     output_dir: str = MISSING  # config.yaml: ${paths.runs}
@@ -206,22 +203,6 @@ def typed_method_fields() -> set[str]:
     typed = HydraConfig.get().overrides.task
     return {o.lstrip("+~").split("=", 1)[0].split(".", 1)[1] for o in typed
             if o.lstrip("+~").startswith("method.") and "=" in o}
-
-
-def run_dtype(cfg: DictConfig) -> DtypeChoice:
-    """The dtype a run loads its pair in and keys its rows by, and why: ``dtype=auto`` is resolved by the
-    CPU's bf16 instructions (rheo.cpu_dtype) before any key is made, so that one config hash never
-    stands for two precisions; a study that pins its dtype keeps it (and its committed hashes)."""
-    own = prompting(cfg.model.name, run_protocol(cfg)).dtype
-    if cfg.dtype == "auto" and own is not None:
-        return DtypeChoice(own, f"protocol={run_protocol(cfg)}: {own}, as EAGLE-3's evaluation of {cfg.model.name}")
-    return resolve_dtype(cfg.dtype, cfg.device)
-
-
-def run_protocol(cfg: DictConfig) -> str:
-    """The run's prompt protocol: ``protocol``, or the model's own (rheo.models.protocol.default_protocol)."""
-    given = cfg.get("protocol")
-    return check_protocol(default_protocol(cfg.model.name) if given is None else str(given))
 
 
 def method_key(cfg: DictConfig, method: Optional[str] = None) -> dict:

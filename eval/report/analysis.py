@@ -86,12 +86,10 @@ def add_variant(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_engine_column(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with ``engine`` filled (None: "eager") and ``protocol`` (None: "template", the prompts of the rows
-    older than the column), so that rows of two engines or prompt protocols never share a pairing key."""
+    """``df`` with ``engine`` (None: "eager") and ``protocol`` (None: "template") filled: rows of two never pair."""
     df["engine"] = (df["engine"] if "engine" in df.columns else pd.Series(None, index=df.index, dtype=object)
                     ).fillna(EAGER).astype(str)
-    df["protocol"] = (df["protocol"] if "protocol" in df.columns else pd.Series(None, index=df.index, dtype=object)
-                      ).fillna("template").astype(str)
+    df["protocol"] = df.get("protocol", pd.Series(None, index=df.index, dtype=object)).fillna("template").astype(str)
     return df
 
 
@@ -99,11 +97,9 @@ def variant_label(row) -> str:
     """The row's method's label (rheo.methods): 'ar', 'hf_generate' (the references), 'topk',
     'rheo m=1', 'static rsd (4,2,1)', ...; a row of another engine than "eager" says which
     ('rheo m=1 engine=graphs'), so that it is never grouped with the eager rows."""
-    engine = getattr(row, "engine", None)
-    label = get_method(row.method).variant(row)
-    label = label if engine in (None, EAGER) or engine != engine else f"{label} engine={engine}"
-    protocol = getattr(row, "protocol", None)  # a prompt protocol other than the committed rows' says which
-    return label if not isinstance(protocol, str) or protocol == "template" else f"{label} protocol={protocol}"
+    engine, protocol = getattr(row, "engine", None), getattr(row, "protocol", None)  # and a protocol not template
+    label = get_method(row.method).variant(row) + ("" if engine in (None, EAGER) or engine != engine else f" engine={engine}")
+    return label + ("" if protocol in (None, "template") or protocol != protocol else f" protocol={protocol}")
 
 
 def variant_of(method: str, **fields) -> str:

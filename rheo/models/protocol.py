@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 __all__ = ["TEMPLATE", "EAGLE3", "PROTOCOLS", "LLAMA2_SYSTEM", "Prompting", "prompting", "default_protocol",
-           "check_protocol", "with_system", "answer_text"]
+           "check_protocol", "dtype_choice", "with_system", "answer_text"]
 
 TEMPLATE = "template"
 EAGLE3 = "eagle3"
@@ -112,6 +112,18 @@ def prompting(model: str, protocol: Optional[str] = None) -> Prompting:
         return EAGLE3_MODELS[model]
     own = next((ends for prefix, ends in _OWN_TURN_END.items() if model.startswith(prefix)), None)
     return Prompting(EAGLE3, LLAMA2_SYSTEM, own, None, None, True, _LLAMA3 + " (its system message)")
+
+
+def dtype_choice(dtype: Optional[str], device: str, model: str, protocol: str):
+    """The weights dtype of a run (rheo.cpu_dtype.DtypeChoice, with its reason): under ``dtype="auto"`` the
+    protocol's where it has one (eagle3: float16 for the paper's models, as EAGLE-3's evaluation), else
+    rheo.cpu_dtype's choice; an explicit dtype wins."""
+    from rheo.cpu_dtype import AUTO, DtypeChoice, resolve_dtype
+
+    own = prompting(model, protocol).dtype
+    if dtype == AUTO and own is not None:
+        return DtypeChoice(own, f"protocol={protocol}: {own}, as EAGLE-3's evaluation of {model}")
+    return resolve_dtype(dtype, device)
 
 
 def with_system(messages: Sequence[dict], how: Prompting) -> list[dict]:
