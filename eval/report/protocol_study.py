@@ -9,7 +9,8 @@ per-position reading need (no output tokens). The table gives, per temperature a
 suites, the mean tau under each protocol, the prompt length, and the paired difference eagle3 - template
 with a 95% Student-t interval, a sign test and a sign-flip permutation test over items: an item is one
 unit (its turns are averaged first: MT-bench's two turns are one cluster), so the n of a row is items,
-not prompts. ``--archive`` given alone (no rows folder) rebuilds the table from a committed archive.
+not prompts. Without the rows folder the table is drawn from ``--archive``, else from the committed
+archive of that name under results/.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from eval.report.stats import permutation_test, sign_test
 from eval.store.storage import load_results
 from rheo.cli import ArgumentParser, run_main
 from rheo.io import atomic_write_bytes, atomic_write_text
+from rheo.paths import REPO_ROOT
 from rheo.models.protocol import EAGLE3, TEMPLATE
 
 #: the archive's columns: the row key and settings, the prompt, the counts, what made the row
@@ -129,11 +131,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--archive", type=Path, required=True, help="the archive written from the rows (or read, alone)")
     p.add_argument("--out", type=Path, required=True, help="the Markdown table")
     args = p.parse_args(argv)
-    if args.rows is not None:
-        rows = load_results(Path(args.rows))
-        write_archive(rows, args.archive)
+    source = args.archive
+    if args.rows is not None and Path(args.rows).is_dir():
+        write_archive(load_results(Path(args.rows)), args.archive)
         print(f"wrote {args.archive}")
-    rows = pd.read_parquet(args.archive)
+    elif not args.archive.is_file():  # no rows of one's own: the committed archive
+        source = REPO_ROOT / "results" / args.archive.name
+    rows = pd.read_parquet(source)
     atomic_write_text(args.out, table(rows))
     print(f"wrote {args.out}")
     return 0
