@@ -42,7 +42,7 @@ def test_citing_is_near_the_top_and_invents_nothing():
     citing = README.split("## Citing")[1].split("\n## ")[0]
     assert "RheoSampling" in citing
     # what public arXiv listings confirm is cited and said to come from them; the rest stays unknown
-    assert "https://arxiv.org/abs/2609.21827" in citing and "eprint        = {2609.21827}" in citing
+    assert "https://arxiv.org/abs/2609.21827" in citing and "eprint = {2609.21827}" in citing
     assert "Resolving the One-Hot Dilemma in Stochastic Dynamic-Tree Speculative Decoding" in citing
     assert "listing" in citing and "venue, DOI, code | unknown to this project" in citing
     assert "@software{rheo" in citing and "Apache-2.0" in citing
