@@ -1,6 +1,7 @@
 """The ``rheo`` command: one entry point for what users run.
 
     rheo generate "prompt" [--model NAME | --target DIR --head DIR] [--method rheo|topk|rheo_auto] ...
+    rheo prompt --suite mt_bench --item 81 [--model NAME] [--protocol template|eagle3]
     rheo run model=smollm2_135m method=rheo dataset=mt_bench limit=5 output_dir=outputs/mine
     rheo tables --results outputs/mine --out outputs/mine/tables
     rheo figures --results outputs/mine --out outputs/mine/figures
@@ -33,6 +34,12 @@ def _generate(argv: list[str]) -> int:
     return generate_main(argv)
 
 
+def _prompt(argv: list[str]) -> int:
+    from rheo.prompt_cli import prompt_main
+
+    return prompt_main(argv)
+
+
 def _module(name: str, command: str) -> Callable[[list[str]], int]:
     """Run module ``name`` as ``rheo <command>``."""
     def run(argv: list[str]) -> int:
@@ -60,6 +67,7 @@ def _script(file: str, command: str) -> Callable[[list[str]], int]:
 #: command -> (what it does, how it runs)
 COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "generate": ("decode a prompt, streaming the answer, with tau and tokens/s", _generate),
+    "prompt": ("the exact text and token ids a model receives for an item under a prompt protocol", _prompt),
     "run": ("the benchmark harness (Hydra overrides, as python -m eval.run)", _module("eval.run", "run")),
     "tables": ("result tables from a results folder (scripts/make_tables.py)", _script("make_tables.py", "tables")),
     "figures": ("figures from a results folder (scripts/make_figures.py)", _script("make_figures.py", "figures")),
@@ -84,8 +92,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args[0] not in COMMANDS:
         fail(f"unknown command {args[0]!r}; choose one of {list(COMMANDS)} (see rheo --help)", "rheo")
     name = args[0]
-    if name == "generate":
-        run_main(lambda: COMMANDS[name][1](args[1:]), "rheo generate")
+    if name in ("generate", "prompt"):
+        run_main(lambda: COMMANDS[name][1](args[1:]), f"rheo {name}")
     COMMANDS[name][1](args[1:])  # the harness and the scripts end their own errors
     raise SystemExit(0)
 

@@ -36,10 +36,11 @@ import torch
 from rheo.cli import ArgumentParser, non_negative_float, non_negative_int, positive_int, seed_arg, text_input
 from rheo.compare_ar import repeat_line
 from rheo.config import ENGINES, PAPER_TREE
-from rheo.cpu_dtype import AUTO, cpu_kind, resolve_dtype
+from rheo.cpu_dtype import AUTO, cpu_kind
 from rheo.engine import compile_count
 from rheo.paths import REPO_ROOT, is_committed_evidence, out_root, shown
 from rheo.methods import method_names, plugin_methods, reads
+from rheo.models.protocol import PROTOCOLS, default_protocol, dtype_choice
 from rheo.placement import as_device
 from rheo.presets import PRESETS
 
@@ -56,6 +57,10 @@ def build_parser(prog: str = "rheo generate") -> ArgumentParser:
     p.add_argument("--head", default=None, help="an EAGLE-3 head folder for --target (official layout or rheo's)")
     p.add_argument("--chat-format", default=None, choices=("template", "vicuna_v1.1"),
                    help="how prompts are rendered (default: the pair's; 'template' for --target)")
+    p.add_argument("--protocol", default=None, choices=PROTOCOLS,
+                   help="prompt protocol (rheo.models.protocol): template, or eagle3 (EAGLE-3's evaluation prompts: "
+                        "system message, turn ends, float16 with --dtype auto); default: the model's own (eagle3 "
+                        "for the paper's three models, template for the embedded pair); `rheo prompt` shows it")
     p.add_argument("--method", default="rheo", choices=METHODS,
                    help="tree rule or preset (default rheo, the paper's; rheo_auto: rheo.presets)")
     p.add_argument("--tree", default=None, choices=("paper", "tuned"),
@@ -174,14 +179,16 @@ def generate_main(argv: Optional[Sequence[str]] = None) -> int:
     shape, tree = tree_of(args)
     config = spec_of(args, shape)
     threads = set_threads(args.threads)
-    dtype = resolve_dtype(args.dtype, args.device)
     name = args.model or (None if args.target else "smollm2_135m")
+    protocol = args.protocol or default_protocol(name or "local")
+    dtype = dtype_choice(args.dtype, args.device, name or "local", protocol)
     text = text_input(args.prompt)  # refused before anything loads: the text, then the method's values
     pair = load_model_pair(name, device=args.device, dtype=dtype.dtype, target_path=args.target,
-                           head_path=args.head, chat_format=args.chat_format)
+                           head_path=args.head, chat_format=args.chat_format, protocol=protocol)
     ran_in = str(pair.hf_model.dtype).replace("torch.", "")
     engine = "" if args.engine == "eager" else f", engine {args.engine}"
-    print(f"{args.method}, tree {tree}, {ran_in} ({dtype.reason}), {threads}{engine}", file=sys.stderr, flush=True)
+    print(f"{args.method}, tree {tree}, {ran_in} ({dtype.reason}), {threads}{engine}, protocol {protocol}",
+          file=sys.stderr, flush=True)
     prompt = pair.format_chat([{"role": "user", "content": text}])
     check_prompt(prompt, args.max_new_tokens, pair.target.vocab_size, getattr(pair.target, "context_length", None))
     printer = _Printer(pair.tokenizer)

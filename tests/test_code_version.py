@@ -124,3 +124,86 @@ def test_the_policy(version, reused, tmp_path):
     check = cv.VersionCheck(current="same")
     assert check.reusable(version, tmp_path / "x") is reused
     assert cv.VersionCheck(keep_stale=True, current="same").reusable(version, tmp_path / "x") is True
+
+
+# ---------------------------------------------------------------- the list against the import graph
+#: the modules a harness generation starts from: the run loop, its two measurements, the model factory
+DECODING_ENTRIES = ("eval.measure.loop", "eval.measure.realized", "eval.measure.same_states", "eval.measure.pairs")
+PACKAGES = ("rheo", "eval", "baselines")
+
+
+def _module_file(name: str):
+    path = cv.REPO_ROOT.joinpath(*name.split("."))
+    for candidate in (path / "__init__.py", path.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(path, name: str):
+    """The project modules one file imports, at the top or inside a function (a lazy import counts):
+    ``from package import name`` is the submodule ``name`` when there is one, else the module that
+    defines ``name`` (a package's lazy re-export resolves to where it lives), plus every parent package."""
+    import ast
+    import importlib
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            pairs = [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            pairs = [(base, alias.name) for alias in node.names]
+        else:
+            continue
+        for base, member in pairs:
+            if base.split(".")[0] not in PACKAGES:
+                continue
+            parts = base.split(".")
+            yield from (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+            if member and _module_file(f"{base}.{member}"):
+                yield f"{base}.{member}"
+            elif member:
+                defined = getattr(getattr(importlib.import_module(base), member, None), "__module__", None)
+                if defined and defined.split(".")[0] in PACKAGES:
+                    yield defined
+
+
+def _decoding_path() -> dict:
+    """Every project file the decoding path imports (module name -> file), by walking the imports."""
+    seen, todo = {}, list(DECODING_ENTRIES)
+    while todo:
+        name = todo.pop()
+        path = _module_file(name)
+        if name in seen or path is None:
+            continue
+        seen[name] = path
+        todo.extend(_imported(path, name))
+    return seen
+
+
+def test_every_module_the_decoding_imports_is_hashed_or_said_to_decide_no_row():
+    reached = {p.relative_to(cv.REPO_ROOT).as_posix() for p in _decoding_path().values()}
+    hashed = {p.relative_to(cv.REPO_ROOT).as_posix() for p in cv.decoding_files()}
+    outside = {p.relative_to(cv.REPO_ROOT).as_posix() for pattern in cv.OUTSIDE for p in cv.REPO_ROOT.glob(pattern)}
+    # the walk reaches the prompt construction through the run loop's and the pair's imports
+    assert {"eval/prompts/suites.py", "rheo/models/catalog.py", "rheo/models/protocol.py",
+            "rheo/models/loading.py", "rheo/decode.py"} <= reached
+    unplaced = sorted(reached - hashed - outside)
+    assert not unplaced, (f"modules on the decoding path in neither eval.store.code_version.DECODING_FILES nor "
+                          f"OUTSIDE: {unplaced}")
+    assert not hashed & outside, sorted(hashed & outside)
+
+
+def test_the_prompt_construction_is_hashed(tmp_path):
+    """An edit that changes every prompt changes the version (a rerun recomputes instead of pooling)."""
+    for rel in ("eval/prompts/suites.py", "rheo/models/catalog.py", "rheo/models/protocol.py"):
+        target = tmp_path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("SYSTEM = 'a'\n")
+    first = cv.code_version.__wrapped__(tmp_path)
+    (tmp_path / "rheo/models/catalog.py").write_text("SYSTEM = 'b'\n")
+    assert cv.code_version.__wrapped__(tmp_path) != first

@@ -34,7 +34,7 @@ from eval.store.keys import SUITE_FILES, config_hash
 from rheo.config import SpecConfig, method_parameters, unread_settings
 from rheo.methods import get_method, method_names, plugin_methods
 from rheo.models.catalog import MODELS as REGISTRY
-from rheo.cpu_dtype import DtypeChoice, resolve_dtype
+from eval.conf.run_choices import run_dtype, run_protocol  # noqa: F401  (re-exported)
 from rheo.placement import DTYPE_NAMES
 
 #: model names of rheo.models.load_model_pair (defined once, in its registry), plus the harness-only test pair
@@ -114,6 +114,7 @@ class RunConf:
     item_ids: Optional[List[int]] = None  # explicit question_ids (applied before limit)
     device: str = "cpu"
     dtype: Optional[str] = "auto"  # auto: by CPU capability (run_dtype); None = the model's default
+    protocol: Optional[str] = None  # template | eagle3 (rheo.models.protocol); None: the model's own; keyed unless template
     out_root: str = "outputs"  # the output root (config.yaml: $RHEO_OUT, else outputs); not in the config hash
     paths: Dict[str, str] = field(default_factory=dict)  # the project's folders (configs/paths/)
     output_dir: str = MISSING  # config.yaml: ${paths.runs}
@@ -207,13 +208,6 @@ def typed_method_fields() -> set[str]:
             if o.lstrip("+~").startswith("method.") and "=" in o}
 
 
-def run_dtype(cfg: DictConfig) -> DtypeChoice:
-    """The dtype a run loads its pair in and keys its rows by, and why: ``dtype=auto`` is resolved by the
-    CPU's bf16 instructions (rheo.cpu_dtype) before any key is made, so that one config hash never
-    stands for two precisions; a study that pins its dtype keeps it (and its committed hashes)."""
-    return resolve_dtype(cfg.dtype, cfg.device)
-
-
 def method_key(cfg: DictConfig, method: Optional[str] = None) -> dict:
     """The key of the run's method (or of ``method`` run next to it) hashed into config_hash
     (eval.store.keys.method_key); the AR baseline of ``paired_baseline=true`` is keyed by the config it was
@@ -230,7 +224,8 @@ def _key(cfg: DictConfig, spec: SpecConfig, own: Optional[dict] = None) -> dict:
                            max_new_tokens=cfg.max_new_tokens, target_path=cfg.model.target_path,
                            head_path=cfg.model.head_path, paired_with=paired, draft_mix=cfg.get("draft_mix"),
                            draft_temp=cfg.get("draft_temp"),
-                           chat_format=cfg.model.get("chat_format"), eos_tokens=cfg.model.get("eos_tokens"))
+                           chat_format=cfg.model.get("chat_format"), eos_tokens=cfg.model.get("eos_tokens"),
+                           protocol=run_protocol(cfg))
 
 
 @dataclass(frozen=True)

@@ -205,10 +205,11 @@ def main(argv=None) -> int:
         return 2
     first = chosen.iloc[0]  # the model and dtype the rows ran with
     dtype = args.dtype or str(first["dtype"])
-    pair = load_pair(str(first["model"]), "cpu", dtype)
+    protocol = first.get("protocol")  # the rows' prompt protocol (None: rows older than the column, template)
+    pair = load_pair(str(first["model"]), "cpu", dtype).with_protocol(protocol if isinstance(protocol, str) else "template")
     mine = rows[(rows["variant"] == args.variant) & (rows["model"] == first["model"])]
-    answers = {(r["dataset"], int(r["item_id"]), int(r["turn"])):
-               pair.tokenizer.decode(list(r["output_tokens"]), skip_special_tokens=True) for _, r in mine.iterrows()}
+    answers = {(r["dataset"], int(r["item_id"]), int(r["turn"])): pair.answer_text(list(r["output_tokens"]))
+               for _, r in mine.iterrows()}
     done = finished(args.jsonl)
     weights = pair_weights(str(first["model"]))
     results = []

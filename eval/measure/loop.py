@@ -35,6 +35,7 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from eval.conf.schema import run_protocol
 from eval.measure.pairs import load_pair, pair_args
 from eval.measure.summary import RunSummary
 from eval.prompts.sources import load_prompts
@@ -43,6 +44,7 @@ from eval.store import storage
 from eval.store.resume import disk_full_line
 from rheo.config import SpecConfig
 from rheo.methods import get_method
+from rheo.models.protocol import prompting
 from rheo.paths import resolve_path
 
 log = logging.getLogger("eval.run")
@@ -89,7 +91,7 @@ def run_loop(cfg: DictConfig, measurement: Measurement) -> RunSummary:
     storage.remove_stale_tmp(root)
     measurement.open(root)
     suites = load_prompts(cfg, resolve_path)
-    items = [item for part in suites.values() for item in part]
+    items = asked_turns([item for part in suites.values() for item in part], cfg)
     if cfg.item_ids is not None:
         missing = sorted(set(cfg.item_ids) - {item.item_id for item in items})
         if missing:
@@ -105,7 +107,7 @@ def run_loop(cfg: DictConfig, measurement: Measurement) -> RunSummary:
     if cfg.num_threads is not None:
         torch.set_num_threads(int(cfg.num_threads))
     try:
-        pair = load_pair(*pair_args(cfg))
+        pair = load_pair(*pair_args(cfg)).with_protocol(run_protocol(cfg))
     except BaseException:
         _remove_if_untouched(root, *fresh)
         raise
@@ -128,6 +130,15 @@ def run_loop(cfg: DictConfig, measurement: Measurement) -> RunSummary:
         log.error("%d %s FAILED (%s); first error: %s; rerun to retry them", summary.failed, measurement.unit,
                   summary.failure_report(), summary.first_error)
     return summary
+
+
+def asked_turns(items: Sequence[Item], cfg: DictConfig) -> list[Item]:
+    """The items with the turns the run's protocol asks (rheo.models.protocol: DeepSeek-R1-Distill under
+    eagle3 asks the first turn only); every turn otherwise."""
+    keep = prompting(cfg.model.name, run_protocol(cfg)).max_turns
+    if keep is None:
+        return list(items)
+    return [Item(i.suite, i.item_id, i.category, i.turns[:keep]) for i in items]
 
 
 def _run_units(cfg: DictConfig, measurement: Measurement, pair, pending: list, bar: tqdm) -> None:

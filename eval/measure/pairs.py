@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 import torch
 
 from eval.conf.schema import MODELS, run_dtype
+from rheo.models.protocol import Prompting, answer_text, prompting, with_system
 from rheo.placement import as_dtype
 
 TINY_CONTEXT = 48
@@ -75,9 +76,22 @@ class TinyPair:
     hf_model: torch.nn.Module
     tokenizer: ByteTokenizer = field(default_factory=ByteTokenizer)
     eos_token_ids: list[int] = field(default_factory=list)
+    prompting: Prompting = field(default_factory=Prompting)
+
+    def with_protocol(self, protocol: Optional[str]) -> "TinyPair":
+        from dataclasses import replace
+
+        return replace(self, prompting=prompting("tiny_random", protocol))
+
+    @property
+    def protocol(self) -> str:
+        return self.prompting.protocol
+
+    def answer_text(self, ids: Sequence[int]) -> str:
+        return answer_text(self.tokenizer, ids, self.prompting)
 
     def format_chat(self, messages: list[dict]) -> list[int]:
-        text = "".join(f"<{m['role']}>{m['content']}\n" for m in messages) + "<assistant>"
+        text = "".join(f"<{m['role']}>{m['content']}\n" for m in with_system(messages, self.prompting)) + "<assistant>"
         return self.tokenizer.encode(text)[-TINY_CONTEXT:]
 
 

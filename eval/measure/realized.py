@@ -128,7 +128,7 @@ class Realized:
             if failed is None and not get_method(job.method).is_reference:
                 self.taus.append(row["tau"])
             if row["status"] == "ok":  # a later turn after a failed one is recorded as failed
-                answers.append(pair.tokenizer.decode(row["output_tokens"], skip_special_tokens=True))
+                answers.append(pair.answer_text(row["output_tokens"]))
         if self.taus:
             bar.set_postfix_str(f"tau={sum(self.taus) / len(self.taus):.2f}", refresh=False)
         return error

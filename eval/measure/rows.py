@@ -90,6 +90,7 @@ def run_metadata(cfg: DictConfig, pair) -> dict:
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
         "rheo_version": _rheo_version(), "git_sha": git_sha(), "device_name": device_name(cfg.device),
         "num_threads": torch.get_num_threads(), "code_version": code_version(),
+        "protocol": getattr(pair, "protocol", None) or "template",
     }
 
 

@@ -169,7 +169,7 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, todo: list[Compared], i
                  "driver_expected": out.expected_accept_lengths[t.state]} for t in got.trees if t.method == i]
         _write(storage.shard_path(c.cdir, item.suite, item.item_id, turn), rows, ROW_SCHEMA)
         summary.rows += len(rows)
-    answer = pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
+    answer = pair.answer_text(out.tokens)
     _write(storage.shard_path(ddir / DRIVER, item.suite, item.item_id, turn), [{**base, "output_tokens": out.tokens, "accept_lengths": out.accept_lengths,
                     "expected_accept_lengths": out.expected_accept_lengths, "answer": answer}], DRIVER_SCHEMA)
     summary.computed += 1

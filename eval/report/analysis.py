@@ -40,7 +40,7 @@ from rheo.methods.topk import DYNAMIC_FIELDS
 log = logging.getLogger(__name__)
 
 PAIR_KEY = ["model", "target_path", "target_sha", "prompt_format", "device", "dtype", "dataset", "item_id", "turn", "temperature", "seed",
-            "max_new_tokens", "engine"]  # engine: rows of two engines are never paired
+            "max_new_tokens", "engine", "protocol"]  # engine, protocol: rows of two engines or prompt protocols never pair
 #: the engine of rows without one (rheo.engine: the reference; rows older than the column)
 EAGER = "eager"
 TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.methods)
@@ -111,9 +111,10 @@ def add_variant(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_engine_column(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with ``engine`` filled (None: "eager"), so that rows of two engines never share a pairing key."""
+    """``df`` with ``engine`` (None: "eager") and ``protocol`` (None: "template") filled: rows of two never pair."""
     df["engine"] = (df["engine"] if "engine" in df.columns else pd.Series(None, index=df.index, dtype=object)
                     ).fillna(EAGER).astype(str)
+    df["protocol"] = df.get("protocol", pd.Series(None, index=df.index, dtype=object)).fillna("template").astype(str)
     return df
 
 
@@ -121,10 +122,11 @@ def variant_label(row) -> str:
     """The row's method's label (rheo.methods): 'ar', 'hf_generate' (the references), 'topk',
     'rheo m=1', 'static rsd (4,2,1)', ...; a row of another engine than "eager" says which
     ('rheo m=1 engine=graphs'), so that it is never grouped with the eager rows."""
-    engine = getattr(row, "engine", None)
+    engine, protocol = getattr(row, "engine", None), getattr(row, "protocol", None)  # and a protocol not template
     method = find_method(row.method)  # a method this process does not know (a plug-in): its raw name
     label = method.variant(row) if method is not None else str(row.method)
-    return label if engine in (None, EAGER) or engine != engine else f"{label} engine={engine}"
+    label += "" if engine in (None, EAGER) or engine != engine else f" engine={engine}"
+    return label + ("" if protocol in (None, "template") or protocol != protocol else f" protocol={protocol}")
 
 
 def variant_of(method: str, **fields) -> str:

@@ -2,12 +2,16 @@
 
 A row's value (its tokens, tau, expected tokens, timings) is decided by its configuration, which the
 config hash covers (eval.store.keys), and by the code that decodes it, which it does not: the
-decoding loop, the trees, the verifiers, the method plug-ins, the model adapters, the baselines and
-the measurement that turns a generation into a row. :data:`DECODING_FILES` lists those files (the one
+decoding loop, the trees, the verifiers, the method plug-ins, the model adapters, the baselines, the
+prompt construction (chat messages, chat formats and turn ends, the prompt protocol) and the
+measurement that turns a generation into a row. :data:`DECODING_FILES` lists those files (the one
 list); :func:`code_version` hashes them into the row column ``code_version`` (12 hex digits, not in
 the config hash). Comments and blank lines are not hashed (a tokenized reading of each file), so
 rewording a comment does not make rows stale; any change to code or docstrings does. Documentation,
-reports, command lines and tests are not in the list: they change no row.
+reports, command lines and tests are not in the list: they change no row. Every other module that the
+harness's decoding imports is named in :data:`OUTSIDE`, with why it decides no row's value;
+tests/test_code_version.py walks the import graph of the decoding path and fails on a module in
+neither list, so a new module on that path is placed on purpose.
 
 A method registered by a plug-in from outside the checkout (rheo.methods.plugins) decides its rows with
 its own files too: its rows record :func:`method_code_version`, the hash of the checkout's version and
@@ -50,10 +54,31 @@ DECODING_FILES = (
     "rheo/models/eagle3.py", "rheo/models/eagle3_head.py", "rheo/models/eagle3_fast.py",
     "rheo/models/eagle3_checkpoint.py", "rheo/models/loading.py", "rheo/models/smollm2.py",
     "rheo/models/mixture.py", "rheo/models/scaled.py", "rheo/models/static_*.py",
-    # the measurements that turn a generation into rows
+    # the prompt a model receives: chat messages, chat formats and turn ends, the prompt protocol
+    "eval/prompts/suites.py", "rheo/models/catalog.py", "rheo/models/protocol.py",
+    # the measurements that turn a generation into rows (and the harness-only test pair)
     "eval/measure/generation.py", "eval/measure/realized.py", "eval/measure/same_states.py",
-    "eval/measure/rows.py", "eval/measure/pairs.py",
+    "eval/measure/rows.py", "eval/measure/pairs.py", "eval/measure/loop.py", "rheo/models/tiny.py",
+    "rheo/models/toy.py",
 )
+#: the other modules the decoding path imports: what each decides instead of a row's value (globs as above)
+OUTSIDE = {
+    "eval/conf/*.py": "the run configuration and its key (the config hash covers it)",
+    "eval/store/*.py": "storage, keys and resume (the config hash, turns_sha, this file)",
+    "rheo/presets.py": "method settings by preset name (the config hash)",
+    "eval/prompts/sources.py": "reading prompt records (their text is hashed in turns_sha)",
+    "eval/measure/summary.py": "a run's counts and closing lines",
+    "rheo/models/locate.py": "where weights are (their content: head_sha, target_sha)",
+    "rheo/models/weights.py": "weight-file checks and fingerprints (head_sha, target_sha)",
+    "rheo/models/pair_check.py": "refusing a head that does not fit its target",
+    "rheo/models/config_checks.py": "refusing a config that does not fit",
+    "rheo/models/target_shapes.py": "refusing target weights of the wrong shapes",
+    "rheo/models/sources.py": "where a catalog model is downloaded from",
+    "rheo/paths.py": "folders", "rheo/files.py": "writing files", "rheo/io.py": "reading files",
+    "rheo/cli.py": "command-line errors",
+    "rheo/__init__.py": "re-exports", "rheo/models/__init__.py": "re-exports",
+    "eval/__init__.py": "a package", "eval/measure/__init__.py": "a package", "eval/prompts/__init__.py": "a package",
+}
 #: the version of a row stored before the column existed
 UNKNOWN = None
 

@@ -35,7 +35,8 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
                max_new_tokens: int, target_path: Optional[str] = None, head_path: Optional[str] = None,
                paired_with: Optional[str] = None, draft_mix: Optional[float] = None,
                draft_temp: Optional[float] = None,
-               chat_format: Optional[str] = None, eos_tokens: Optional[Sequence[str]] = None) -> dict:
+               chat_format: Optional[str] = None, eos_tokens: Optional[Sequence[str]] = None,
+               protocol: str = "template") -> dict:
     """Everything that determines the rows of one method: hashed into config_hash.
 
     A drafting method's key also holds ``head_sha``, the fingerprint of the head's weight files
@@ -49,6 +50,7 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
     own, or a catalog pair's overridden), in the key only then. A pair outside the catalog is
     fingerprinted by the weight files in its ``head_path``.
     ``spec.engine`` (rheo.engine), in the key only when not "eager": rows of two engines never pool.
+    ``protocol`` (rheo.models.protocol), in the key only when not "template" (the committed rows').
     """
     method = get_method(spec.method)
     key = {
@@ -69,6 +71,8 @@ def method_key(spec: SpecConfig, *, model: str, device: str, dtype: Optional[str
         key["chat_format"] = str(chat_format)
     if eos_tokens is not None:
         key["eos_tokens"] = [str(t) for t in eos_tokens]
+    if protocol != "template":  # the committed rows' protocol leaves their keys as they were
+        key["protocol"] = str(protocol)
     if spec.engine != "eager":  # the reference engine leaves every earlier key as it was
         key["engine"] = spec.engine
     if not method.is_reference and model in MODELS:  # the head's weights, not only its path

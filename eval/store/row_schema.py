@@ -81,6 +81,9 @@ ROW_SCHEMA = pa.schema([
     # the generation's peak memory, MiB (eval.measure.rows.peak_memory_mb: CUDA max allocated on a GPU, the
     # process's peak RSS on a CPU; not in the config hash); None in rows older than the column
     ("peak_memory_mb", pa.float64()),
+    # the prompt protocol the row was made under (rheo.models.protocol: template | eagle3); None: rows
+    # older than the column, all made under template
+    ("protocol", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
@@ -96,6 +99,7 @@ def key_row(key: dict) -> dict:
     row = dict.fromkeys(COLUMNS)
     row.update({c: key.get(c) for c in RUN_KEY_COLUMNS + METHOD_COLUMNS})
     row["prompt_format"] = prompt_format(key)
+    row["protocol"] = key.get("protocol", "template")
     return row
 
 

@@ -23,12 +23,15 @@ import torch
 
 from rheo.models.catalog import MODELS, VICUNA_V11_TEMPLATE, ModelEntry, as_eos_tokens, get_entry
 from rheo.models.locate import ModelWeightsNotFoundError, resolve_paths
+from rheo.models.protocol import (TEMPLATE, Prompting, answer_text, check_protocol, default_protocol, prompting,
+                                  with_system)
 from rheo.models.pair_check import ModelMismatchError, check_pair, head_config_problems, read_json
 from rheo.models.target_shapes import check_target_shapes
 from rheo.models.weights import check_weight_files
 from rheo.placement import DTYPES, as_device, as_dtype
 
-__all__ = ["ModelPair", "ModelMismatchError", "check_head_config", "load_model_pair", "local_entry"]
+__all__ = ["ModelPair", "ModelMismatchError", "check_head_config", "load_model_pair", "load_prompt_format",
+           "local_entry"]
 
 LOCAL_NAME = "local"
 
@@ -50,9 +53,28 @@ class ModelPair:
     hf_model: Any
     eos_token_ids: list[int]
     entry: ModelEntry = field(repr=False)
+    #: the prompt protocol (rheo.models.protocol): its system message, turn ends and answer text
+    prompting: Prompting = field(default_factory=Prompting)
+
+    def with_protocol(self, protocol: Optional[str]) -> "ModelPair":
+        """This pair (the same loaded models) under ``protocol`` ("template" | "eagle3"; None: the
+        model's default, rheo.models.protocol.default_protocol): its system message and turn ends."""
+        from dataclasses import replace
+
+        how = prompting(self.entry.name, protocol)
+        return replace(self, prompting=how, eos_token_ids=_eos_ids(self.entry, self.tokenizer, how.stop_tokens))
+
+    @property
+    def protocol(self) -> str:
+        return self.prompting.protocol
+
+    def answer_text(self, ids) -> str:
+        """A generated answer as it goes back into the conversation (the protocol's way)."""
+        return answer_text(self.tokenizer, ids, self.prompting)
 
     def format_chat(self, messages: list[dict]) -> list[int]:
-        """messages: [{"role", "content"}, ...]. Prompt token ids, generation prompt included.
+        """messages: [{"role", "content"}, ...]. Prompt token ids, generation prompt included, the
+        protocol's system message first (when it has one).
 
         A leading BOS in the rendered text is replaced by the BOS id and the rest is
         encoded as a fresh string, as the reference implementations do
@@ -60,7 +82,8 @@ class ModelPair:
         first word as the start of the text, whatever it does after special tokens.
         """
         tok = self.tokenizer
-        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = tok.apply_chat_template(with_system(messages, self.prompting), add_generation_prompt=True,
+                                       tokenize=False)
         head: list[int] = []
         if tok.bos_token and text.startswith(tok.bos_token):
             head, text = [int(tok.bos_token_id)], text[len(tok.bos_token):]
@@ -70,20 +93,24 @@ class ModelPair:
 def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Optional[torch.dtype | str] = None,
                     target_path: Optional[str] = None, head_path: Optional[str] = None,
                     chat_format: Optional[str] = None,
-                    eos_tokens: Union[None, str, int, Sequence[Union[str, int]]] = None) -> ModelPair:
+                    eos_tokens: Union[None, str, int, Sequence[Union[str, int]]] = None,
+                    protocol: str = TEMPLATE) -> ModelPair:
     """Load a pair (target, tokenizer, EAGLE-3 drafter) from local files only.
 
     ``name``: a catalog entry, or (with both ``target_path`` and ``head_path``) any other name,
     which then labels a local pair (:func:`local_entry`). ``chat_format`` ("template" or
     "vicuna_v1.1") and ``eos_tokens`` (tokens that end a turn: one token string such as
     ``"<|im_end|>"``, one id, or a list of them; the tokenizer's eos is always one) override the
-    entry's. A tokenizer larger than the target's vocabulary is refused. ``device`` and ``dtype`` (a torch dtype or its name in
+    entry's. ``protocol`` (rheo.models.protocol: "template", the default, or "eagle3", EAGLE-3's
+    evaluation prompts) sets the system message and turn ends of :meth:`ModelPair.format_chat`; its
+    dtype is not applied here (pass ``dtype``). A tokenizer larger than the target's vocabulary is refused. ``device`` and ``dtype`` (a torch dtype or its name in
     ``rheo.placement.DTYPES``) are checked before anything is read; unreadable weight files
     raise CorruptWeightsError naming the file.
     """
     from rheo.models.hf_target import HFTarget
 
     _check_arguments(name, target_path, head_path)
+    check_protocol(protocol)
     if (name is None or name not in MODELS) and target_path and head_path:
         entry = local_entry(target_path, head_path, name or LOCAL_NAME, chat_format or "template", eos_tokens)
     elif name is None:
@@ -109,8 +136,51 @@ def load_model_pair(name: Optional[str] = None, device: str = "cpu", dtype: Opti
         check_head_config(entry.name, hf_model.config, head_config)
     _set_chat_format(entry, tokenizer)
     drafter = _load_drafter(paths.head, hf_model, device, dtype)
-    return ModelPair(target=HFTarget(hf_model), drafter=drafter, tokenizer=tokenizer, hf_model=hf_model,
+    pair = ModelPair(target=HFTarget(hf_model), drafter=drafter, tokenizer=tokenizer, hf_model=hf_model,
                      eos_token_ids=_eos_ids(entry, tokenizer), entry=entry)
+    return pair if protocol == TEMPLATE else pair.with_protocol(protocol)
+
+
+def load_prompt_format(name: Optional[str] = None, target_path: Optional[str] = None, chat_format: Optional[str] = None,
+                       eos_tokens: Union[None, str, int, Sequence[Union[str, int]]] = None,
+                       protocol: Optional[str] = TEMPLATE) -> ModelPair:
+    """The tokenizer side of a pair, without its weights: a :class:`ModelPair` whose ``format_chat``,
+    ``eos_token_ids`` and ``answer_text`` are those of :func:`load_model_pair` (``target``, ``drafter``
+    and ``hf_model`` are None). ``protocol`` None: the model's own (rheo.models.protocol.default_protocol).
+    A target that is not on this machine: ModelWeightsNotFoundError in one line naming the variable to set."""
+    from rheo.models.locate import _resolve_part
+
+    check_protocol(default_protocol(name or LOCAL_NAME) if protocol is None else protocol)
+    if name is None or name not in MODELS:
+        if not target_path:
+            raise ValueError(f"unknown model {name!r}: give a catalog name (one of {sorted(MODELS)}) or target_path=")
+        entry = ModelEntry(name or LOCAL_NAME, str(target_path), "", chat_format or "template", as_eos_tokens(eos_tokens))
+        path = Path(target_path).expanduser()
+    else:
+        entry = _override(get_entry(name), chat_format, eos_tokens)
+        path, report = _resolve_part(entry, "target", target_path)
+        if report:
+            error = ModelWeightsNotFoundError(f"model {entry.name!r}: its tokenizer is not on this machine (no target "
+                                              f"folder found): set {entry.env_var('target')}=DIR to the folder of "
+                                              f"{entry.target} (or pass target_path / --target DIR)",
+                                              entry.name, ("target",))
+            error.multi_line = False
+            raise error
+    if path is None:  # the built-in SmolLM2
+        from transformers import AutoTokenizer
+
+        from rheo.models.smollm2 import cache_dir, ensure_cache, fix_tokenizer
+
+        ensure_cache(cache_dir())
+        tokenizer = fix_tokenizer(AutoTokenizer.from_pretrained(str(cache_dir())))
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    _set_chat_format(entry, tokenizer)
+    pair = ModelPair(target=None, drafter=None, tokenizer=tokenizer, hf_model=None,
+                     eos_token_ids=_eos_ids(entry, tokenizer), entry=entry)
+    return pair.with_protocol(protocol)
 
 
 def _check_arguments(name, target_path, head_path) -> None:
@@ -197,9 +267,15 @@ def _set_chat_format(entry: ModelEntry, tokenizer) -> None:
         raise ValueError(f"model {entry.name!r}: chat_format='template' but the tokenizer has no chat template")
 
 
-def _eos_ids(entry: ModelEntry, tokenizer) -> list[int]:
+def _eos_ids(entry: ModelEntry, tokenizer, protocol_stops: Optional[Sequence[str]] = None) -> list[int]:
+    """The turn ends: the entry's tokens (a missing one refused), or a protocol's (a missing one left
+    out, as EAGLE's scripts compare against whatever id the tokenizer gives), then the tokenizer's eos."""
     ids: list[int] = []
-    for tok in entry.eos_tokens:
+    for tok in protocol_stops or ():
+        tid = tokenizer.convert_tokens_to_ids(tok)
+        if tid is not None and not (tid == tokenizer.unk_token_id and tok != tokenizer.unk_token):
+            ids.append(int(tid))
+    for tok in (entry.eos_tokens if protocol_stops is None else ()):
         if isinstance(tok, int):
             if not 0 <= tok < len(tokenizer):
                 raise ValueError(f"model {entry.name!r}: eos token id {tok} is not in the vocabulary "

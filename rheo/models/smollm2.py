@@ -65,13 +65,19 @@ def cache_dir() -> Path:
     return Path(root) / "smollm2_135m"
 
 
-def _fix_special_tokens(model, tokenizer) -> None:
+def fix_tokenizer(tokenizer):
+    """The tokenizer as the pair uses it: eos ``<|im_end|>``, a pad token, the ChatML template."""
     tokenizer.eos_token = EOS_TOKEN
-    eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = EOS_TOKEN
     if not getattr(tokenizer, "chat_template", None):
         tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
+
+
+def _fix_special_tokens(model, tokenizer) -> None:
+    fix_tokenizer(tokenizer)
+    eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
     model.config.eos_token_id = eos_id
     model.config.pad_token_id = tokenizer.pad_token_id
     if model.generation_config is not None:
