@@ -13,8 +13,11 @@ is stored twice. Terms:
   same (model, device, dtype, suite, item, turn, temperature, seed,
   max_new_tokens). Per item (``speedup``), and as a ratio of sums per group:
   (sum new tokens / sum wall) / (sum AR new tokens / sum AR wall).
-* **CI** - mean +- half-width of the 95% Student-t interval over the rows of a
-  group (items x turns x seeds).
+* **CI** - mean +- half-width of the 95% interval of a group's mean, clustered by item
+  (:func:`item_ci`): the rows of a group (items x turns x seeds) are not independent, an item's
+  turns and seeds share its prompt, so the independent unit is the item. The half-width is the
+  cluster-robust Student-t one over items (:func:`cluster_ci`); a ratio of sums (the speedup) gets
+  a cluster bootstrap over items (:func:`speedup_interval`). :data:`CI_UNIT` names it in captions.
 
 :func:`load` is the one entry point of tables, figures and the notebook: a tidy frame, one
 row per stored ok row, with ``variant``, ``speedup`` (and its AR partner's numbers) as
@@ -28,6 +31,7 @@ import logging
 import math
 from typing import Iterable, Optional, Sequence
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -58,7 +62,7 @@ _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 #: columns stored as integers (None where unused: AR rows have no m, k, depth, ...): read as Int64
 INT_COLUMNS = tuple(f.name for f in ROW_SCHEMA if pa.types.is_integer(f.type))
 #: columns load() adds to the stored ones (docs/results-columns.md)
-DERIVED_COLUMNS = ("variant", "ar_partner", "ar_new_tokens", "ar_wall_s", "speedup")
+DERIVED_COLUMNS = ("variant", "ar_partner", "ar_new_tokens", "ar_wall_s", "speedup", "ar_same_job")
 
 
 def load(root) -> pd.DataFrame:
@@ -109,38 +113,66 @@ def variant_of(method: str, **fields) -> str:
 
 def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
     """Every row, plus its AR partner's numbers (``ar_new_tokens``, ``ar_wall_s``), ``ar_partner``
-    and ``speedup`` = tokens_per_s / (ar_new_tokens / ar_wall_s).
+    and ``speedup`` = tokens_per_s / (ar_new_tokens / ar_wall_s), and ``ar_same_job``: whether that AR row
+    was timed in the row's own job (one ``run_id``; a paired AR row of rows older than the column: assumed,
+    ``paired_baseline`` times it next to its config).
 
     The partner of a non-AR row is the AR row timed next to its config (``paired_with`` == its
-    config_hash; ar_partner "paired") when there is one, else the shared AR row of the same key
-    ("shared"). Rows without a partner (tau experiments run with baseline=false) and AR rows
+    config_hash; ar_partner "paired") when there is one, else the paired AR row of its own job (an
+    ``alongside`` method's: the AR row timed next to the run's method, in the same ``run_id``; "paired"),
+    else the shared AR row of the same key ("shared"). Rows without a partner (tau experiments run with baseline=false) and AR rows
     themselves keep NaN (tau is still usable).
     """
     df = with_engine_column(df.drop(columns=[c for c in DERIVED_COLUMNS[1:] if c in df.columns]))
     for col in ("target_path", "target_sha", "prompt_format"):  # rows written before the column: the defaults
         df[col] = (df[col] if col in df.columns else pd.Series(None, index=df.index, dtype=object)
                    ).fillna(DEFAULT_WEIGHTS).astype(str)
-    cols = PAIR_KEY + ["new_tokens", "wall_s"]
-    ar = df[df["method"] == AR.name].rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s"})
-    ar_cols = [c if c not in ("new_tokens", "wall_s") else f"ar_{c}" for c in cols]
+    if "run_id" not in df.columns:  # an archive written before the column
+        df["run_id"] = None
+    cols = PAIR_KEY + ["new_tokens", "wall_s", "run_id"]
+    ar = df[df["method"] == AR.name].rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s",
+                                                     "run_id": "ar_run_id"})
+    ar_cols = [c if c not in ("new_tokens", "wall_s", "run_id") else f"ar_{c}" for c in cols]
     shared = ar[ar["paired_with"].isna()][ar_cols]
     paired = ar[ar["paired_with"].notna()][ar_cols + ["paired_with"]].rename(columns={"paired_with": "config_hash"})
     is_spec = (df["method"] != AR.name).to_numpy()
     spec = df[is_spec]
     # (left merges keep the order and number of spec's rows)
     own = spec.merge(paired, on=PAIR_KEY + ["config_hash"], how="left", validate="many_to_one")
+    # else the AR row of the row's own job (one run_id), paired with the run's method: an alongside method's
+    in_job = paired[paired["ar_run_id"].notna()].drop(columns="config_hash").assign(run_id=lambda f: f["ar_run_id"])
+    in_job = spec.merge(in_job, on=PAIR_KEY + ["run_id"], how="left", validate="many_to_one")
     fallback = spec.merge(shared, on=PAIR_KEY, how="left", validate="many_to_one")
     partner = pd.Series(None, index=own.index, dtype=object)
     partner[fallback["ar_wall_s"].notna()] = "shared"
-    partner[own["ar_wall_s"].notna()] = "paired"
+    partner[(own["ar_wall_s"].notna() | in_job["ar_wall_s"].notna()).to_numpy()] = "paired"
     df["ar_partner"] = pd.Series(None, index=df.index, dtype=object)
     df.loc[is_spec, "ar_partner"] = partner.to_numpy()
+    chosen = own[["ar_new_tokens", "ar_wall_s", "ar_run_id"]]
+    for other in (in_job, fallback):
+        chosen = chosen.where(chosen["ar_wall_s"].notna(), other[["ar_new_tokens", "ar_wall_s", "ar_run_id"]])
     for col in ("ar_new_tokens", "ar_wall_s"):
         df[col] = math.nan
-        df.loc[is_spec, col] = own[col].astype(float).fillna(fallback[col].astype(float)).to_numpy()
+        df.loc[is_spec, col] = chosen[col].astype(float).to_numpy()
+    same = [(r is not None and r == a) or (r is None and p == "paired")
+            for r, a, p in zip(_none_for_na(spec["run_id"]), _none_for_na(chosen["ar_run_id"]), partner.to_numpy())]
+    df["ar_same_job"] = pd.Series(None, index=df.index, dtype=object)
+    df.loc[is_spec, "ar_same_job"] = np.asarray(same, dtype=object)
     df["speedup"] = df["tokens_per_s"].astype(float) / (df["ar_new_tokens"] / df["ar_wall_s"])
     _drop_unusable_speedups(df)
     return df
+
+
+def _none_for_na(values) -> list:
+    return [None if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA else v for v in values]
+
+
+def same_job(a, b) -> bool:
+    """Whether two rows' ``run_id`` values (Series aligned by prompt, or scalars) name one job: every pair
+    recorded and equal (rows older than the column: not known to be, so not)."""
+    left, right = _none_for_na(np.atleast_1d(np.asarray(a, dtype=object))), _none_for_na(
+        np.atleast_1d(np.asarray(b, dtype=object)))
+    return len(left) > 0 and all(x is not None and x == y for x, y in zip(left, right))
 
 
 def with_speedup(df: pd.DataFrame) -> pd.DataFrame:
@@ -186,8 +218,116 @@ def mean_ci(values: Iterable[float]) -> tuple[float, float, int]:
     if n < MIN_CI_N:
         return mean, NoInterval() if n > 1 else math.nan, n
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    t = _T95[n - 2] if n - 1 <= len(_T95) else Z95
-    return mean, t * sd / math.sqrt(n), n
+    return mean, t95(n - 1) * sd / math.sqrt(n), n
+
+
+#: the columns that name an item, the independent unit of every interval over rows (its turns and seeds are
+#: one cluster: they share the item's prompt)
+ITEM = ["dataset", "item_id"]
+#: how the tables and figures name their intervals
+CI_UNIT = "95% CI clustered by item (an item's turns and seeds are one unit)"
+#: resamples of :func:`cluster_bootstrap` (its percentile ends move by about 0.01 of the half-width between seeds)
+BOOTSTRAP_DRAWS = 2000
+
+
+def t95(df: int) -> float:
+    """The two-sided 95% Student-t quantile with ``df`` degrees of freedom (df > 30: the normal's)."""
+    return _T95[df - 1] if df <= len(_T95) else Z95
+
+
+def _cluster_codes(clusters) -> np.ndarray:
+    """One integer per value: the index of its cluster label (labels: any hashables, tuples included)."""
+    seen: dict = {}
+    return np.asarray([seen.setdefault(c, len(seen)) for c in clusters], dtype=np.int64)
+
+
+def cluster_ci(values: Iterable[float], clusters: Iterable) -> tuple[float, float, int]:
+    """(mean, 95% half-width, n) of ``values`` whose ``clusters`` (one label per value) are the independent
+    units: the mean of every value, with the cluster-robust standard error (the sums over each cluster of
+    the deviations from the mean, G / (G - 1) small-sample factor) and a Student-t quantile on G - 1 degrees
+    of freedom, G = clusters. Values that repeat within a cluster add no information and narrow nothing:
+    with equal cluster sizes it is exactly the Student-t interval of the cluster means. n counts values;
+    the half-width is NaN for one cluster and :class:`NoInterval` below MIN_CI_N clusters. NaN values are
+    dropped."""
+    xs = np.asarray([math.nan if v is None else float(v) for v in values], dtype=float)
+    codes = _cluster_codes(clusters)
+    if len(codes) != len(xs):
+        raise ValueError(f"cluster_ci: {len(xs)} values but {len(codes)} cluster labels")
+    keep = ~np.isnan(xs)
+    xs, codes = xs[keep], np.unique(codes[keep], return_inverse=True)[1]
+    n = len(xs)
+    if n == 0:
+        return math.nan, math.nan, 0
+    mean = float(xs.mean())
+    groups = int(codes.max()) + 1
+    if groups < MIN_CI_N:
+        return mean, NoInterval() if groups > 1 else math.nan, n
+    sums = np.bincount(codes, weights=xs - mean, minlength=groups)
+    var = groups / (groups - 1) * float((sums ** 2).sum()) / n ** 2
+    return mean, t95(groups - 1) * math.sqrt(var), n
+
+
+def item_clusters(rows: pd.DataFrame) -> list:
+    """The item (:data:`ITEM`) of every row of ``rows`` (a frame with the columns, or indexed by them)."""
+    if all(c in rows.columns for c in ITEM):
+        return list(zip(*(rows[c] for c in ITEM)))
+    names = list(rows.index.names)
+    return list(zip(*(rows.index.get_level_values(names.index(c)) for c in ITEM)))
+
+
+def item_ci(rows, column: Optional[str] = None) -> tuple[float, float, int]:
+    """:func:`cluster_ci` of ``rows[column]`` clustered by item; ``rows`` may be a Series indexed by the
+    :data:`ITEM` levels (a per-key frame of the same-state tables) with ``column`` None."""
+    if column is None:
+        series = rows
+        return cluster_ci(series.to_numpy(dtype=float), item_clusters(series.to_frame()))
+    return cluster_ci(rows[column].to_numpy(dtype=float, na_value=math.nan), item_clusters(rows))
+
+
+def cluster_bootstrap(sums: np.ndarray, statistic, draws: int = BOOTSTRAP_DRAWS,
+                      seed: int = 0) -> tuple[float, float]:
+    """(low, high): the 2.5% and 97.5% percentiles of ``statistic`` over ``draws`` resamples of the clusters
+    (rows of ``sums``, [G, k]: each cluster's sums of k quantities), drawn with replacement from a seeded
+    generator; ``statistic`` maps [draws, k] column sums to [draws] values. NaN ends below MIN_CI_N clusters."""
+    groups = len(sums)
+    if groups < MIN_CI_N:
+        return math.nan, math.nan
+    pick = np.random.default_rng(seed).integers(0, groups, size=(draws, groups))
+    totals = np.stack([sums[:, j][pick].sum(axis=1) for j in range(sums.shape[1])], axis=1)
+    values = statistic(totals)
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return math.nan, math.nan
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def speedup_interval(rows: pd.DataFrame) -> tuple[float, float]:
+    """The 95% interval of :func:`speedup_ratio_of_sums`, a cluster bootstrap over items (NaN ends below
+    MIN_CI_N items, or without AR partners)."""
+    rows = rows.dropna(subset=["ar_wall_s"])
+    if rows.empty:
+        return math.nan, math.nan
+    cols = ["new_tokens", "wall_s", "ar_new_tokens", "ar_wall_s"]
+    sums = rows.assign(_item=item_clusters(rows)).groupby("_item")[cols].sum().to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return cluster_bootstrap(sums, lambda t: (t[:, 0] / t[:, 1]) / (t[:, 2] / t[:, 3]))
+
+
+def item_means(values: pd.Series, rows: pd.DataFrame) -> pd.Series:
+    """``values`` (aligned with ``rows``) averaged within each item: one value per independent unit (the
+    paired tests' input)."""
+    frame = pd.DataFrame({"v": values.to_numpy(dtype=float), "_item": item_clusters(rows)})
+    return frame.groupby("_item", sort=True)["v"].mean()
+
+
+def fmt_interval(value: float, low: float, high: float, digits: int = 2) -> str:
+    """'2.84 [2.70, 2.99]'; the value alone where the interval is missing; '-' without a value."""
+    if value is None or math.isnan(value):
+        return "-"
+    if any(v is None or math.isnan(v) for v in (low, high)):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def normal_half_width(se: float) -> float:
@@ -262,11 +402,14 @@ def suites_in(df: pd.DataFrame) -> list[str]:
 
 
 def variant_summary(rows: pd.DataFrame) -> dict:
-    """tau mean/CI, per-item speedup mean/CI and ratio-of-sums speedup of one variant's rows."""
-    tau, tau_ci, n = mean_ci(rows["tau"])
-    sp, sp_ci, _ = mean_ci(rows["speedup"])
+    """tau mean/CI, per-item speedup mean/CI and ratio-of-sums speedup (with its cluster-bootstrap interval
+    ``speedup_low``, ``speedup_high``) of one variant's rows; every interval clustered by item."""
+    tau, tau_ci, n = item_ci(rows, "tau")
+    sp, sp_ci, _ = item_ci(rows, "speedup")
+    low, high = speedup_interval(rows) if "ar_wall_s" in rows else (math.nan, math.nan)
     return {"n": n, "tau": tau, "tau_ci": tau_ci, "speedup_item": sp, "speedup_item_ci": sp_ci,
-            "speedup": speedup_ratio_of_sums(rows), "seeds": rows["seed"].nunique()}
+            "speedup": speedup_ratio_of_sums(rows), "speedup_low": low, "speedup_high": high,
+            "seeds": rows["seed"].nunique(), "items": len(set(item_clusters(rows)))}
 
 
 def restrict_to_common(df: pd.DataFrame, variants: Sequence[str]) -> pd.DataFrame:

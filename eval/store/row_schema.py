@@ -76,6 +76,9 @@ ROW_SCHEMA = pa.schema([
     ("code_version", pa.string()),
     # the engine the row ran on (rheo.engine) when not "eager"; None: eager (and rows older than the column)
     ("engine", pa.string()),
+    # the run (one process of eval.run) that timed the row: rows of one run_id were timed in one job, item by
+    # item (alongside, paired_baseline); None in rows older than the column
+    ("run_id", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
