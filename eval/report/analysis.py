@@ -141,6 +141,7 @@ def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
     own = spec.merge(paired, on=PAIR_KEY + ["config_hash"], how="left", validate="many_to_one")
     # else the AR row of the row's own job (one run_id), paired with the run's method: an alongside method's
     in_job = paired[paired["ar_run_id"].notna()].drop(columns="config_hash").assign(run_id=lambda f: f["ar_run_id"])
+    in_job = in_job.drop_duplicates(PAIR_KEY + ["run_id"], keep=False)  # a job of several AR configs: none is its
     in_job = spec.merge(in_job, on=PAIR_KEY + ["run_id"], how="left", validate="many_to_one")
     fallback = spec.merge(shared, on=PAIR_KEY, how="left", validate="many_to_one")
     partner = pd.Series(None, index=own.index, dtype=object)
@@ -403,12 +404,14 @@ def suites_in(df: pd.DataFrame) -> list[str]:
 
 def variant_summary(rows: pd.DataFrame) -> dict:
     """tau mean/CI, per-item speedup mean/CI and ratio-of-sums speedup (with its cluster-bootstrap interval
-    ``speedup_low``, ``speedup_high``) of one variant's rows; every interval clustered by item."""
+    ``speedup_low``, ``speedup_high`` where every row's AR partner ran in its own job: ``ar_same_job``) of one
+    variant's rows; every interval clustered by item."""
     tau, tau_ci, n = item_ci(rows, "tau")
     sp, sp_ci, _ = item_ci(rows, "speedup")
-    low, high = speedup_interval(rows) if "ar_wall_s" in rows else (math.nan, math.nan)
+    one_job = "ar_same_job" in rows and bool(rows.dropna(subset=["ar_wall_s"])["ar_same_job"].fillna(False).astype(bool).all())
+    low, high = speedup_interval(rows) if one_job else (math.nan, math.nan)
     return {"n": n, "tau": tau, "tau_ci": tau_ci, "speedup_item": sp, "speedup_item_ci": sp_ci,
-            "speedup": speedup_ratio_of_sums(rows), "speedup_low": low, "speedup_high": high,
+            "speedup": speedup_ratio_of_sums(rows), "speedup_low": low, "speedup_high": high, "ar_same_job": one_job,
             "seeds": rows["seed"].nunique(), "items": len(set(item_clusters(rows)))}
 
 

@@ -15,10 +15,11 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from eval.report.analysis import (CI_UNIT, cluster_ci, display_name, fmt, fmt_interval, item_ci, item_clusters,
-                                  item_means, paired, restrict_to_common, setting_title, settings, suites_in,
+from eval.report.analysis import (CI_UNIT, PAIR_KEY, cluster_ci, display_name, fmt, fmt_interval, item_ci, item_clusters,
+                                  item_means, paired, restrict_to_common, same_job, setting_title, settings, suites_in,
                                   variant_of, variant_summary)
 from eval.report.markdown import markdown_table, section
+from eval.report.speed import SEPARATE, noise_floor
 from eval.report.stats import permutation_test, sign_test
 from rheo.methods import get_method
 
@@ -63,7 +64,7 @@ def _by_suite(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def main_table(df: pd.DataFrame) -> Optional[str]:
     """Top-K vs Rheo m=1 at T=1 per model x suite: tau, paired difference, speedup."""
-    blocks = []
+    blocks, speed = [], False
     for setting, rows in settings(df[df["temperature"] == MAIN_T]):
         rows = restrict_to_common(rows, [TOPK, PAPER_RHEO])
         if rows.empty:
@@ -80,12 +81,14 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
                          *(_expected_cells(part) if with_expected else []),
                          fmt(d, d_ci, 3), _pct(b["tau"], a["tau"]), _p(sign_test(per_item)),
                          _p(permutation_test(per_item)), _speedup_cell(a), _speedup_cell(b),
-                         _pct(b["speedup"], a["speedup"])])
+                         _pct(b["speedup"], a["speedup"]) + ("" if _one_job(part) else SEPARATE)])
         header = ["suite", "n", "τ Top-K", "τ Rheo m=1", *(["E[τ] Top-K", "E[τ] Rheo m=1"] if with_expected else []),
                   "Δτ (paired)", "Δτ %", "p sign", "p perm",
                   "speedup Top-K", "speedup Rheo", "Δ speedup %"]
         if all(r[-3] == "-" for r in body):  # a tau experiment (no AR rows): no speed columns
             header, body = header[:-3], [r[:-3] for r in body]
+        else:
+            speed = True
         blocks.append((-n, f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n"
                            f"seeds: {rows['seed'].nunique()}\n\n" + markdown_table(header, body)))
     blocks = [text for _, text in sorted(blocks, key=lambda b: b[0])]  # most paired keys first (stable)
@@ -97,12 +100,30 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
                    "sums) [95% CI, cluster bootstrap over items]; E[τ] (where recorded) = the mean over the same rows "
                    "of each cycle's exact expected emitted tokens given its tree and target logits (rheo.expected; "
                    "cycles cut by max_new_tokens or EOS are counted uncut). Settings with the most paired keys "
-                   "first.", blocks)
+                   "first." + (SPEED_NOTE + noise_floor() if speed else ""), blocks)
+
+
+#: the main table's note on its speed columns (where it has them)
+SPEED_NOTE = (" A speedup gets its interval, and Δ speedup % compares the two methods' speedups, as rows timed in one "
+              "job (one `run_id`, item by item: experiment=speed); rows of separate jobs (or older than the `run_id` "
+              "column) are labelled \"separate jobs\", with no interval. ")
+
+
+def _one_job(rows: pd.DataFrame) -> bool:
+    """Whether Top-K's and Rheo's rows of every prompt of ``rows`` were timed in one job."""
+    if "run_id" not in rows:
+        return False
+    side = [rows[rows["variant"] == v][PAIR_KEY + ["run_id"]] for v in (TOPK, PAPER_RHEO)]
+    both = side[0].merge(side[1], on=PAIR_KEY, suffixes=("_a", "_b"))
+    return same_job(both["run_id_a"], both["run_id_b"])
 
 
 def _speedup_cell(summary: dict) -> str:
-    """A ratio-of-sums speedup with its cluster-bootstrap interval over items (variant_summary)."""
-    return fmt_interval(summary["speedup"], summary["speedup_low"], summary["speedup_high"])
+    """A ratio-of-sums speedup with its cluster-bootstrap interval over items (variant_summary), or labelled
+    "separate jobs" where its AR rows ran in another job."""
+    if math.isnan(summary["speedup"]) or summary["ar_same_job"]:
+        return fmt_interval(summary["speedup"], summary["speedup_low"], summary["speedup_high"])
+    return fmt(summary["speedup"]) + SEPARATE
 
 
 def _expected_cells(part: pd.DataFrame) -> list[str]:
