@@ -2,8 +2,9 @@
 
 One process, one torch thread, the embedded pair on the paper tree (``method=topk``'s defaults), the
 speed experiment's settings (64 new tokens, T = 1; dtype=auto: bf16 where the CPU has bf16 instructions,
-else float32): for every (suite, item, turn) the two copies generate the same prompt with the same seed, one after the other, the order turning from item to item,
-after one untimed warm-up each, exactly as ``alongside`` times two methods in one job. They must emit the
+else float32): for every (suite, item, turn) the two copies generate the same prompt with the same seed,
+one after the other, the order turning from item to item, after one untimed warm-up each, exactly as
+``alongside`` times two methods in one job. They must emit the
 same tokens (checked), so the only difference is when each ran: the ratio of the copies' tokens/s (ratio
 of sums, copy B over copy A) has expected value 1, and its 95% interval (cluster bootstrap over items) is
 the smallest speed difference the harness can tell on this machine. Every speed table states it
@@ -77,7 +78,7 @@ def markdown(got: dict) -> str:
     body = [[got["items"], got["rows"], f"{got['tok_s_A']:.1f}", f"{got['tok_s_B']:.1f}",
              fmt_interval(got["ratio"], got["low"], got["high"], 3), f"{got['per_item_geomean']:.3f}"]]
     return ("## Noise floor: Top-K against an exact copy of itself, side by side\n\n"
-            f"{got['device_name']}, {got['num_threads']} thread(s), {got['dtype']}, T={got['temperature']:g}, "
+            f"{got['device_name']}, {got['num_threads']} thread(s), {got['run_dtype']}, T={got['temperature']:g}, "
             f"{got['max_new_tokens']} new tokens, paper tree, {got['date']}; the same tokens from both copies on "
             "every prompt (checked). tok/s ratio = copy B over copy A, ratio of sums [95% CI, cluster bootstrap "
             "over items]; its expected value is 1.\n\n"
@@ -98,6 +99,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     from tqdm import tqdm
 
+    from eval.conf.schema import run_dtype
     from eval.conf.validate import check_run
     from eval.measure.generation import generate
     from eval.measure.pairs import load_pair, pair_args
@@ -112,6 +114,7 @@ def main(argv=None) -> int:
 
     cfg = _config(args)
     spec = check_run(cfg).spec
+    dtype = run_dtype(cfg).dtype
     settings, out = _settings(args), Path(args.out)
     rows = _done(out / "rows.jsonl", settings)
     seen = {(r["dataset"], r["item_id"]) for r in rows}
@@ -151,7 +154,7 @@ def main(argv=None) -> int:
             write_outputs([(out / "rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows).encode())], out)
         bar.close()
     frame = pd.DataFrame(rows)
-    got = {**summary(frame), **settings, "device_name": device_name("cpu"), "num_threads": 1,
+    got = {**summary(frame), **settings, "run_dtype": dtype, "device_name": device_name("cpu"), "num_threads": 1,
            "date": _dt.date.today().isoformat(), "code_version": code_version(),
            "tok_s_A": float(frame["new_tokens"].sum() / frame["wall_A"].sum()),
            "tok_s_B": float(frame["new_tokens"].sum() / frame["wall_B"].sum())}
