@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from baselines import AR
-from eval.report.analysis import (CI_UNIT, DEFAULT_WEIGHTS, EAGER, cluster_ci, display_name, fmt, fmt_interval,
+from eval.report.analysis import (CI_UNIT, DEFAULT_WEIGHTS, EAGER, SEPARATE, cluster_ci, display_name, fmt, fmt_interval,
                                   item_ci, item_clusters, same_job, speedup_interval, speedup_ratio_of_sums,
                                   with_engine_column, with_speedup)
 from eval.report.markdown import markdown_table, section
@@ -40,8 +40,6 @@ from rheo.timing import PHASES
 PHASE_COLS = [f"phase_{p}_ms" for p in PHASES]
 GROUP = ["model", "target_sha", "prompt_format", "device", "dtype", "max_new_tokens", "temperature"]
 FIRST_TREE_METHOD = "topk"  # the speed tables list the references, then Top-K, then the rest by label
-#: what a comparison of rows timed in different jobs says in place of an interval
-SEPARATE = " (separate jobs)"
 #: the A/A check's summary (scripts/speed_check.py, ``make speed-check``), under the output root
 NOISE_FLOOR = ("tables", "speed_check", "speed_check.json")
 

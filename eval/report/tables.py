@@ -15,11 +15,11 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from eval.report.analysis import (CI_UNIT, PAIR_KEY, cluster_ci, display_name, fmt, fmt_interval, item_ci, item_clusters,
-                                  item_means, paired, restrict_to_common, same_job, setting_title, settings, suites_in,
+from eval.report.analysis import (CI_UNIT, SEPARATE, cluster_ci, display_name, fmt, fmt_speedup, item_ci, item_clusters,
+                                  item_means, one_job, paired, restrict_to_common, setting_title, settings, suites_in,
                                   variant_of, variant_summary)
 from eval.report.markdown import markdown_table, section
-from eval.report.speed import SEPARATE, noise_floor
+from eval.report.speed import noise_floor
 from eval.report.stats import permutation_test, sign_test
 from rheo.methods import get_method
 
@@ -80,8 +80,8 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
             body.append([suite, str(n), fmt(a["tau"], a["tau_ci"]), fmt(b["tau"], b["tau_ci"]),
                          *(_expected_cells(part) if with_expected else []),
                          fmt(d, d_ci, 3), _pct(b["tau"], a["tau"]), _p(sign_test(per_item)),
-                         _p(permutation_test(per_item)), _speedup_cell(a), _speedup_cell(b),
-                         _pct(b["speedup"], a["speedup"]) + ("" if _one_job(part) else SEPARATE)])
+                         _p(permutation_test(per_item)), fmt_speedup(a), fmt_speedup(b),
+                         _pct(b["speedup"], a["speedup"]) + ("" if one_job(part, TOPK, PAPER_RHEO) else SEPARATE)])
         header = ["suite", "n", "τ Top-K", "τ Rheo m=1", *(["E[τ] Top-K", "E[τ] Rheo m=1"] if with_expected else []),
                   "Δτ (paired)", "Δτ %", "p sign", "p perm",
                   "speedup Top-K", "speedup Rheo", "Δ speedup %"]
@@ -107,23 +107,6 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
 SPEED_NOTE = (" A speedup gets its interval, and Δ speedup % compares the two methods' speedups, as rows timed in one "
               "job (one `run_id`, item by item: experiment=speed); rows of separate jobs (or older than the `run_id` "
               "column) are labelled \"separate jobs\", with no interval. ")
-
-
-def _one_job(rows: pd.DataFrame) -> bool:
-    """Whether Top-K's and Rheo's rows of every prompt of ``rows`` were timed in one job."""
-    if "run_id" not in rows:
-        return False
-    side = [rows[rows["variant"] == v][PAIR_KEY + ["run_id"]] for v in (TOPK, PAPER_RHEO)]
-    both = side[0].merge(side[1], on=PAIR_KEY, suffixes=("_a", "_b"))
-    return same_job(both["run_id_a"], both["run_id_b"])
-
-
-def _speedup_cell(summary: dict) -> str:
-    """A ratio-of-sums speedup with its cluster-bootstrap interval over items (variant_summary), or labelled
-    "separate jobs" where its AR rows ran in another job."""
-    if math.isnan(summary["speedup"]) or summary["ar_same_job"]:
-        return fmt_interval(summary["speedup"], summary["speedup_low"], summary["speedup_high"])
-    return fmt(summary["speedup"]) + SEPARATE
 
 
 def _expected_cells(part: pd.DataFrame) -> list[str]:
@@ -238,7 +221,7 @@ def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
         for suite, part in _by_suite(rows):
             cells = [variant_summary(part[part["variant"] == v]) for v in variants]
             body.append([suite, str(cells[0]["n"])] + [fmt(c["tau"], c["tau_ci"]) for c in cells])
-        speed = [_speedup_cell(variant_summary(rows[rows["variant"] == v])) for v in variants]
+        speed = [fmt_speedup(variant_summary(rows[rows["variant"] == v])) for v in variants]
         if any(s != "-" for s in speed):  # a tau experiment has no AR rows
             body.append(["**speedup (pooled)**", ""] + speed)
         header = ["suite", "n"] + [display_name(v) for v in variants]
