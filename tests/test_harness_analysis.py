@@ -118,7 +118,7 @@ def test_figures_draw_only_panels_with_data_legends_outside_registry_names(tmp_p
     [(_, abl)] = plots.m_ablation_figures(df)
     for fig in (bars, temp, abl):
         assert _outside(fig)
-        labels = {t.get_text().removesuffix(" (T=1 only)").removesuffix(" 95% CI").removesuffix(" (95% CI)")
+        labels = {t.get_text().removesuffix(" (T=1 only)").removesuffix(f" {plots.CI_SHORT}").removesuffix(f" ({plots.CI_SHORT})")
                   for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()}
         assert labels <= allowed, labels
         assert all(ax.get_xlabel() and "(" in ax.get_ylabel() for ax in fig.axes)  # labelled, with units

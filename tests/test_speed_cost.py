@@ -23,6 +23,7 @@ def _row(variant: str, item: int, *, build: float, tau: float, tree: int = 60, s
             "sparse_top": 128, "dataset": "gsm8k", "item_id": str(item), "turn": 0, "seed": 0,
             "target_calls": calls, "new_tokens": new, "tau": tau, "wall_s": calls * cycle / 1000.0,
             "tokens_per_s": new / (calls * cycle / 1000.0), "device_name": "test CPU", "num_threads": 1,
+            "run_id": "job-1",  # every row timed in one job, item by item
             **{f"phase_{p}_ms": phases[p] for p in PHASES}}
 
 
@@ -54,6 +55,11 @@ def test_phase_deltas_and_ratios_are_paired_over_prompts():
     cycle_ratio, speed_ratio = (float(got[c].split()[0]) for c in ("cycle ratio", "tok/s ratio"))
     assert cycle_ratio > 1.0 and speed_ratio < tau_ratio  # it costs more per cycle: gains less in speed
     assert speed_ratio == pytest.approx(tau_ratio / cycle_ratio, rel=1e-2)  # geometric means of per-prompt ratios
+    # the same rows timed in separate jobs: the timings are labelled and claim no interval; tau keeps its own
+    apart = pd.DataFrame(rows).assign(run_id=lambda f: f["variant"])
+    got = _cells(paired_cost_table(apart), "Rheo m=1")
+    assert got["Δ build ms"] == "2.50 (separate jobs)" and got["tok/s ratio"].endswith("(separate jobs)")
+    assert "[" not in got["tok/s ratio"] and "[" in got["τ ratio"]
 
 
 def test_no_table_without_top_k_rows_or_timings():

@@ -21,7 +21,7 @@ import torch
 from baselines import AR
 from eval.device.cycle_cost import count_run
 from eval.device.cycle_shapes import CostPair
-from eval.report.analysis import display_name, fmt, mean_ci, with_speedup
+from eval.report.analysis import display_name, fmt, item_ci, with_speedup
 from eval.report.markdown import markdown_table
 from eval.report.speed import _order, tree_label
 from eval.measure.expected_replay import row_spec
@@ -62,8 +62,8 @@ def launch_frame(rows: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFrame:
     for (variant, config, t), part in spec.groupby(["variant", "config_hash", "temperature"]):
         if config not in by_hash.index or f"AR@{t:g}" not in by_hash.index:
             continue
-        tau, tau_hw, n = mean_ci(part["tau"])
-        sp, sp_hw, _ = mean_ci(part["speedup"])
+        tau, tau_hw, n = item_ci(part, "tau")
+        sp, sp_hw, _ = item_ci(part, "speedup")
         ar = by_hash.loc[f"AR@{t:g}"]
         cost = by_hash.loc[config]
         out.append({"variant": variant, "tree": tree_label(part.iloc[0]), "temperature": float(t), "n": n,

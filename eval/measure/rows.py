@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Optional
 
 import torch
@@ -80,7 +81,8 @@ def base_row(key: dict, meta: dict, chash: str, item: Item, turn: int, gen_seed:
 
 
 def run_metadata(cfg: DictConfig, pair) -> dict:
-    """The columns every row of one run shares (versions, the decoding code's included; device, threads)."""
+    """The columns every row of one run shares (versions, the decoding code's included; device, threads; the
+    run's own ``run_id``, which tells rows timed in one job from rows of separate jobs)."""
     import transformers
 
     model_dtype = getattr(getattr(pair, "hf_model", None), "dtype", None)
@@ -89,7 +91,7 @@ def run_metadata(cfg: DictConfig, pair) -> dict:
         "dtype": str(model_dtype).replace("torch.", "") if model_dtype is not None else str(cfg.dtype),
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
         "rheo_version": _rheo_version(), "git_sha": git_sha(), "device_name": device_name(cfg.device),
-        "num_threads": torch.get_num_threads(), "code_version": code_version(),
+        "num_threads": torch.get_num_threads(), "code_version": code_version(), "run_id": uuid.uuid4().hex[:12],
         "protocol": getattr(pair, "protocol", None) or "template",
     }
 

@@ -13,8 +13,11 @@ is stored twice. Terms:
   same (model, device, dtype, suite, item, turn, temperature, seed,
   max_new_tokens). Per item (``speedup``), and as a ratio of sums per group:
   (sum new tokens / sum wall) / (sum AR new tokens / sum AR wall).
-* **CI** - mean +- half-width of the 95% Student-t interval over the rows of a
-  group (items x turns x seeds).
+* **CI** - mean +- half-width of the 95% interval of a group's mean, clustered by item
+  (:func:`item_ci`): the rows of a group (items x turns x seeds) are not independent, an item's
+  turns and seeds share its prompt, so the independent unit is the item. The half-width is the
+  cluster-robust Student-t one over items (:func:`cluster_ci`); a ratio of sums (the speedup) gets
+  a cluster bootstrap over items (:func:`speedup_interval`). :data:`CI_UNIT` names it in captions.
 
 :func:`load` is the one entry point of tables, figures and the notebook: a tidy frame, one
 row per stored ok row, with ``variant``, ``speedup`` (and its AR partner's numbers) as
@@ -28,10 +31,15 @@ import logging
 import math
 from typing import Iterable, Optional, Sequence
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from baselines import AR
+from eval.report.intervals import (  # noqa: F401 (the analysis API: tables, figures and the notebook import them here)
+    BOOTSTRAP_DRAWS, CI_UNIT, ITEM, MIN_CI_N, SEPARATE, TOO_FEW, Z95, NoInterval, _none_for_na, cluster_bootstrap,
+    cluster_ci, fmt, fmt_interval, fmt_speedup, item_ci, item_clusters, item_means, mean_ci, normal_half_width, same_job,
+    speedup_interval, t95)
 from eval.store.storage import ROW_SCHEMA, load_results
 from rheo.config import SpecConfig
 from rheo.methods import find_method, get_method, method_of_variant
@@ -47,18 +55,11 @@ TREE = list(DYNAMIC_FIELDS)  # the tree shape every dynamic method reads (rheo.m
 SETTING = ["model", "target_path", "target_sha", "prompt_format", "head_path", "device", "dtype", "max_new_tokens"] + TREE
 DEFAULT_WEIGHTS = "default"
 SUITE_ORDER = ["mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq"]
-#: the two-sided 95% quantile of the normal distribution
-Z95 = 1.96
-# two-sided 95% Student-t quantiles for df = 1..30 (df > 30: the normal's, Z95)
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042]
-
 
 #: columns stored as integers (None where unused: AR rows have no m, k, depth, ...): read as Int64
 INT_COLUMNS = tuple(f.name for f in ROW_SCHEMA if pa.types.is_integer(f.type))
 #: columns load() adds to the stored ones (docs/results-columns.md)
-DERIVED_COLUMNS = ("variant", "ar_partner", "ar_new_tokens", "ar_wall_s", "speedup")
+DERIVED_COLUMNS = ("variant", "ar_partner", "ar_new_tokens", "ar_wall_s", "speedup", "ar_same_job")
 
 
 def load(root) -> pd.DataFrame:
@@ -137,35 +138,52 @@ def variant_of(method: str, **fields) -> str:
 
 def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
     """Every row, plus its AR partner's numbers (``ar_new_tokens``, ``ar_wall_s``), ``ar_partner``
-    and ``speedup`` = tokens_per_s / (ar_new_tokens / ar_wall_s).
+    and ``speedup`` = tokens_per_s / (ar_new_tokens / ar_wall_s), and ``ar_same_job``: whether that AR row
+    was timed in the row's own job (one ``run_id``; a paired AR row of rows older than the column: assumed,
+    ``paired_baseline`` times it next to its config).
 
     The partner of a non-AR row is the AR row timed next to its config (``paired_with`` == its
-    config_hash; ar_partner "paired") when there is one, else the shared AR row of the same key
-    ("shared"). Rows without a partner (tau experiments run with baseline=false) and AR rows
+    config_hash; ar_partner "paired") when there is one, else the paired AR row of its own job (an
+    ``alongside`` method's: the AR row timed next to the run's method, in the same ``run_id``; "paired"),
+    else the shared AR row of the same key ("shared"). Rows without a partner (tau experiments run with baseline=false) and AR rows
     themselves keep NaN (tau is still usable).
     """
     df = with_engine_column(df.drop(columns=[c for c in DERIVED_COLUMNS[1:] if c in df.columns]))
     for col in ("target_path", "target_sha", "prompt_format"):  # rows written before the column: the defaults
         df[col] = (df[col] if col in df.columns else pd.Series(None, index=df.index, dtype=object)
                    ).fillna(DEFAULT_WEIGHTS).astype(str)
-    cols = PAIR_KEY + ["new_tokens", "wall_s"]
-    ar = df[df["method"] == AR.name].rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s"})
-    ar_cols = [c if c not in ("new_tokens", "wall_s") else f"ar_{c}" for c in cols]
+    if "run_id" not in df.columns:  # an archive written before the column
+        df["run_id"] = None
+    cols = PAIR_KEY + ["new_tokens", "wall_s", "run_id"]
+    ar = df[df["method"] == AR.name].rename(columns={"new_tokens": "ar_new_tokens", "wall_s": "ar_wall_s",
+                                                     "run_id": "ar_run_id"})
+    ar_cols = [c if c not in ("new_tokens", "wall_s", "run_id") else f"ar_{c}" for c in cols]
     shared = ar[ar["paired_with"].isna()][ar_cols]
     paired = ar[ar["paired_with"].notna()][ar_cols + ["paired_with"]].rename(columns={"paired_with": "config_hash"})
     is_spec = (df["method"] != AR.name).to_numpy()
     spec = df[is_spec]
     # (left merges keep the order and number of spec's rows)
     own = spec.merge(paired, on=PAIR_KEY + ["config_hash"], how="left", validate="many_to_one")
+    # else the AR row of the row's own job (one run_id), paired with the run's method: an alongside method's
+    in_job = paired[paired["ar_run_id"].notna()].drop(columns="config_hash").assign(run_id=lambda f: f["ar_run_id"])
+    in_job = in_job.drop_duplicates(PAIR_KEY + ["run_id"], keep=False)  # a job of several AR configs: none is its
+    in_job = spec.merge(in_job, on=PAIR_KEY + ["run_id"], how="left", validate="many_to_one")
     fallback = spec.merge(shared, on=PAIR_KEY, how="left", validate="many_to_one")
     partner = pd.Series(None, index=own.index, dtype=object)
     partner[fallback["ar_wall_s"].notna()] = "shared"
-    partner[own["ar_wall_s"].notna()] = "paired"
+    partner[(own["ar_wall_s"].notna() | in_job["ar_wall_s"].notna()).to_numpy()] = "paired"
     df["ar_partner"] = pd.Series(None, index=df.index, dtype=object)
     df.loc[is_spec, "ar_partner"] = partner.to_numpy()
+    chosen = own[["ar_new_tokens", "ar_wall_s", "ar_run_id"]]
+    for other in (in_job, fallback):
+        chosen = chosen.where(chosen["ar_wall_s"].notna(), other[["ar_new_tokens", "ar_wall_s", "ar_run_id"]])
     for col in ("ar_new_tokens", "ar_wall_s"):
         df[col] = math.nan
-        df.loc[is_spec, col] = own[col].astype(float).fillna(fallback[col].astype(float)).to_numpy()
+        df.loc[is_spec, col] = chosen[col].astype(float).to_numpy()
+    same = [(r is not None and r == a) or (r is None and p == "paired")
+            for r, a, p in zip(_none_for_na(spec["run_id"]), _none_for_na(chosen["ar_run_id"]), partner.to_numpy())]
+    df["ar_same_job"] = pd.Series(None, index=df.index, dtype=object)
+    df.loc[is_spec, "ar_same_job"] = np.asarray(same, dtype=object)
     df["speedup"] = df["tokens_per_s"].astype(float) / (df["ar_new_tokens"] / df["ar_wall_s"])
     _drop_unusable_speedups(df)
     return df
@@ -189,42 +207,6 @@ def _drop_unusable_speedups(out: pd.DataFrame) -> None:
                     "left out of the speedups (tau still counts), e.g. config %s %s item %s turn %s; rerun them "
                     "after deleting their shards", int(bad.sum()), first["config_hash"], first["dataset"],
                     first["item_id"], first["turn"])
-
-
-#: the fewest values a 95% interval is given for: at n = 2 the Student-t half-width is 12.7 sd / sqrt(2),
-#: an interval that says nothing (a tau of 3.74 +- 10.56 reaches below the 1 no decoder goes below)
-MIN_CI_N = 3
-
-
-class NoInterval(float):
-    """mean_ci's half-width below MIN_CI_N values: NaN (no bar drawn) that fmt prints as "n too small"."""
-
-    def __new__(cls) -> "NoInterval":
-        return super().__new__(cls, math.nan)
-
-
-def mean_ci(values: Iterable[float]) -> tuple[float, float, int]:
-    """(mean, 95% half-width, n); half-width NaN for n = 1 (no spread to speak of), :class:`NoInterval`
-    (NaN, printed "n too small") for 1 < n < MIN_CI_N."""
-    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    n = len(xs)
-    if n == 0:
-        return math.nan, math.nan, 0
-    mean = sum(xs) / n
-    if n < MIN_CI_N:
-        return mean, NoInterval() if n > 1 else math.nan, n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    t = _T95[n - 2] if n - 1 <= len(_T95) else Z95
-    return mean, t * sd / math.sqrt(n), n
-
-
-def normal_half_width(se: float) -> float:
-    """95% half-width ``Z95 * se`` of an estimate whose sampling distribution is close to normal with a
-    standard error ``se`` known from many draws: a Monte-Carlo mean over thousands of independent
-    verifications (se from their own variance) or a proportion over thousands of trials (binomial se,
-    sqrt(p(1-p)/n)). A mean over independent units (prompts, keys, seeds) whose sd is estimated from
-    those units is :func:`mean_ci` (Student-t) instead."""
-    return Z95 * se
 
 
 def speedup_ratio_of_sums(rows: pd.DataFrame) -> float:
@@ -290,11 +272,16 @@ def suites_in(df: pd.DataFrame) -> list[str]:
 
 
 def variant_summary(rows: pd.DataFrame) -> dict:
-    """tau mean/CI, per-item speedup mean/CI and ratio-of-sums speedup of one variant's rows."""
-    tau, tau_ci, n = mean_ci(rows["tau"])
-    sp, sp_ci, _ = mean_ci(rows["speedup"])
+    """tau mean/CI, per-item speedup mean/CI and ratio-of-sums speedup (with its cluster-bootstrap interval
+    ``speedup_low``, ``speedup_high`` where every row's AR partner ran in its own job: ``ar_same_job``) of one
+    variant's rows; every interval clustered by item."""
+    tau, tau_ci, n = item_ci(rows, "tau")
+    sp, sp_ci, _ = item_ci(rows, "speedup")
+    one_job = "ar_same_job" in rows and bool(rows.dropna(subset=["ar_wall_s"])["ar_same_job"].fillna(False).astype(bool).all())
+    low, high = speedup_interval(rows) if one_job else (math.nan, math.nan)
     return {"n": n, "tau": tau, "tau_ci": tau_ci, "speedup_item": sp, "speedup_item_ci": sp_ci,
-            "speedup": speedup_ratio_of_sums(rows), "seeds": rows["seed"].nunique()}
+            "speedup": speedup_ratio_of_sums(rows), "speedup_low": low, "speedup_high": high, "ar_same_job": one_job,
+            "seeds": rows["seed"].nunique(), "items": len(set(item_clusters(rows)))}
 
 
 def restrict_to_common(df: pd.DataFrame, variants: Sequence[str]) -> pd.DataFrame:
@@ -311,17 +298,10 @@ def display_name(variant: str) -> str:
     return method.display_variant(variant) if method is not None else variant
 
 
-#: what a table cell says in place of an interval over too few values (NoInterval)
-TOO_FEW = "n too small"
-
-
-def fmt(mean: float, ci: Optional[float] = None, digits: int = 2) -> str:
-    """'3.74 ± 0.21'; '3.74 (n too small)' where mean_ci gave no interval; '3.74' without one; '-' without a mean."""
-    if mean is None or math.isnan(mean):
-        return "-"
-    if isinstance(ci, NoInterval):
-        return f"{mean:.{digits}f} ({TOO_FEW})"
-    if ci is None or math.isnan(ci):
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} ± {ci:.{digits}f}"
-
+def one_job(rows: pd.DataFrame, a: str, b: str) -> bool:
+    """Whether the rows of variants ``a`` and ``b`` of every prompt (PAIR_KEY) both ran were timed in one job."""
+    if "run_id" not in rows:
+        return False
+    side = [rows[rows["variant"] == v][PAIR_KEY + ["run_id"]] for v in (a, b)]
+    both = side[0].merge(side[1], on=PAIR_KEY, suffixes=("_a", "_b"))
+    return same_job(both["run_id_a"], both["run_id_b"])

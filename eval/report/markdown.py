@@ -9,7 +9,7 @@ the summaries of the scripts and device checks), so that all of them share one l
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import pandas as pd
 
@@ -32,3 +32,11 @@ def frame_markdown(frame: pd.DataFrame, digits: int = 3) -> str:
             return "-" if math.isnan(v) else f"{v:.{digits}f}"
         return "-" if v is None else str(v)
     return markdown_table([str(c) for c in frame.columns], [[cell(v) for v in r] for r in frame.itertuples(index=False)])
+
+
+def section(title: str, caption: str, blocks: Sequence[str]) -> Optional[str]:
+    """A report section: '## title', its caption and its blocks (a heading and a table each), or None
+    without blocks (a builder whose rows are absent)."""
+    if not blocks:
+        return None
+    return f"## {title}\n\n{caption}\n\n" + "\n\n".join(blocks) + "\n"

@@ -54,6 +54,8 @@ def _name(prefix: str, setting: dict) -> str:
     return name
 
 
+#: how the figures name their intervals (eval.report.analysis.CI_UNIT)
+CI_SHORT = "95% CI, clustered by item"
 #: axis labels (with units) shared by the figures
 TAU_LABEL = "τ (new tokens / target call)"
 SPEEDUP_LABEL = "speedup over AR (×, ratio of sums)"
@@ -79,10 +81,10 @@ def m_ablation_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
         fig, ax = plt.subplots(figsize=(6.0, 3.2))
         (low, high), = tau_bounds([top])
         if np.isfinite(low):
-            ax.axhspan(low, high, color=COLORS[TOPK], alpha=0.2, label=f"{display_name(TOPK)} 95% CI")
+            ax.axhspan(low, high, color=COLORS[TOPK], alpha=0.2, label=f"{display_name(TOPK)} {CI_SHORT}")
         ax.axhline(top["tau"], color=COLORS[TOPK], ls="--", label=display_name(TOPK))
         ax.errorbar(ms, [c["tau"] for c in cells], yerr=tau_yerr(cells), marker="o",
-                    color=COLORS[PAPER_RHEO], capsize=3, label=f"{get_method('rheo').display} (95% CI)")
+                    color=COLORS[PAPER_RHEO], capsize=3, label=f"{get_method('rheo').display} ({CI_SHORT})")
         ax.set(xlabel=f"m (lead slots per expanded node); n = {top['n']} paired prompts", ylabel=TAU_LABEL,
                xticks=ms)
         ax.set_title(_title({**setting, "temperature": MAIN_T}, width=60), fontsize=7)
@@ -106,7 +108,7 @@ def temperature_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
                         marker="o", capsize=3, color=COLORS.get(v), label=display_name(v) + _only(temps, cells, i))
         ax.set(xlabel="temperature T", ylabel=TAU_LABEL, xticks=temps)
         ax.set_title(_title(setting, width=60), fontsize=7)
-        legend_outside(ax, title="95% CI bars", title_fontsize=7)
+        legend_outside(ax, title=f"bars: {CI_SHORT}", title_fontsize=7)
         fig.tight_layout()
         out.append((_name("temperature", setting), fig))
     return out
@@ -132,12 +134,13 @@ def suite_bar_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
         cells = {v: [variant_summary(rows[(rows["dataset"] == s) & (rows["variant"] == v)]) for s in suites]
                  for v in variants}
         counts = [max(cells[v][i]["n"] for v in variants) for i in range(len(suites))]
+        items = [max(cells[v][i]["items"] for v in variants) for i in range(len(suites))]
         speed = any(np.isfinite(c["speedup"]) for v in variants for c in cells[v])
         fig, axes = plt.subplots(1, 2 if speed else 1, figsize=(10.5 if speed else 6.5, 3.4), squeeze=False)
         panels = [("tau", TAU_LABEL)] + ([("speedup", SPEEDUP_LABEL)] if speed else [])
         for ax, (key, ylabel) in zip(axes[0], panels):
             for i, v in enumerate(variants):
-                err = tau_yerr(cells[v]) if key == "tau" else None
+                err = tau_yerr(cells[v]) if key == "tau" else speedup_yerr(cells[v])
                 ax.bar(x + (i - 0.5) * 0.4, [c[key] for c in cells[v]], 0.4, yerr=err, color=COLORS[v], capsize=2,
                        label=display_name(v))
             ax.set_xticks(x, [f"{s}\nn={n}" for s, n in zip(suites, counts)], rotation=30, fontsize=8)
@@ -146,7 +149,10 @@ def suite_bar_figures(df: pd.DataFrame) -> list[tuple[str, plt.Figure]]:
             axes[0][1].axhline(1.0, color="black", lw=0.8, ls=":")
             if str(setting.get("device", "")).startswith("cpu"):
                 axes[0][1].set_title(CPU_SPEED_NOTE, fontsize=7)
-        ci_note = "bars: 95% CI of τ" + (f" (none at n < {MIN_CI_N})" if min(counts) < MIN_CI_N else "")
+        ci_note = (f"bars: {CI_SHORT}" + (f" (none under {MIN_CI_N} items)" if min(items) < MIN_CI_N else "")
+                   + ("; speedup: cluster bootstrap" if speed else ""))
+        if speed and not all(c["ar_same_job"] for v in variants for c in cells[v] if np.isfinite(c["speedup"])):
+            ci_note += "\nspeedups over AR rows of separate jobs:\nno bar"
         legend_outside(axes[0][-1], title=ci_note, title_fontsize=7)
         fig.suptitle(_title({**setting, "temperature": MAIN_T}, width=110), fontsize=8)
         fig.tight_layout()
@@ -169,6 +175,15 @@ def tau_bounds(cells: list[dict]) -> np.ndarray:
     half = np.array([_z(c["tau_ci"]) for c in cells], dtype=float).reshape(-1)
     tau = np.array([c["tau"] for c in cells], dtype=float).reshape(-1)
     return np.stack([np.maximum(tau - half, 1.0), tau + half], axis=1) if len(cells) else np.zeros((0, 2))
+
+
+def speedup_yerr(cells: list[dict]) -> np.ndarray:
+    """[2, len(cells)] yerr (below, above) of the speedup bars: each cell's cluster-bootstrap interval over items
+    (variant_summary; NaN, no bar, where it has none: too few items, or AR rows of another job)."""
+    sp = np.array([c["speedup"] for c in cells], dtype=float).reshape(-1)
+    low = np.array([c["speedup_low"] for c in cells], dtype=float).reshape(-1)
+    high = np.array([c["speedup_high"] for c in cells], dtype=float).reshape(-1)
+    return np.stack([np.maximum(sp - low, 0.0), np.maximum(high - sp, 0.0)]) if len(cells) else np.zeros((2, 0))
 
 
 def tau_yerr(cells: list[dict]) -> np.ndarray:

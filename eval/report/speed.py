@@ -5,14 +5,17 @@
   score = target, verify, commit, other), their sum, tau and tokens/s. Rows without
   phase columns (older runs, ``profile_phases=false``) are left out.
 * :func:`paired_cost_table` - the same groups, each tree method against Top-K on the same tree
-  and prompts: per-phase ms per cycle minus Top-K's, and the ratios of cycle time, tau and tokens/s
-  (geometric means of the per-prompt ratios), each with a 95% CI over prompts. It separates the two
+  and engine and prompts: per-phase ms per cycle minus Top-K's, and the ratios of cycle time, tau and
+  tokens/s (geometric means of the per-prompt ratios), each with a 95% CI clustered by item (timings: only
+  between rows of one job; rows of separate jobs are labelled so, with no interval). It separates the two
   factors of a speed gain (speed ratio = tau ratio / cycle-time ratio): a method that costs more
   per cycle gains less in speed than in tau.
 * :func:`speed_table` - per model x device/dtype x max_new_tokens x T: tokens/s of every method and
   tree, its speedup over its AR rows (ratio of sums; paired or shared, as the header says), its
-  per-prompt speedup over Top-K's on the same tree, each marked *within noise* where its 95% CI
-  covers 1, and the ``transformers`` ``generate`` reference row.
+  per-prompt speed ratio to Top-K's on the same tree and engine, each marked *within noise* where its
+  95% CI covers 1, and the ``transformers`` ``generate`` reference row. An interval is given only to a
+  comparison of rows timed in one job (``run_id``); one of separate jobs says "separate jobs".
+* :func:`noise_floor` - the sentence every speed table states: ``make speed-check``'s A/A ratio.
 * :mod:`eval.report.agreement` - greedy outputs against AR's, by the groups of these tables.
 Each returns Markdown, or None when the rows it needs are absent.
 """
@@ -26,14 +29,41 @@ import numpy as np
 import pandas as pd
 
 from baselines import AR
-from eval.report.analysis import DEFAULT_WEIGHTS, display_name, fmt, mean_ci, speedup_ratio_of_sums, with_speedup
-from eval.report.markdown import markdown_table
+from eval.report.analysis import (CI_UNIT, DEFAULT_WEIGHTS, EAGER, SEPARATE, cluster_ci, display_name, fmt, fmt_interval,
+                                  item_ci, item_clusters, same_job, speedup_interval, speedup_ratio_of_sums,
+                                  with_engine_column, with_speedup)
+from eval.report.markdown import markdown_table, section
 from rheo.methods import method_names
+from rheo.paths import output, own_or_committed
 from rheo.timing import PHASES
 
 PHASE_COLS = [f"phase_{p}_ms" for p in PHASES]
 GROUP = ["model", "target_sha", "prompt_format", "device", "dtype", "max_new_tokens", "temperature"]
 FIRST_TREE_METHOD = "topk"  # the speed tables list the references, then Top-K, then the rest by label
+#: the A/A check's summary (scripts/speed_check.py, ``make speed-check``), under the output root
+NOISE_FLOOR = ("tables", "speed_check", "speed_check.json")
+
+
+def noise_floor() -> str:
+    """The sentence every speed table states: the ratio of Top-K against an exact copy of itself, timed side
+    by side (``make speed-check``; this machine's, else the committed one), or that it was not measured."""
+    import json
+
+    path = own_or_committed(output(*NOISE_FLOOR), "the speed tables' noise floor")
+    if not path.is_file():
+        return ("Noise floor: not measured (`make speed-check` times Top-K against an exact copy of itself, side "
+                "by side; its ratio's interval is the smallest speed difference these tables can tell).")
+    got = json.loads(path.read_text())
+    return (f"Noise floor (`make speed-check`: Top-K against an exact copy of itself, side by side, same tokens; "
+            f"{got['device_name']}, {got['num_threads']} thread(s), {got['date']}): tok/s ratio "
+            f"{fmt_interval(got['ratio'], got['low'], got['high'], 3)} over {got['items']} items (95% CI, cluster "
+            f"bootstrap over items); a speed ratio inside that band is not told from noise.")
+
+
+def base_variant(engine: str) -> str:
+    """The label of Top-K's rows on ``engine`` (analysis.variant_label): the rows an engine's methods are
+    compared with."""
+    return FIRST_TREE_METHOD if engine == EAGER else f"{FIRST_TREE_METHOD} engine={engine}"
 
 
 def tree_label(row) -> str:
@@ -80,7 +110,7 @@ def _timed(df: pd.DataFrame) -> Optional[pd.DataFrame]:
     """The rows that carry phase timings, with their ``tree`` label; None when there are none."""
     if df.empty or "phase_score_ms" not in df:
         return None
-    df = _targets(df)
+    df = with_engine_column(_targets(df))
     timed = df[df["phase_score_ms"].notna()].copy()
     if timed.empty:
         return None
@@ -120,9 +150,13 @@ def phase_table(df: pd.DataFrame) -> Optional[str]:
 COST_KEY = ["dataset", "item_id", "turn", "seed"]  # with GROUP and the tree: one prompt
 
 
-def _log_ratio_ci(ratios: pd.Series) -> str:
-    """Geometric mean of per-prompt ratios with its 95% CI (a t interval on the logs)."""
-    mean, half, _ = mean_ci(np.log(ratios.astype(float)))
+def _log_ratio_ci(ratios: pd.Series, interval: bool = True) -> str:
+    """Geometric mean of per-prompt ratios (indexed by prompt: COST_KEY) with its 95% CI clustered by item
+    (a cluster-robust t interval on the logs); ``interval`` False: the mean alone, said to be of separate
+    jobs."""
+    mean, half, _ = cluster_ci(np.log(ratios.to_numpy(dtype=float)), item_clusters(ratios.to_frame()))
+    if not interval:
+        return fmt(math.exp(mean), digits=3) + SEPARATE
     if math.isnan(half):
         return fmt(math.exp(mean), digits=3)
     return f"{math.exp(mean):.3f} [{math.exp(mean - half):.3f}, {math.exp(mean + half):.3f}]"
@@ -137,39 +171,45 @@ def paired_cost_table(df: pd.DataFrame) -> Optional[str]:
     blocks = []
     for key, rows in timed.groupby(GROUP, sort=True):
         body = []
-        for tree, part in rows.groupby("tree", sort=True):
-            base = part[part["variant"] == FIRST_TREE_METHOD].set_index(COST_KEY)
+        for (tree, engine), part in rows.groupby(["tree", "engine"], sort=True):
+            base = part[part["variant"] == base_variant(engine)].set_index(COST_KEY)
             if base.empty or not base.index.is_unique:
                 continue
             for variant, other in sorted(part.groupby("variant"), key=lambda kv: _order(kv[0])):
                 other = other.set_index(COST_KEY)
-                if variant in (FIRST_TREE_METHOD, *method_names("reference")) or not other.index.is_unique:
+                if variant in (base_variant(engine), *method_names("reference")) or not other.index.is_unique:
                     continue
                 both = other.index.intersection(base.index)
                 if len(both) < 2:
                     continue
                 a, b = other.loc[both], base.loc[both]
-                deltas = [fmt(*mean_ci(a[c] - b[c])[:2]) for c in PHASE_COLS + ["cycle_ms"]]
+                one = same_job(a["run_id"] if "run_id" in a else [], b["run_id"] if "run_id" in b else [])
+                deltas = [_delta(a[c] - b[c], one) for c in PHASE_COLS + ["cycle_ms"]]
                 body.append([display_name(variant), tree, str(len(both))] + deltas
-                            + [_log_ratio_ci(a["cycle_ms"] / b["cycle_ms"]), _log_ratio_ci(a["tau"] / b["tau"]),
-                               _log_ratio_ci(a["tokens_per_s"] / b["tokens_per_s"])])
+                            + [_log_ratio_ci(a["cycle_ms"] / b["cycle_ms"], one), _log_ratio_ci(a["tau"] / b["tau"]),
+                               _log_ratio_ci(a["tokens_per_s"] / b["tokens_per_s"], one)])
         if body:
             header = (["method", "tree", "prompts"] + [f"Δ {p} ms" for p in PHASES]
                       + ["Δ cycle ms", "cycle ratio", "τ ratio", "tok/s ratio"])
             blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + markdown_table(header, body))
-    if not blocks:
-        return None
-    return ("## Cost per cycle next to Top-K (paired over prompts)\n\nEach tree method's rows against Top-K's "
-            "rows of the same prompt (suite, item, turn, seed) on the same tree: Δ = the method's mean ms per "
-            "cycle of a phase minus Top-K's, mean ± 95% CI over prompts; cycle ratio, τ ratio and tok/s "
-            "ratio = geometric means of the per-prompt ratios [95% CI]. tok/s ratio = τ ratio / cycle ratio "
-            "up to prefill, so a method that costs more per cycle gains less in speed than in τ. Rows timed "
-            "next to another job are noisier. The CIs treat prompts as independent: a drift of the "
-            "machine's speed between the times the two methods' rows ran is shared by those rows and is not "
-            "in them. Rows timed item by item (`alongside`, as `make speed-cost` runs them) ran seconds apart, "
-            "which leaves such a drift little time; rows of separate runs ran minutes or hours apart. The "
-            "draft phase does the same work for both methods, so a Δ draft away from 0 measures that drift.\n\n"
-            + "\n\n".join(blocks) + "\n")
+    return section("Cost per cycle next to Top-K (paired over prompts)",
+                   "Each tree method's rows against Top-K's rows of the same prompt (suite, item, turn, seed) on "
+                   "the same tree and engine: Δ = the method's mean ms per cycle of a phase minus Top-K's, mean ± "
+                   f"{CI_UNIT}; cycle ratio, τ ratio and tok/s ratio = geometric means of the per-prompt ratios "
+                   "[95% CI clustered by item]. tok/s ratio = τ ratio / cycle ratio up to prefill, so a method that "
+                   "costs more per cycle gains less in speed than in τ. Timings get an interval only where both "
+                   "methods' rows were timed in one job, item by item (`alongside`; one `run_id`): rows of separate "
+                   "jobs ran minutes or hours apart, and a drift of the machine's speed between them is in neither "
+                   "interval, so their comparison says \"separate jobs\" and claims no interval (rows older than the "
+                   "`run_id` column count as separate). The draft phase does the same work for both methods, so a "
+                   "Δ draft away from 0 measures such a drift. " + noise_floor(), blocks)
+
+
+def _delta(diffs: pd.Series, one_job: bool) -> str:
+    """A mean timing difference over prompts (indexed by COST_KEY): ± its CI clustered by item for rows of one
+    job; the mean alone, said to be of separate jobs, otherwise."""
+    mean, half, _ = cluster_ci(diffs.to_numpy(dtype=float), item_clusters(diffs.to_frame()))
+    return fmt(mean, half) if one_job else fmt(mean) + SEPARATE
 
 
 def speed_table(df: pd.DataFrame) -> Optional[str]:
@@ -186,26 +226,36 @@ def speed_table(df: pd.DataFrame) -> Optional[str]:
     for key, rows in spec.groupby(GROUP, sort=True):
         body = []
         for (variant, tree), part in sorted(rows.groupby(["variant", "tree"]), key=lambda kv: (_order(kv[0][0]), kv[0][1])):
-            sp, sp_ci, n = mean_ci(part["speedup"])
-            tau, tau_ci, _ = mean_ci(part["tau"])
+            sp, sp_ci, n = item_ci(part, "speedup")
+            tau, tau_ci, _ = item_ci(part, "tau")
             ar_tps = part["ar_new_tokens"].sum() / part["ar_wall_s"].sum()
-            topk = rows[(rows["variant"] == FIRST_TREE_METHOD) & (rows["tree"] == tree)]
+            engine = part["engine"].iloc[0]
+            topk = rows[(rows["variant"] == base_variant(engine)) & (rows["tree"] == tree)]
+            with_ar = bool(part["ar_same_job"].fillna(False).astype(bool).all())
+            ratio = speedup_ratio_of_sums(part)
             body.append([display_name(variant), tree, str(n), fmt(tau, tau_ci),
                          f"{part['new_tokens'].sum() / part['wall_s'].sum():.1f}", f"{ar_tps:.1f}",
-                         fmt(speedup_ratio_of_sums(part)), fmt(sp, sp_ci) + _noise(sp - 1.0, sp_ci),
-                         "-" if variant == FIRST_TREE_METHOD else _vs_topk(part, topk)])
+                         fmt_interval(ratio, *speedup_interval(part)) if with_ar else fmt(ratio) + SEPARATE,
+                         fmt(sp, sp_ci) + _noise(sp - 1.0, sp_ci) if with_ar else fmt(sp) + SEPARATE,
+                         "-" if variant == base_variant(engine) else _vs_topk(part, topk)])
         header = ["method", "tree", "n", "τ", "tok/s", f"AR tok/s ({ar_partners(rows)})", "speedup",
-                  "speedup per item", "vs Top-K, same tree"]
+                  "speedup per item", "vs Top-K, same tree and engine"]
         blocks.append(f"### {_title(dict(zip(GROUP, key)))}\n\n{_devices(rows)}" + markdown_table(header, body))
-    return ("## Speed next to AR\n\nEach method's rows over the AR rows of the same (item, turn, seed) timed "
-            "next to them (`paired_baseline`); speedup = ratio of sums (Σ tokens / Σ wall over the AR's), "
-            "per item = mean ± 95% CI of the per-row ratios. `transformers generate` is the library's own "
-            "loop on the same target (greedy at T=0, plain sampling at T>0): its ratio says whether our AR "
-            "baseline is as fast as the library's. vs Top-K = the geometric mean [95% CI] over the prompts "
-            "both ran of the method's per-item speedup over Top-K's on the same tree. *within noise* (after a "
-            "speedup per item or a ratio to Top-K): its 95% CI covers 1, so these rows do not tell that speed "
-            "from AR's (or from Top-K's)." + ("" if set(spec["ar_partner"]) == {"paired"} else SHARED_NOTE)
-            + "\n\n" + "\n\n".join(blocks) + "\n")
+    return section("Speed next to AR",
+                   "Each method's rows over the AR rows of the same (item, turn, seed) timed next to them "
+                   "(`paired_baseline`, `alongside`); speedup = ratio of sums (Σ tokens / Σ wall over the AR's) "
+                   "[95% CI, cluster bootstrap over items], per item = mean ± 95% CI of the per-row ratios, clustered "
+                   "by item (an item's turns and seeds are one unit). `transformers generate` is the library's own "
+                   "loop on the same target (greedy at T=0, plain sampling at T>0): its ratio says whether our AR "
+                   "baseline is as fast as the library's. vs Top-K = over the prompts both ran on the same tree and "
+                   "engine, the geometric mean [95% CI clustered by item] of the method's tok/s over Top-K's, where "
+                   "both were timed in one job, item by item (one `run_id`: `alongside`, as experiment=speed runs "
+                   "them); rows of separate jobs (or older than the `run_id` column) give the geometric mean of the "
+                   "per-item speedups' ratio, labelled \"separate jobs\", with no interval: a drift of the machine "
+                   "between the jobs is in neither. A speedup over AR rows of another job is labelled likewise. "
+                   "*within noise* (after a speedup per item or a ratio to Top-K): its 95% CI covers 1, so these "
+                   "rows do not tell that speed from AR's (or from Top-K's)."
+                   + ("" if set(spec["ar_partner"]) == {"paired"} else SHARED_NOTE) + " " + noise_floor(), blocks)
 
 
 SHARED_NOTE = (" \"AR tok/s (shared)\": rows run with `paired_baseline=false`: one AR row per prompt, shared "
@@ -224,11 +274,15 @@ def _noise(diff: float, half: float) -> str:
 
 
 def _vs_topk(part: pd.DataFrame, topk: pd.DataFrame) -> str:
-    """The per-prompt speedup of ``part`` over Top-K's on the same prompts: geometric mean [95% CI]."""
-    mine, base = part.set_index(COST_KEY)["speedup"], topk.set_index(COST_KEY)["speedup"]
+    """``part``'s speed over Top-K's on the same prompts: rows of one job, the per-prompt tok/s ratio, geometric
+    mean [95% CI clustered by item]; rows of separate jobs, the per-prompt speedups' ratio, without interval."""
+    mine, base = part.set_index(COST_KEY), topk.set_index(COST_KEY)
     both = mine.index.intersection(base.index)
     if len(both) < 2 or not (mine.index.is_unique and base.index.is_unique):
         return "-"
-    logs = np.log((mine.loc[both] / base.loc[both]).astype(float))
-    mean, half, _ = mean_ci(logs)
-    return _log_ratio_ci(np.exp(logs)) + _noise(mean, half)
+    mine, base = mine.loc[both], base.loc[both]
+    if not same_job(mine["run_id"], base["run_id"]):
+        return _log_ratio_ci(mine["speedup"] / base["speedup"], interval=False)
+    ratios = (mine["tokens_per_s"] / base["tokens_per_s"]).astype(float)
+    mean, half, _ = cluster_ci(np.log(ratios.to_numpy()), item_clusters(ratios.to_frame()))
+    return _log_ratio_ci(ratios) + _noise(mean, half)

@@ -1,9 +1,10 @@
 """Markdown tables of the paper's artifacts, built from result rows only.
 
 Each builder returns the Markdown text, or None when the rows it needs are
-absent (the caller says so and skips it). Values are mean ± 95% CI over the
-rows (items x turns x seeds) unless a column says otherwise; speedups are
-ratios of sums (eval/report/analysis.py).
+absent (the caller says so and skips it). Values are means over the rows
+(items x turns x seeds) ± a 95% CI clustered by item (an item's turns and seeds are one
+unit) unless a column says otherwise; speedups are ratios of sums with a cluster-bootstrap
+interval over items (eval/report/analysis.py).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from eval.report.analysis import (display_name, fmt, mean_ci, paired, restrict_to_common, setting_title, settings,
-                                  suites_in, variant_of, variant_summary)
-from eval.report.markdown import markdown_table
+from eval.report.analysis import (CI_UNIT, SEPARATE, cluster_ci, display_name, fmt, fmt_speedup, item_ci, item_clusters,
+                                  item_means, one_job, paired, restrict_to_common, setting_title, settings, suites_in,
+                                  variant_of, variant_summary)
+from eval.report.markdown import markdown_table, section
+from eval.report.speed import noise_floor
 from eval.report.stats import permutation_test, sign_test
 from rheo.methods import find_method
 
@@ -67,7 +70,7 @@ def _by_suite(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def main_table(df: pd.DataFrame) -> Optional[str]:
     """Top-K vs Rheo m=1 at T=1 per model x suite: tau, paired difference, speedup."""
-    blocks = []
+    blocks, speed = [], False
     for setting, rows in settings(df[df["temperature"] == MAIN_T]):
         rows = restrict_to_common(rows, [TOPK, PAPER_RHEO])
         if rows.empty:
@@ -77,36 +80,45 @@ def main_table(df: pd.DataFrame) -> Optional[str]:
         for suite, part in _by_suite(rows):
             a = variant_summary(part[part["variant"] == TOPK])
             b = variant_summary(part[part["variant"] == PAPER_RHEO])
-            diffs = paired(part, TOPK, PAPER_RHEO)["diff"]
-            d, d_ci, n = mean_ci(diffs)
+            pairs = paired(part, TOPK, PAPER_RHEO)
+            d, d_ci, n = item_ci(pairs, "diff")
+            per_item = item_means(pairs["diff"], pairs)  # the tests' independent units
             body.append([suite, str(n), fmt(a["tau"], a["tau_ci"]), fmt(b["tau"], b["tau_ci"]),
                          *(_expected_cells(part) if with_expected else []),
-                         fmt(d, d_ci, 3), _pct(b["tau"], a["tau"]), _p(sign_test(diffs)),
-                         _p(permutation_test(diffs)), fmt(a["speedup"]), fmt(b["speedup"]),
-                         _pct(b["speedup"], a["speedup"])])
+                         fmt(d, d_ci, 3), _pct(b["tau"], a["tau"]), _p(sign_test(per_item)),
+                         _p(permutation_test(per_item)), fmt_speedup(a), fmt_speedup(b),
+                         _pct(b["speedup"], a["speedup"]) + ("" if one_job(part, TOPK, PAPER_RHEO) else SEPARATE)])
         header = ["suite", "n", "τ Top-K", "τ Rheo m=1", *(["E[τ] Top-K", "E[τ] Rheo m=1"] if with_expected else []),
                   "Δτ (paired)", "Δτ %", "p sign", "p perm",
                   "speedup Top-K", "speedup Rheo", "Δ speedup %"]
         if all(r[-3] == "-" for r in body):  # a tau experiment (no AR rows): no speed columns
             header, body = header[:-3], [r[:-3] for r in body]
+        else:
+            speed = True
         blocks.append((-n, f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n"
                            f"seeds: {rows['seed'].nunique()}\n\n" + markdown_table(header, body)))
-    if not blocks:
-        return None
     blocks = [text for _, text in sorted(blocks, key=lambda b: b[0])]  # most paired keys first (stable)
-    return ("## Main table: Top-K vs Rheo (m=1), T=1\n\nτ = new tokens / target calls (bonus included), "
-            "mean ± 95% CI over items × turns × seeds; Δτ = paired Rheo − Top-K on the same "
-            "(item, turn, seed), with two-sided paired p-values (sign test; sign-flip permutation test of "
-            "the mean, eval/report/stats.py); speedup = tokens/s over AR of the same target, T and seed "
-            "(ratio of sums); E[τ] (where recorded) = the mean over the same rows of each cycle's exact expected "
-            "emitted tokens given its tree and target logits (rheo.expected; cycles cut by max_new_tokens or EOS "
-            "are counted uncut). Settings with the most paired keys first.\n\n" + "\n\n".join(blocks) + "\n")
+    return section("Main table: Top-K vs Rheo (m=1), T=1",
+                   f"τ = new tokens / target calls (bonus included), mean over items × turns × seeds ± {CI_UNIT}; "
+                   "n = rows. Δτ = paired Rheo − Top-K on the same (item, turn, seed), with two-sided paired p-values "
+                   "over items (each item's mean difference: sign test; sign-flip permutation test of the mean, "
+                   "eval/report/stats.py); speedup = tokens/s over AR of the same target, T and seed (ratio of "
+                   "sums) [95% CI, cluster bootstrap over items]; E[τ] (where recorded) = the mean over the same rows "
+                   "of each cycle's exact expected emitted tokens given its tree and target logits (rheo.expected; "
+                   "cycles cut by max_new_tokens or EOS are counted uncut). Settings with the most paired keys "
+                   "first." + (SPEED_NOTE + noise_floor() if speed else ""), blocks)
+
+
+#: the main table's note on its speed columns (where it has them)
+SPEED_NOTE = (" A speedup gets its interval, and Δ speedup % compares the two methods' speedups, as rows timed in one "
+              "job (one `run_id`, item by item: experiment=speed); rows of separate jobs (or older than the `run_id` "
+              "column) are labelled \"separate jobs\", with no interval. ")
 
 
 def _expected_cells(part: pd.DataFrame) -> list[str]:
     out = []
     for variant in (TOPK, PAPER_RHEO):
-        mean, ci, _ = mean_ci(part[part["variant"] == variant]["expected_tau"])
+        mean, ci, _ = item_ci(part[part["variant"] == variant], "expected_tau")
         out.append(fmt(mean, ci))
     return out
 
@@ -151,10 +163,12 @@ def uncut_difference(row) -> Optional[tuple[float, int]]:
 
 
 def _uncut_cells(cell: pd.DataFrame) -> list[str]:
-    got = [u for u in (uncut_difference(r) for _, r in cell.iterrows()) if u is not None]
+    got = [(u, item) for u, item in zip((uncut_difference(r) for _, r in cell.iterrows()), item_clusters(cell))
+           if u is not None]
     if not got:
         return ["0", "-", "-"]
-    d, d_ci, n = mean_ci([g[0] for g in got])
+    d, d_ci, n = cluster_ci([g[0][0] for g in got], [g[1] for g in got])
+    got = [g[0] for g in got]
     cycles = sum(g[1] for g in got) / len(got)  # per cycle: the row sums over the mean cycles per row
     return [str(n), fmt(d / cycles, d_ci / cycles, 3), _covers(d, d_ci)]
 
@@ -176,20 +190,18 @@ def expected_check_table(df: pd.DataFrame) -> Optional[str]:
             for suite, cell in _by_suite(mine):
                 cells = [str(len(cell))]
                 for budget_only in (False, True):
-                    diffs = [d for d in (realized_minus_expected(r, budget_only) for _, r in cell.iterrows())
-                             if d is not None]
-                    d, d_ci, n = mean_ci(diffs)
+                    diffs = [realized_minus_expected(r, budget_only) for _, r in cell.iterrows()]
+                    d, d_ci, n = cluster_ci([math.nan if x is None else x for x in diffs], item_clusters(cell))
                     cells += [str(n), fmt(d, d_ci, 3), _covers(d, d_ci)]
                 cells += _uncut_cells(cell)
                 body.append([display_name(variant), suite] + cells)
         header = ["method", "suite", "rows", "n", "all but the last cycle", "covers 0",
                   "n", "cycles before the budget", "covers 0", "n", "every cycle, last uncut", "covers 0"]
         blocks.append(f"### {setting_title(setting)}\n\n" + markdown_table(header, body))
-    if not blocks:
-        return None
-    return ("## Expected vs realized emitted tokens per cycle\n\nPer row (one generation): the mean realized "
+    return section("Expected vs realized emitted tokens per cycle",
+                   "Per row (one generation): the mean realized "
             "emitted tokens per cycle minus the mean of the exact expectations of the same cycles "
-            "(rheo.expected); mean ± 95% CI over rows. The expectation is exact for an uncut cycle, so the "
+            f"(rheo.expected); mean over rows ± {CI_UNIT}. The expectation is exact for an uncut cycle, so the "
             "difference has mean 0 over any set of cycles chosen before they run. *All but the last cycle* "
             "drops the one cycle cut by max_new_tokens or EOS: a choice made after the cycle, which favours "
             "dropping long cycles (a small negative bias, largest for rows that stop at EOS after few "
@@ -198,7 +210,7 @@ def expected_check_table(df: pd.DataFrame) -> Optional[str]:
             "rows without an EOS. *Every cycle, last uncut*: each row's sum over all its cycles of realized minus "
             "expected, the last cycle counted with the tokens its verification produced before the cut "
             "(last_cycle_verified); the mean over rows of that sum is exactly 0 (optional stopping), shown per "
-            "cycle (divided by the mean cycles per row): the exact check.\n\n" + "\n\n".join(blocks) + "\n")
+            "cycle (divided by the mean cycles per row): the exact check.", blocks)
 
 
 def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
@@ -215,15 +227,13 @@ def m_ablation_table(df: pd.DataFrame) -> Optional[str]:
         for suite, part in _by_suite(rows):
             cells = [variant_summary(part[part["variant"] == v]) for v in variants]
             body.append([suite, str(cells[0]["n"])] + [fmt(c["tau"], c["tau_ci"]) for c in cells])
-        speed = [fmt(variant_summary(rows[rows["variant"] == v])["speedup"]) for v in variants]
+        speed = [fmt_speedup(variant_summary(rows[rows["variant"] == v])) for v in variants]
         if any(s != "-" for s in speed):  # a tau experiment has no AR rows
             body.append(["**speedup (pooled)**", ""] + speed)
         header = ["suite", "n"] + [display_name(v) for v in variants]
         blocks.append(f"### {setting_title({**setting, 'temperature': MAIN_T})}\n\n" + markdown_table(header, body))
-    if not blocks:
-        return None
-    return ("## Ablation over m (T=1)\n\nτ mean ± 95% CI per suite; last row (when AR rows exist): speedup over AR "
-            "(ratio of sums).\n\n" + "\n\n".join(blocks) + "\n")
+    return section("Ablation over m (T=1)", f"τ mean ± {CI_UNIT}, per suite; last row (when AR rows exist): "
+                   "speedup over AR (ratio of sums) [95% CI, cluster bootstrap over items].", blocks)
 
 
 def temperature_studies(df: pd.DataFrame):
@@ -244,10 +254,8 @@ def temperature_table(df: pd.DataFrame) -> Optional[str]:
                 for t, row in zip(temps, cells)]
         header = ["T", "n"] + [display_name(v) for v in variants]
         blocks.append(f"### {setting_title(setting)}\n\n" + markdown_table(header, body))
-    if not blocks:
-        return None
-    return ("## Temperature study\n\nτ pooled over suites, mean ± 95% CI, per temperature on the "
-            "(item, turn, seed) keys every variant run at that temperature has.\n\n" + "\n\n".join(blocks) + "\n")
+    return section("Temperature study", f"τ pooled over suites, mean ± {CI_UNIT}, per temperature on the "
+                   "(item, turn, seed) keys every variant run at that temperature has.", blocks)
 
 
 def runs_table(all_rows: pd.DataFrame) -> Optional[str]:

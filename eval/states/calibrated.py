@@ -8,7 +8,7 @@ TRAINED: the dial's same-state rows (its output_dir or archive); the rows at ``d
 calibrated-cells``). The two runs draw other trees, so their driver states differ: the paired unit is
 the prompt (its states averaged first), as in every same-state table. For each temperature and each
 Rheo setting X, per prompt: gain = E[τ](X) − E[τ](Top-K) within a run, and the change of that gain
-from the trained head to the calibrated one, with its 95% Student-t half-width over prompts.
+from the trained head to the calibrated one, with its 95% half-width over prompts, clustered by item.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Optional
 
 import pandas as pd
 
-from eval.report.analysis import mean_ci
+from eval.report.analysis import item_ci
 from eval.report.markdown import frame_markdown
 from eval.states.options import AUTO, CI_TEXT, M0, M1, TOPK, _pm, wide_keys
 from eval.states.rule_cells import rules_of
@@ -63,7 +63,7 @@ def gain_frame(trained: pd.DataFrame, calibrated: pd.DataFrame) -> pd.DataFrame:
                                  ("gain_trained", gain_b.loc[both]), ("gain_calibrated", gain_a.loc[both]),
                                  ("change", gain_a.loc[both] - gain_b.loc[both]),
                                  ("tau_change", wa[x].loc[both] - wb[x].loc[both])):
-                mean, half, _ = mean_ci(values)
+                mean, half, _ = item_ci(values)
                 row[name], row[name + "_hw"] = mean, half
             out.append(row)
     return pd.DataFrame(out)

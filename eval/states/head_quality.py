@@ -9,7 +9,7 @@ it (``head``, ``head_sha``, ``held_out_top1`` per unrolled step), all measured o
 held-out sequences. A row's head is matched by ``head_sha`` (the weights' fingerprint).
 
 One point per (head, temperature): the pooled paired difference Rheo m=1 - Top-K, a 95%
-Student-t interval over keys (eval.states.stats), at x = the head's step-1 top-1.
+interval over keys clustered by item (eval.states.stats), at x = the head's step-1 top-1.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def gain_table(rows: pd.DataFrame, heads: pd.DataFrame) -> pd.DataFrame:
 
 def markdown(table: pd.DataFrame) -> str:
     lines = ["## Rheo m=1 - Top-K on shared states vs the draft head's held-out top-1", "",
-             "Pooled over suites; ± = 95% Student-t half-width over keys (a key's states averaged first). "
+             "Pooled over suites; ± = 95% half-width over keys, clustered by item (a key's states averaged first). "
              "top-1: step-1 held-out top-1 of each head on the same held-out sequences "
              "(`make heads-top1`).", "",
              markdown_table(["head", "top-1", "T", "keys", "Top-K", "Rheo m=1", "m=1 − Top-K"],

@@ -5,8 +5,8 @@
 
 RESULTS: a same-state output_dir (measure=same_state) or its archive (X.parquet). Every number is a
 mean over *keys* (a key is one prompt: suite, item, turn, seed; its driver states averaged first)
-of the exact expected emitted tokens per state, and every interval a 95% Student-t half-width
-over keys (eval.report.analysis.mean_ci) of paired per-key differences.
+of the exact expected emitted tokens per state, and every interval a 95% half-width
+over keys, clustered by item (eval.report.analysis.item_ci), of paired per-key differences.
 
 * **serving** - per temperature, each option minus Top-K, minus the paper's m=0 and m=1, and minus
   the *envelope* (the better of m=0 and m=1 at that T, by mean). An option *meets the envelope*
@@ -24,7 +24,7 @@ from typing import Optional
 
 import pandas as pd
 
-from eval.report.analysis import display_name, mean_ci
+from eval.report.analysis import display_name, item_ci
 from eval.report.markdown import frame_markdown
 from eval.states.labels import ordered_labels
 from eval.states.option_figures import dial_figure, serving_figure
@@ -41,8 +41,8 @@ POWER = 0.02  # the half-width the studies aim at for a difference with Top-K
 #: the paper's reported tau with official EAGLE-3 heads at T = 1: (pair, Top-K, Rheo m=1)
 PAPER_POINTS = (("Llama-3.1-8B-Instruct", 5.04, 5.25), ("Vicuna-13B", 5.75, 5.89),
                 ("DeepSeek-R1-Distill-Llama-8B", 4.99, 5.21))
-CI_TEXT = ("± = 95% Student-t half-width over keys of the paired per-key difference (a key is one prompt: "
-           "suite, item, turn, seed; its states averaged first)")
+CI_TEXT = ("± = 95% half-width over keys of the paired per-key difference, clustered by item (a key is one "
+           "prompt: suite, item, turn, seed; its states averaged first; an item's turns and seeds are one unit)")
 
 
 def wide_keys(rows: pd.DataFrame, by) -> dict:
@@ -61,7 +61,7 @@ def paired(wide: pd.DataFrame, a: str, b: str) -> tuple[float, float, int]:
     """(mean, 95% half-width, keys) of a - b over the keys holding both."""
     if a not in wide.columns or b not in wide.columns:
         return math.nan, math.nan, 0
-    return mean_ci((wide[a] - wide[b]).dropna())
+    return item_ci((wide[a] - wide[b]).dropna())
 
 
 def _pm(mean: float, half: float, digits: int = 3) -> str:
@@ -84,7 +84,7 @@ def serving_frame(rows: pd.DataFrame) -> pd.DataFrame:
     for t, wide in sorted(wide_keys(rows, "temperature").items()):
         best = envelope(wide)
         for label in sorted(wide.columns, key=order.index):
-            mean, mean_hw, n = mean_ci(wide[label].dropna())
+            mean, mean_hw, n = item_ci(wide[label].dropna())
             row = {"temperature": t, "label": label, "keys": n, "mean": mean, "mean_hw": mean_hw, "envelope": best}
             for name, other in (("topk", TOPK), ("m0", M0), ("m1", M1), ("env", best)):
                 d, h, _ = paired(wide, label, other) if other and other != label else (math.nan, math.nan, 0)
@@ -167,7 +167,7 @@ def pooled_serving(rows: pd.DataFrame, temps: tuple = SERVING) -> pd.DataFrame:
     for label, parts in diffs.items():
         if len(parts) < len(temps):
             continue
-        mean, half, n = mean_ci(pd.concat(parts, axis=1).dropna().mean(axis=1))
+        mean, half, n = item_ci(pd.concat(parts, axis=1).dropna().mean(axis=1))
         out.append({"option": label, "prompts": n, "− envelope, mean over T": _pm(mean, half),
                     "lower bound": f"{mean - half:+.3f}", "beats": "yes" if mean - half > 0 else "no"})
     return pd.DataFrame(out)
@@ -214,7 +214,7 @@ def dial_frame(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows["draft_mix"].notna()]
     out = []
     for (t, a), wide in sorted(wide_keys(rows, ["temperature", "draft_mix"]).items()):
-        base, base_hw, n = mean_ci(wide[TOPK].dropna()) if TOPK in wide.columns else (math.nan, math.nan, 0)
+        base, base_hw, n = item_ci(wide[TOPK].dropna()) if TOPK in wide.columns else (math.nan, math.nan, 0)
         for label in wide.columns:
             if label == TOPK:
                 continue

@@ -1,5 +1,5 @@
 """Figures of same-state rows (eval.measure.same_states): expected emitted tokens per driver state, and its
-paired difference vs Top-K, with 95% Student-t CIs over keys (eval.states.stats).
+paired difference vs Top-K, with 95% CIs over keys clustered by item (eval.states.stats).
 
 :func:`figures` gives every figure the rows allow, by name (each one (model, driver, head)
 study; several studies get their names suffixed):

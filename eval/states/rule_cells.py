@@ -8,7 +8,7 @@ a = 0, 0.25, 0.5, 0.75, 1, and the serving study's seven temperatures at a = 0 (
 In each cell, for every rule (a Rheo configuration with ``adapt`` set) and every fixed setting
 (Top-K, the paper's Rheo m=0 and m=1, rheo_auto): the mean over keys (one key = one prompt; its
 states averaged first) of the paired per-key difference rule - setting of the exact expected
-emitted tokens per target call, its 95% Student-t half-width over keys and its lower bound.
+emitted tokens per target call, its 95% half-width over keys (clustered by item) and its lower bound.
 
 * **meets** - every lower bound >= -0.01 (at least as good as each fixed setting, to 0.01 token);
 * **beats** - the lower bound of the difference with the best fixed setting in that cell (by mean)
@@ -29,7 +29,7 @@ from typing import Optional
 
 import pandas as pd
 
-from eval.report.analysis import mean_ci
+from eval.report.analysis import item_ci
 from eval.report.markdown import frame_markdown
 from eval.states.options import AUTO, AUTO_RULE, CI_TEXT, M0, M1, TOLERANCE, TOPK, _pm, wide_keys
 from rheo.cli import ArgumentParser, path_arg, run_main
@@ -76,7 +76,7 @@ def cell_frame(dial: pd.DataFrame, serving: pd.DataFrame) -> pd.DataFrame:
                     continue
                 cell = []
                 for fixed in present:
-                    mean, half, n = mean_ci((wide[rule] - wide[fixed]).dropna())
+                    mean, half, n = item_ci((wide[rule] - wide[fixed]).dropna())
                     cell.append({"study": study, "temperature": t, "draft_mix": a, "rule": rule, "fixed": fixed,
                                  "keys": n, "diff": mean, "half": half, "low": mean - half, "best": best})
                 meets = len(cell) == len(FIXED) and all(c["low"] >= -TOLERANCE for c in cell)
@@ -106,7 +106,7 @@ def reach_frame(dial: pd.DataFrame, serving: pd.DataFrame) -> pd.DataFrame:
             opening = opening_replay(states[(t, a)]).reindex(wide.index)
             lows = {}
             for name, values in (("best", wide[best]), ("oracle", oracle), ("leader", leader), ("opening", opening)):
-                bounds = [mean_ci((values - wide[f]).dropna()) for f in present if not (name == "best" and f == best)]
+                bounds = [item_ci((values - wide[f]).dropna()) for f in present if not (name == "best" and f == best)]
                 lows[name] = min((m - h for m, h, n in bounds if n), default=math.nan)
             per_prompt = states[(t, a)].groupby(PROMPT)["state"].nunique().mean()
             out.append({"cell": f"{study}: T = {t:g}, a = {a:g}", "states a prompt": f"{per_prompt:.1f}",

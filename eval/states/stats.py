@@ -2,14 +2,15 @@
 
 A **key** is one prompt of one study: (model, head_sha, temperature, suite, item, turn, seed).
 The driver's states within a key are not independent (one generation), so a key's value is
-the mean over its states, and every interval is over keys:
+the mean over its states; nor are the keys of one item (its turns and seeds share its prompt), so
+every interval is clustered by item (``eval.report.analysis.item_ci``: the cluster-robust Student-t
+half-width over items, df = items - 1; with one key per item, the Student-t interval over keys):
 
-* **mean** of a method: mean of its key values +- the 95% Student-t half-width
-  (``eval.report.analysis.mean_ci``, df = keys - 1).
+* **mean** of a method: mean of its key values +- that 95% half-width.
 * **paired difference** vs a baseline (Top-K; Rheo m=1 in the m ablation): per key, method
-  minus baseline over the keys both have; mean +- the 95% Student-t half-width.
-* **power** - ``keys_for_003``: the keys a half-width of 0.03 would take at the observed spread,
-  ``keys * (half_width / 0.03) ** 2`` rounded up (at least 2; the t quantile's own shrinking
+  minus baseline over the keys both have; mean +- that 95% half-width.
+* **power** - ``keys_for_003``: the keys a half-width of 0.03 would take at the observed spread
+  (of the clustered half-width: more items with the same keys each), ``keys * (half_width / 0.03) ** 2`` rounded up (at least 2; the t quantile's own shrinking
   with more keys is ignored, so this is slightly conservative).
 
 Groups (a table each): (model, dtype, driver, head_sha, draft-quality dial, temperature); suites, plus
@@ -23,7 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from eval.report.analysis import mean_ci
+from eval.report.analysis import item_ci
 from eval.states.labels import baseline_label, ordered_labels, rheo_m1_label, rheostat_rows, with_labels
 
 GROUP = ["model", "dtype", "driver", "head_sha", "dial", "temperature"]
@@ -70,11 +71,11 @@ def paired_differences(rows: pd.DataFrame, baseline: str | None = None, labels=N
         columns = sorted(wide.columns, key=order.get)
         for suite, part in _suites(wide):
             for label in columns:
-                mean, mean_hw, n = mean_ci(part[label])
+                mean, mean_hw, n = item_ci(part[label])
                 row = dict(zip(GROUP, group), suite=suite, label=label, keys=n, mean=mean, mean_hw=mean_hw,
                            diff=math.nan, half_width=math.nan, diff_keys=0, keys_for_003=math.nan)
                 if baseline in wide.columns and label != baseline:
-                    diff, half, pairs = mean_ci((part[label] - part[baseline]).dropna())
+                    diff, half, pairs = item_ci((part[label] - part[baseline]).dropna())
                     row.update(diff=diff, half_width=half, diff_keys=pairs, keys_for_003=keys_for(half, pairs))
                 out.append(row)
     return pd.DataFrame(out, columns=GROUP + ["suite", "label", "keys", "mean", "mean_hw", "diff", "half_width",
@@ -130,7 +131,7 @@ def mechanism_table(rows: pd.DataFrame) -> pd.DataFrame:
                "root_below": int((roots["root_gap"] < -BELOW_TOL).sum())}
         for col in ("root_acceptance", "root_ot_bound", "root_gap"):
             per_key = roots.groupby(PROMPT)[col].mean()
-            row[col], row[f"{col}_hw"], row[f"{col}_keys"] = mean_ci(per_key)
+            row[col], row[f"{col}_hw"], row[f"{col}_keys"] = item_ci(per_key)
         out.append(row)
     table = pd.DataFrame(out)
     return table.sort_values(GROUP + ["order"]).reset_index(drop=True) if len(table) else table

@@ -15,7 +15,7 @@ from eval.states.labels import ordered_labels  # noqa: E402
 
 LINESTYLE = {"dynamic": "-", "static": "--", "chain": ":"}
 MARKER = {"dynamic": "o", "static": "s", "chain": "^"}
-CI_NOTE = "95% Student-t CI over keys (a key = one prompt; its states averaged first)"
+CI_NOTE = "95% CI over keys, clustered by item (a key = one prompt; its states averaged first)"
 
 
 def palette(rows: pd.DataFrame) -> dict[str, tuple]:

@@ -10,7 +10,7 @@ folders), never into the archive.
 * **paired** - per (model, head, driver, temperature): every compared method (named by the
   registry, eval.states.labels) per suite and pooled: keys, mean expected emitted tokens,
   the paired difference vs Top-K, its 95% half-width and the keys a half-width of 0.03 would
-  take (eval.states.stats: every interval is a Student-t one over keys, a key's states
+  take (eval.states.stats: every interval is over keys, clustered by item, a key's states
   averaged first).
 * **m ablation** - Rheo m vs Rheo m=1, the same columns (when the rows hold two or more m).
 * **root** - per method and temperature: mean root acceptance, OT bound and their gap (95% CI
@@ -43,8 +43,8 @@ from eval.states.stats import (GROUP, POOLED, RESOLUTION, labelled, m_ablation, 
 from rheo.cli import ArgumentParser, one_line, path_arg, run_main
 
 PROG = "python -m eval.states.tables"
-KEYS_TEXT = ("± = 95% Student-t half-width over keys (a key is one prompt: suite, item, turn, seed; its "
-             "states averaged first)")
+KEYS_TEXT = ("± = 95% half-width over keys, clustered by item (a key is one prompt: suite, item, turn, seed; "
+             "its states averaged first; an item's turns and seeds are one unit: cluster-robust Student-t over items)")
 CI_TEXT = f"{KEYS_TEXT}; keys for ±{RESOLUTION:g} = keys × (half-width / {RESOLUTION:g})², rounded up (at least 2)."
 
 

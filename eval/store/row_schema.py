@@ -84,6 +84,9 @@ ROW_SCHEMA = pa.schema([
     # the prompt protocol the row was made under (rheo.models.protocol: template | eagle3); None: rows
     # older than the column, all made under template
     ("protocol", pa.string()),
+    # the run (one process of eval.run) that timed the row: rows of one run_id were timed in one job, item by
+    # item (alongside, paired_baseline); None in rows older than the column
+    ("run_id", pa.string()),
 ])
 COLUMNS = tuple(ROW_SCHEMA.names)
 #: columns older shards may lack (filled with None when read); every other column is required
