@@ -255,7 +255,7 @@ def speed(args, report: Report, started: float) -> None:
 def engine_check(args, report: Report, prompts) -> None:
     """eager against --engine: per call and per cycle on a random cost shape, per cycle on the embedded pair."""
     from eval.device.cycle_shapes import CostPair, load_cost_pair
-    from eval.device.engine_check import marks, per_call, per_cycle
+    from eval.device.engine_check import engine_page, per_call, per_cycle
 
     cuda = torch.device(args.device).type == "cuda"
     dtype = args.speed_dtype or ("bfloat16" if cuda else "float32")
@@ -268,19 +268,8 @@ def engine_check(args, report: Report, prompts) -> None:
         embedded = load_pair(args, "float32", args.device)
         parity = per_cycle(CostPair(args.model, embedded.target, embedded.drafter, embedded.target.vocab_size),
                            args.engine, "float32", new_tokens=min(args.check_tokens, 48))
-    runs = (f"each cell the median of {repeats} timed runs after a warm-up run" if repeats > 1 else
-            "each cell one timed run after a warm-up run: a single sample, with no spread measured, so its "
-            "ratios (AR steps, vs Top-K) are not a comparison")
-    text = (f"## Engine {args.engine} against eager ({shape}, {dtype}; T = 0, paper tree)\n\n"
-            + md_table(calls, ["case", "eager_ms", "ms", "speedup", "eager_kernels", "kernels", "graph_launches",
-                               "logit_diff", "new_graphs", "ok"])
-            + f"\n\nPer cycle: {runs}; compiles = graphs compiled inside the timed runs.\n\n"
-            + md_table(cycles, ["method", "engine", "ms_per_call", "tau", "ms_per_token", "ar_steps",
-                                "vs_topk", "same_tokens", "runs", "compiles"])
-            + "\n\n" + "\n".join(f"- {m}" for m in marks(calls, cycles, args.engine, shape, args.device))
-            + f"\n\n### Embedded pair ({args.model}, float32): tau and tokens against eager\n\n"
-            + (f"not run: the time limit ({args.time_limit:.0f} s) had passed" if late else
-               md_table(parity, ["method", "engine", "ms_per_call", "tau", "same_tokens", "compiles"])))
+    text = engine_page(calls, cycles, parity, engine=args.engine, shape=shape, dtype=dtype, device=args.device,
+                       repeats=repeats, model=args.model, late=late, time_limit=args.time_limit)
     report.add("engine", {"calls": calls, "cycles": cycles, "embedded": parity}, text,
                not all(r["ok"] for r in calls + cycles + parity))
 

@@ -170,3 +170,24 @@ def marks(calls: list[dict], cycles: list[dict], engine: str, shape: str = MARKE
     out.append(f"Rheo m=1 cycle = {rheo['vs_topk']:.3f}x Top-K's (mark: <= 1.03): "
                f"{'met' if rheo['vs_topk'] <= 1.03 else 'not met'}")
     return out
+
+
+def engine_page(calls: list[dict], cycles: list[dict], parity: list[dict], *, engine: str, shape: str, dtype: str,
+                device: str, repeats: int, model: str, late: bool, time_limit: float) -> str:
+    """The engine section of ``make gpu-check ENGINE=...``: per call, per cycle (with how many timed runs each
+    cell is), the marks, and the embedded pair's tau and tokens against eager (or why it was not run)."""
+    from eval.device.devreport import md_table
+
+    runs = (f"each cell the median of {repeats} timed runs after a warm-up run" if repeats > 1 else
+            "each cell one timed run after a warm-up run: a single sample, with no spread measured, so its "
+            "ratios (AR steps, vs Top-K) are not a comparison")
+    return (f"## Engine {engine} against eager ({shape}, {dtype}; T = 0, paper tree)\n\n"
+            + md_table(calls, ["case", "eager_ms", "ms", "speedup", "eager_kernels", "kernels", "graph_launches",
+                               "logit_diff", "new_graphs", "ok"])
+            + f"\n\nPer cycle: {runs}; compiles = graphs compiled inside the timed runs.\n\n"
+            + md_table(cycles, ["method", "engine", "ms_per_call", "tau", "ms_per_token", "ar_steps",
+                                "vs_topk", "same_tokens", "runs", "compiles"])
+            + "\n\n" + "\n".join(f"- {m}" for m in marks(calls, cycles, engine, shape, device))
+            + f"\n\n### Embedded pair ({model}, float32): tau and tokens against eager\n\n"
+            + (f"not run: the time limit ({time_limit:.0f} s) had passed" if late else
+               md_table(parity, ["method", "engine", "ms_per_call", "tau", "same_tokens", "compiles"])))

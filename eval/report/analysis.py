@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Iterable, Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,7 @@ from eval.report.intervals import (  # noqa: F401 (the analysis API: tables, fig
     BOOTSTRAP_DRAWS, CI_UNIT, ITEM, MIN_CI_N, SEPARATE, TOO_FEW, Z95, NoInterval, _none_for_na, cluster_bootstrap,
     cluster_ci, fmt, fmt_interval, fmt_speedup, item_ci, item_clusters, item_means, mean_ci, normal_half_width, same_job,
     speedup_interval, t95)
+from eval.report.timed_rows import TIMING_COLUMNS, without_compile_times  # noqa: F401 (the analysis API)
 from eval.store.storage import ROW_SCHEMA, load_results
 from rheo.config import SpecConfig
 from rheo.methods import find_method, get_method, method_of_variant
@@ -70,31 +71,6 @@ def load(root) -> pd.DataFrame:
     corrupt = df.attrs.get("corrupt_shards", [])
     df = add_speedup(add_variant(without_compile_times(df)))
     df.attrs["corrupt_shards"] = corrupt
-    return df
-
-
-#: a row's times, which a compile inside its timed generation makes a measurement of the compiler
-TIMING_COLUMNS = ("wall_s", "tokens_per_s", "phase_draft_ms", "phase_build_ms", "phase_score_ms", "phase_verify_ms",
-                  "phase_commit_ms", "phase_other_ms", "phase_prefill_ms")
-
-
-def without_compile_times(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with the times of rows whose timed generation compiled graphs (``compiles`` > 0) left out
-    (NaN; their tau still counts), and a warning saying how many."""
-    if "compiles" not in df.columns:
-        return df
-    hit = pd.to_numeric(df["compiles"], errors="coerce").fillna(0).to_numpy() > 0
-    if not hit.any():
-        return df
-    df = df.copy()
-    for col in TIMING_COLUMNS:
-        if col in df.columns:
-            df[col] = df[col].astype(float).where(~hit)
-    first = df[hit].iloc[0]
-    log.warning("%d row(s) compiled graphs inside their timed generation (column compiles): their times are left "
-                "out of every speed table (tau still counts), e.g. config %s %s item %s turn %s; rerun them with "
-                "warmup=true after deleting their shards", int(hit.sum()), first["config_hash"], first["dataset"],
-                first["item_id"], first["turn"])
     return df
 
 
