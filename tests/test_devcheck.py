@@ -99,8 +99,12 @@ def test_the_committed_h200_rows_give_its_summary_tables():
     run = ROOT / "results" / "gpu" / "h200-2026-12-04"
     df = add_variant(pd.read_parquet(run / "rows.parquet"))
     summary = (run / "summary.md").read_text()
-    for table in (speed_table(df), phase_table(df)):
-        assert table.replace("## ", "### ", 1) in summary
+    assert phase_table(df).replace("## ", "### ", 1) in summary
+    # the speed table's measured cells (method, tree, n, tau, tok/s, AR tok/s) as the page printed them; its
+    # speedup and interval columns are drawn today as the rules of intervals and jobs say (the page predates them)
+    measured = [r.split(" | ")[:6] for r in speed_table(df).splitlines() if r.startswith("| ") and " | " in r]
+    printed = [r.split(" | ")[:6] for r in summary.splitlines() if r.startswith("| ") and " | " in r]
+    assert measured and all(row in printed for row in measured)
     page = (ROOT / "results" / "gpu" / "README.md").read_text()
     df["ms"] = df["wall_s"] / df["new_tokens"] * 1e3
     for i, r in df[df["method"] == AR.name].iterrows():  # the page's AR rows, from the committed rows
