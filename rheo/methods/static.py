@@ -22,6 +22,9 @@ sampling keeps the output exact.
   verification (follow the target's argmax).
 * **chain** - speculative sampling of one drafted sequence (Leviathan et al.;
   Chen et al. 2023): ``branching = (1,) * depth``.
+* **verifier** - ``rrs`` (the above) or ``traversal`` (:mod:`rheo.traversal`: Traversal
+  Verification, sequence-level acceptance from the leaves up; exact on chains and on
+  i.i.d. siblings only, so refused with ``replacement=False`` where a node has siblings).
 
 Host syncs: one per tree layer while drafting (none beyond the drafter's), one
 per verified child.
@@ -42,6 +45,7 @@ from rheo.models.base import DraftTree, TreeView
 from rheo.ot import static_sets
 from rheo.probs import DraftDist, draft_distribution, target_probs, tempered
 from rheo.random import RandomSource
+from rheo.traversal import check_tree, traversal_path_probs, verify_traversal
 from rheo.tree import BuiltTree, CandidateFn, DraftFn, ancestor_mask
 from rheo.verify import TreeIndex, VerifyResult, residual_draft, subtract_draft, walk_greedy
 
@@ -226,6 +230,37 @@ def node_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, b: i
 MAX_STATIC_NODES = 4096
 
 
+#: the verifiers a static tree or chain can be checked with (``SpecConfig.verifier``): name ->
+#: (verifier, path probabilities, display suffix, tree check (replacement, branching) raising ValueError)
+VERIFIERS = {
+    "rrs": (verify_static, static_path_probs, "", lambda replacement, branching: None),
+    "traversal": (verify_traversal, traversal_path_probs, " + Traversal", check_tree),
+}
+
+
+def _verifier(cfg: Spec):
+    if cfg.verifier not in VERIFIERS:
+        raise ValueError(f"verifier must be one of {list(VERIFIERS)}, got {cfg.verifier!r}")
+    return VERIFIERS[cfg.verifier]
+
+
+def verify_any(built: BuiltTree, target_logits: torch.Tensor, cfg: Spec, rng: RandomSource) -> VerifyResult:
+    """The configured verifier (``cfg.verifier``) of a static tree or chain."""
+    return VERIFIERS[cfg.verifier][0](built, target_logits, cfg, rng)
+
+
+def path_probs_any(built: BuiltTree, target_logits: torch.Tensor, cfg: Spec) -> torch.Tensor:
+    """The configured verifier's path probabilities (rheo.expected): [n] float64."""
+    return VERIFIERS[cfg.verifier][1](built, target_logits, cfg)
+
+
+def _verifier_tag(row) -> str:
+    """' traversal' for a row (or SpecConfig) verified otherwise than by RRS; '' for RRS (and rows stored
+    before the verifier column, which were all RRS)."""
+    verifier = getattr(row, "verifier", None)
+    return "" if verifier in (None, "rrs") or verifier != verifier else f" {verifier}"
+
+
 def _validate_static(cfg: Spec) -> None:
     if cfg.branching is None:
         raise ValueError("branching is required for method='static', e.g. branching="
@@ -235,21 +270,30 @@ def _validate_static(cfg: Spec) -> None:
         raise ValueError(f"branching={list(cfg.branching)} makes a {n}-node tree, more than the {MAX_STATIC_NODES} "
                          f"nodes one target call may score: choose a smaller shape (e.g. {list(PRESETS['deep60'])})")
     check_sparse_top(cfg, max(cfg.branching), "max(branching)")
+    _verifier(cfg)[3](cfg.replacement, cfg.branching)
 
 
 def _validate_chain(cfg: Spec) -> None:
+    _verifier(cfg)
     if cfg.depth > MAX_STATIC_NODES:
         raise ValueError(f"depth={cfg.depth}: a chain of more than {MAX_STATIC_NODES} nodes; choose a smaller depth")
 
 
 def _static_label(row) -> str:
     shape = ",".join(str(int(b)) for b in row.branching)
-    return f"static {'specinfer' if row.replacement else 'rsd'} ({shape})"
+    return f"static {'specinfer' if row.replacement else 'rsd'} ({shape}){_verifier_tag(row)}"
 
 
 def _static_pretty(variant: str) -> str:
-    _, rule, shape = variant.split(" ", 2)
-    return f"{'SpecInfer' if rule == 'specinfer' else 'RSD'} {shape}"
+    _, rule, rest = variant.split(" ", 2)
+    shape, _, verifier = rest.partition(" ")
+    suffix = VERIFIERS[verifier][2] if verifier in VERIFIERS else (f" {verifier}" if verifier else "")
+    return f"{'SpecInfer' if rule == 'specinfer' else 'RSD'} {shape}{suffix}"
+
+
+def _chain_pretty(variant: str) -> str:
+    _, depth, *verifier = variant.split(" ")
+    return f"Chain {depth}" + (VERIFIERS[verifier[0]][2] if verifier and verifier[0] in VERIFIERS else "")
 
 
 def _acceptance(shape: Callable[[Spec], tuple[int, ...]]):
@@ -264,13 +308,13 @@ CHAIN_SHAPE = StaticShape(shape=lambda cfg: (1,) * cfg.depth)
 
 register(Method(
     name="static", display="Static", kind="static", candidates=STATIC_SHAPE.candidates, build=STATIC_SHAPE.build,
-    verify=verify_static, fields=("branching", "replacement", "sparse_top"), validate=_validate_static,
+    verify=verify_any, fields=("branching", "replacement", "sparse_top", "verifier"), validate=_validate_static,
     max_children=lambda cfg: max(cfg.branching), label=_static_label, pretty=_static_pretty,
-    acceptance=_acceptance(STATIC_SHAPE.shape), path_probs=static_path_probs,
+    acceptance=_acceptance(STATIC_SHAPE.shape), path_probs=path_probs_any,
     candidate_sets=lambda dist, cfg: static_sets(cfg.branching[0])(dist, cfg)))
 
 register(Method(
     name="chain", display="Chain", kind="static", candidates=CHAIN_SHAPE.candidates, build=CHAIN_SHAPE.build,
-    verify=verify_static, fields=("depth", "sparse_top"), validate=_validate_chain, max_children=lambda cfg: 1,
-    label=lambda row: f"chain d={int(row.depth)}", acceptance=_acceptance(CHAIN_SHAPE.shape),
-    path_probs=static_path_probs, candidate_sets=static_sets(1)))
+    verify=verify_any, fields=("depth", "sparse_top", "verifier"), validate=_validate_chain, max_children=lambda cfg: 1,
+    label=lambda row: f"chain d={int(row.depth)}{_verifier_tag(row)}", pretty=_chain_pretty,
+    acceptance=_acceptance(CHAIN_SHAPE.shape), path_probs=path_probs_any, candidate_sets=static_sets(1)))
