@@ -165,5 +165,6 @@ def _subtree_sums(parents: torch.Tensor, depths: torch.Tensor, final: torch.Tens
     for d in range(int(depths.max()), 0, -1):
         nodes = torch.nonzero(depths == d).flatten()
         reach.index_add_(0, parents[nodes], reach[nodes])
+    reach[0] = 1.0  # the sum of the ends, to rounding
     return reach
 
