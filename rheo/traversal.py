@@ -29,6 +29,12 @@ show the loss. At the root ``w = 1``, so something is always emitted. On a chain
 the optimal (block) verification: its expected accepted length is at least recursive
 rejection sampling's on every draft.
 
+**Point masses.** A child that was not drawn (a deterministic lead, kind LEAD) is a draft that
+puts all its mass on its token: ``w_c = w_u P_u(x)`` and, on rejection, ``P_u`` loses ``x``.
+The same induction holds for any set of point masses, even one chosen after the drawn siblings
+(only the drawn children must be fresh draws), so a node may hold a drawn child followed by
+deterministic ones (:mod:`rheo.methods.rheo_seq`, Rheo's lead-plus-sample construction).
+
 **T = 0**: children are the draft's top tokens and verification is greedy (as for RRS).
 
 The verifier (:func:`verify_traversal`) draws one coin per visited node and one categorical
@@ -42,6 +48,7 @@ from typing import TYPE_CHECKING, Optional
 
 import torch
 
+from rheo.candidates import SAMPLE
 from rheo.expected import greedy_path_probs
 from rheo.probs import NonFiniteLogitsError, nan_cause, tempered
 from rheo.random import RandomSource
@@ -70,6 +77,7 @@ class _Walk:
         self.built, self.logits, self.temperature = built, target_logits, temperature
         parents = built.tree.parents.tolist()
         self.tokens = built.tree.tokens.tolist()
+        self.drawn = (built.kind == SAMPLE).tolist()  # drawn from the parent's draft row, else a point mass
         self.children: list[list[int]] = [[] for _ in parents]  # draw order
         for child in range(1, len(parents)):
             self.children[parents[child]].append(child)
@@ -83,11 +91,20 @@ class _Walk:
             raise NonFiniteLogitsError(nan_cause(row[None], self.temperature))
         return p
 
-    def draft(self, node: int) -> torch.Tensor:
-        """q of ``node``'s expansion on the target vocabulary: [V] float64."""
+    def draft(self, node: int) -> Optional[torch.Tensor]:
+        """q of ``node``'s expansion on the target vocabulary: [V] float64 (None: no drawn child)."""
+        if self.built.resid_probs is None or not any(self.drawn[c] for c in self.children[node]):
+            return None
         row = int(self.built.exp_row[node])
         full = torch.zeros(self.vocab, dtype=F64, device=self.logits.device)
         return full.scatter_(0, self.built.resid_ids[row], self.built.resid_probs[row].to(F64))
+
+    def child_draft(self, child: int, q: Optional[torch.Tensor]) -> torch.Tensor:
+        """What ``child`` was drafted from: its parent's row ``q`` if drawn, else a point mass on its token."""
+        if self.drawn[child]:
+            return q
+        return torch.zeros(self.vocab, dtype=F64, device=self.logits.device).index_fill_(
+            0, torch.tensor([self.tokens[child]], device=self.logits.device), 1.0)
 
 
 def child_weight(w: float, p: torch.Tensor, q: torch.Tensor, token: int) -> float:
@@ -117,10 +134,11 @@ def verify_traversal(built: BuiltTree, target_logits: torch.Tensor, cfg: "Spec",
         if walk.children[node]:
             q = walk.draft(node)
             for child in walk.children[node]:
-                got = visit(child, child_weight(w, p, q, walk.tokens[child]))
+                q_c = walk.child_draft(child, q)
+                got = visit(child, child_weight(w, p, q_c, walk.tokens[child]))
                 if got is not None:
                     return got
-                w, p = reject_child(w, p, q)
+                w, p = reject_child(w, p, q_c)
         if node == 0 or w >= 1.0 or bool(rng.bernoulli(torch.tensor([w], dtype=F64))[0]):  # the root: w = 1
             return node, p
         return None
@@ -150,8 +168,9 @@ def traversal_path_probs(built: BuiltTree, target_logits: torch.Tensor, cfg: "Sp
         if walk.children[node]:
             p, q = walk.target(node), walk.draft(node)
             for child in walk.children[node]:
-                alive *= visit(child, child_weight(w, p, q, walk.tokens[child]), entered * alive)
-                w, p = reject_child(w, p, q)
+                q_c = walk.child_draft(child, q)
+                alive *= visit(child, child_weight(w, p, q_c, walk.tokens[child]), entered * alive)
+                w, p = reject_child(w, p, q_c)
         final[node] = entered * alive * w
         return alive * (1.0 - w)
 

@@ -22,6 +22,7 @@ import torch
 from test_core_greedy import VOCAB, drafters, greedy_reference
 from toys import chi_square_pvalue, draft_fn, toy_pair
 
+from rheo.candidates import LEAD, SAMPLE
 from rheo.decode import SpecConfig, speculative_generate
 from rheo.exact import (cycle_distribution, decoder_distribution, target_distribution, total_variation,
                         verifier_path_probs)
@@ -234,4 +235,47 @@ def test_greedy_equals_target_greedy(cfg, kind):
     target, _, t_fn = toy_pair(VOCAB, salt=11)
     drafter = drafters(t_fn, toy_pair(VOCAB, salt=12)[2])[kind]
     out = speculative_generate(target, drafter, [1, 2, 3], 30, cfg, torch.Generator().manual_seed(0))
+    assert out.tokens == greedy_reference(t_fn, [1, 2, 3], 30)
+
+
+# ------------------------------------------------------------------ Rheo-Seq: leads + a sample, verified by Traversal
+def rheo_seq(branching, temperature=1.0, sparse_top=None):
+    return SpecConfig(method="rheo_seq", branching=branching, temperature=temperature, sparse_top=sparse_top)
+
+
+@pytest.mark.parametrize("branching,temperature", [((2, 1), 1.0), ((1, 2), 0.6)])
+def test_rheo_seq_cycle_lossless(branching, temperature):
+    assert cycle_tv(rheo_seq(branching, temperature), vocab=3, salt=3) < EXACT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("branching,temperature,vocab", [((2, 2, 1), 0.7, 3), ((3, 1, 1), 1.0, 4), ((2, 1, 1), 0.8, 4)])
+def test_rheo_seq_depth3_cycle_lossless(branching, temperature, vocab):
+    assert cycle_tv(rheo_seq(branching, temperature), vocab=vocab, salt=8) < EXACT
+
+
+@pytest.mark.parametrize("cfg", [rheo_seq((2, 2)), rheo_seq((3, 1), 0.7, 4), rheo_seq((2, 1), 0.0)],
+                         ids=lambda c: f"{c.branching} T={c.temperature}")
+def test_rheo_seq_path_probs_equal_the_enumerated_verifier(cfg):
+    method = get_method(cfg.method)
+    for built, logits in _trees(5, cfg, limit=4):
+        fast = method.node_path_probs(built, logits, cfg)
+        exact = verifier_path_probs(method.verify, built, logits, cfg)
+        assert max(abs(a - b) for a, b in zip(fast.tolist(), exact)) < EXACT
+
+
+def test_rheo_seq_children_are_a_sample_then_the_leads():
+    cfg = rheo_seq((3,))
+    built, _ = next(_trees(6, cfg, limit=1))
+    kinds, probs = built.kind.tolist(), built.sample_prob.tolist()
+    assert kinds[1:] == [SAMPLE, LEAD, LEAD]  # slot order: the sample, then the leads
+    assert probs[1] > 0 and probs[2] == probs[3] == 0.0
+    assert built.tree.tokens[1] not in built.tree.tokens[2:].tolist()  # drawn off the leads
+
+
+@pytest.mark.parametrize("kind", ["right", "wrong", "partly"])
+def test_rheo_seq_greedy_equals_target_greedy(kind):
+    target, _, t_fn = toy_pair(VOCAB, salt=11)
+    drafter = drafters(t_fn, toy_pair(VOCAB, salt=12)[2])[kind]
+    out = speculative_generate(target, drafter, [1, 2, 3], 30, rheo_seq((2, 1, 1), 0.0), torch.Generator().manual_seed(0))
     assert out.tokens == greedy_reference(t_fn, [1, 2, 3], 30)
