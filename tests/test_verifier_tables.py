@@ -15,6 +15,7 @@ from eval.states.verifiers import cell_table, combination, compare_set_methods, 
      ("SpecInfer", "Traversal", 60)),
     (dict(method="static", branching=[2, 1, 1, 1], replacement=False, verifier=None), ("RSD", "RRS", 8)),
     (dict(method="chain", depth=8, verifier="hsd"), ("Chain", "HSD", 8)),
+    (dict(method="rheo_seq", branching=[2, 1, 1, 1]), ("Rheo-Seq 2,1,1,1", "Traversal", 8)),
 ])
 def test_combination(row, want):
     assert combination(row) == want
