@@ -38,16 +38,15 @@ from typing import TYPE_CHECKING, Callable, Optional
 import torch
 
 from rheo.candidates import LEAD, SAMPLE, Candidates
-from rheo.expected import static_path_probs
 from rheo.methods.registry import Method, register
+from rheo.methods.static_verify import VERIFIERS, path_probs_any, verifier_of, verifier_tag, verify_any
+from rheo.methods.static_verify import verify_static  # noqa: F401  # pylint: disable=unused-import  (its old home)
 from rheo.methods.topk import check_sparse_top
 from rheo.models.base import DraftTree, TreeView
 from rheo.ot import static_sets
-from rheo.probs import DraftDist, draft_distribution, target_probs, tempered
+from rheo.probs import DraftDist, draft_distribution, tempered
 from rheo.random import RandomSource
-from rheo.traversal import check_tree, traversal_path_probs, verify_traversal
 from rheo.tree import BuiltTree, CandidateFn, DraftFn, ancestor_mask
-from rheo.verify import TreeIndex, VerifyResult, residual_draft, subtract_draft, walk_greedy
 
 if TYPE_CHECKING:  # the configuration validates itself against the registry
     from rheo.spec import Spec
@@ -155,40 +154,6 @@ class StaticShape:
                          resid_probs=torch.cat(exp_probs) if exp_probs else None, drafted=tokens.shape[0] - 1)
 
 
-def verify_static(built: BuiltTree, target_logits: torch.Tensor, cfg: Spec,
-                  rng: RandomSource) -> VerifyResult:
-    """Recursive rejection sampling down the tree (module docstring). target_logits: [n, V]."""
-    if cfg.greedy:
-        return walk_greedy(TreeIndex(built), target_logits)
-    tokens, parents = built.tree.tokens.tolist(), built.tree.parents.tolist()
-    children: list[list[int]] = [[] for _ in parents]  # sibling (draw) order
-    for child in range(1, len(parents)):
-        children[parents[child]].append(child)
-    vocab = target_logits.shape[1]
-    path, out = [0], []
-    while True:
-        node = path[-1]
-        r = target_probs(target_logits[node], cfg.temperature)  # [V]
-        accepted = None
-        if children[node]:
-            q = residual_draft(built, node, vocab, r)  # q_T on [V]; loses each rejected sibling (RSD)
-            for child in children[node]:
-                x = tokens[child]
-                q_i = q if cfg.replacement else q / q.sum()  # [V]
-                if bool(rng.bernoulli((r[x] / q_i[x]).clamp(max=1.0)[None])[0]):
-                    accepted = child
-                    break
-                r = subtract_draft(r, q_i)
-                if not cfg.replacement:
-                    q = q.clone()
-                    q[x] = 0.0
-        if accepted is None:
-            out.append(int(rng.categorical(r[None])[0]))
-            return VerifyResult(path=path, tokens=out, sample_accepted=len(path) - 1)
-        path.append(accepted)
-        out.append(tokens[accepted])
-
-
 def node_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, b: int, temperature: float,
                     replacement: bool, sparse_top: Optional[int] = None) -> float:
     """target_probs: [V] (tempered), draft_logits: [V]: probability that one node with b drawn
@@ -230,37 +195,6 @@ def node_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, b: i
 MAX_STATIC_NODES = 4096
 
 
-#: the verifiers a static tree or chain can be checked with (``SpecConfig.verifier``): name ->
-#: (verifier, path probabilities, display suffix, tree check (replacement, branching) raising ValueError)
-VERIFIERS = {
-    "rrs": (verify_static, static_path_probs, "", lambda replacement, branching: None),
-    "traversal": (verify_traversal, traversal_path_probs, " + Traversal", check_tree),
-}
-
-
-def _verifier(cfg: Spec):
-    if cfg.verifier not in VERIFIERS:
-        raise ValueError(f"verifier must be one of {list(VERIFIERS)}, got {cfg.verifier!r}")
-    return VERIFIERS[cfg.verifier]
-
-
-def verify_any(built: BuiltTree, target_logits: torch.Tensor, cfg: Spec, rng: RandomSource) -> VerifyResult:
-    """The configured verifier (``cfg.verifier``) of a static tree or chain."""
-    return VERIFIERS[cfg.verifier][0](built, target_logits, cfg, rng)
-
-
-def path_probs_any(built: BuiltTree, target_logits: torch.Tensor, cfg: Spec) -> torch.Tensor:
-    """The configured verifier's path probabilities (rheo.expected): [n] float64."""
-    return VERIFIERS[cfg.verifier][1](built, target_logits, cfg)
-
-
-def _verifier_tag(row) -> str:
-    """' traversal' for a row (or SpecConfig) verified otherwise than by RRS; '' for RRS (and rows stored
-    before the verifier column, which were all RRS)."""
-    verifier = getattr(row, "verifier", None)
-    return "" if verifier in (None, "rrs") or verifier != verifier else f" {verifier}"
-
-
 def _validate_static(cfg: Spec) -> None:
     if cfg.branching is None:
         raise ValueError("branching is required for method='static', e.g. branching="
@@ -270,18 +204,18 @@ def _validate_static(cfg: Spec) -> None:
         raise ValueError(f"branching={list(cfg.branching)} makes a {n}-node tree, more than the {MAX_STATIC_NODES} "
                          f"nodes one target call may score: choose a smaller shape (e.g. {list(PRESETS['deep60'])})")
     check_sparse_top(cfg, max(cfg.branching), "max(branching)")
-    _verifier(cfg)[3](cfg.replacement, cfg.branching)
+    verifier_of(cfg)[3](cfg.replacement, cfg.branching)
 
 
 def _validate_chain(cfg: Spec) -> None:
-    _verifier(cfg)
+    verifier_of(cfg)
     if cfg.depth > MAX_STATIC_NODES:
         raise ValueError(f"depth={cfg.depth}: a chain of more than {MAX_STATIC_NODES} nodes; choose a smaller depth")
 
 
 def _static_label(row) -> str:
     shape = ",".join(str(int(b)) for b in row.branching)
-    return f"static {'specinfer' if row.replacement else 'rsd'} ({shape}){_verifier_tag(row)}"
+    return f"static {'specinfer' if row.replacement else 'rsd'} ({shape}){verifier_tag(row)}"
 
 
 def _static_pretty(variant: str) -> str:
@@ -316,5 +250,5 @@ register(Method(
 register(Method(
     name="chain", display="Chain", kind="static", candidates=CHAIN_SHAPE.candidates, build=CHAIN_SHAPE.build,
     verify=verify_any, fields=("depth", "sparse_top", "verifier"), validate=_validate_chain, max_children=lambda cfg: 1,
-    label=lambda row: f"chain d={int(row.depth)}{_verifier_tag(row)}", pretty=_chain_pretty,
+    label=lambda row: f"chain d={int(row.depth)}{verifier_tag(row)}", pretty=_chain_pretty,
     acceptance=_acceptance(CHAIN_SHAPE.shape), path_probs=path_probs_any, candidate_sets=static_sets(1)))
