@@ -76,6 +76,9 @@ class SpecConfig:
     branching:    static trees: children per node at each depth, (b1, ..., bd); depth = d
     replacement:  static trees: siblings drawn i.i.d. (True, SpecInfer) or without
                   replacement (False, RSD)
+    verifier:     static trees and chains: "rrs" (recursive rejection sampling, token by token from
+                  the root) or "traversal" (Traversal Verification, sequence-level acceptance from the
+                  leaves up; chains and i.i.d. trees only: rheo.methods.traversal)
     engine:       how the target and the drafter run, whatever the method (rheo.engine): "eager"
                   (the reference), "static" (static-shape sessions, eagerly) or "graphs" (the
                   same compiled to graphs); a run's setting like temperature, in a row's key only
@@ -98,6 +101,7 @@ class SpecConfig:
     rank: str = field(default="q", metadata=KEY_WHEN_SET)
     probe_min: float = field(default=0.0, metadata=KEY_WHEN_SET)
     adapt: str = field(default="none", metadata=KEY_WHEN_SET)
+    verifier: str = field(default="rrs", metadata=KEY_WHEN_SET)
     engine: str = "eager"
 
     def __post_init__(self) -> None:
@@ -117,6 +121,10 @@ class SpecConfig:
         if not (type(self.probe_min) is float and 0.0 <= self.probe_min <= 1.0):
             raise ValueError(f"probe_min must be a number in [0, 1], got {_show(self.probe_min)}")
         unread = unread_settings({f: getattr(self, f) for f in self.__dataclass_fields__}, method.fields, type(self))
+        if "verifier" in unread:  # a verifier choice on a tree it is not proven for: say why
+            raise ValueError(f"verifier={self.verifier!r} needs a tree whose children are drawn from the draft "
+                             f"(method='static' or 'chain'); method={self.method!r} chooses its children by rank, "
+                             "and sequence-level acceptance is proven lossless only for drawn children")
         if unread:
             shown = ", ".join(f"{name}={value!r}" for name, value in unread.items())
             raise ValueError(f"method={self.method!r} does not read {shown}: drop {'it' if len(unread) == 1 else 'them'} "

@@ -22,6 +22,7 @@ other methods are compared, so a resumed run recomputes identical rows.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -99,14 +100,20 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
         if not hasattr(session, "discard"):
             raise ValueError(f"{type(session).__name__} has no discard(): same-state evaluation needs a target "
                              "session that can drop a scored tree")
-        built_trees, configs = [], []
+        built_trees, configs, shared = [], [], {}
         for cfg, method, policy in zip(compared, methods, policies):
             cfg = cfg if policy is None else policy.config()
-            rng = PathRandom(stream_key(key, state.index))  # common random numbers (module docstring)
-            recorder = DraftRecorder(state.draft_fn if policy is None else RootRow(state.draft_fn),
-                                     on_frontier=rng.at)
-            built_trees.append((method.build_tree(recorder, state.root, cfg, rng, state.draft_to_target,
-                                                  state.device), recorder))
+            # configs that differ only in the verifier draw the same tree (same random numbers): build it once
+            tree_key = dataclasses.replace(cfg, verifier="rrs") if reads(cfg.method, "verifier") else None
+            if tree_key is None or tree_key not in shared:
+                rng = PathRandom(stream_key(key, state.index))  # common random numbers (module docstring)
+                recorder = DraftRecorder(state.draft_fn if policy is None else RootRow(state.draft_fn),
+                                         on_frontier=rng.at)
+                built = (method.build_tree(recorder, state.root, cfg, rng, state.draft_to_target, state.device),
+                         recorder)
+                if tree_key is not None:
+                    shared[tree_key] = built
+            built_trees.append(built if tree_key is None else shared[tree_key])
             configs.append(cfg)
         # One target call for all of them: the union of the trees (rheo.tree_union).
         union, maps = union_tree([built.tree for built, _ in built_trees])

@@ -33,6 +33,7 @@ class Spec(Protocol):
     rank: str
     probe_min: float
     adapt: str
+    verifier: str
     engine: str
 
     @property

@@ -11,6 +11,9 @@ what counts as an op and a sync: eval.device.op_counter; docs/gpu.md).
 torch.profiler (eval.device.profiled_cost: kernels launched, graph launches, host syncs and ms per
 target call and phase), written to DIR/cycle_cost_<shape>_<device>_<engine>.{md,parquet}.
 
+``--verifiers``: the verifier study's combinations (configs/compare_sets/verifiers.yaml) at T = 1 instead,
+written to DIR/cycle_cost_verifiers_<shape>_<device>.{md,parquet} (eval.states.verifiers reads it).
+
 ``--rows``: count the configurations of a speed study's rows instead (eval.device.row_cost): ops, syncs
 and predicted GPU speedup next to the CPU speedup the rows measured, written to DIR/launches.md.
 """
@@ -43,6 +46,7 @@ def main() -> None:
     ap.add_argument("--no-time", action="store_true", help="count only (no timed generations)")
     ap.add_argument("--engine", default=None, choices=("static", "graphs"),
                     help="profile the methods under this engine beside eager (torch.profiler counts)")
+    ap.add_argument("--verifiers", action="store_true", help="the verifier study's combinations at T = 1")
     ap.add_argument("--rows", default=None, help="a speed study's rows (folder or archive): count their configurations")
     ap.add_argument("--out", default=None, help="folder for cycle_cost_<shape>.{md,parquet} (default: none, print)")
     args = ap.parse_args()
@@ -57,7 +61,12 @@ def main() -> None:
         return launches(pair, args)
     if args.engine:
         return engine_costs(pair, args)
-    rows = cost_rows(pair, args.new_tokens, args.prompt_len, timed=not args.no_time,
+    extra = {}
+    if args.verifiers:
+        from eval.states.verifiers import compare_set_methods
+
+        extra = dict(methods=(("AR", None), *compare_set_methods()), temperatures=(1.0,))
+    rows = cost_rows(pair, args.new_tokens, args.prompt_len, timed=not args.no_time, **extra,
                      progress=lambda r: print(f"  {r['method']:<10} T={r['temperature']:g}: {r['ops']:,.0f} ops, "
                                               f"{r['syncs']:.1f} syncs per call", file=sys.stderr, flush=True))
     for r in rows:
@@ -68,7 +77,8 @@ def main() -> None:
         from eval.store.committed import write_outputs
 
         out = Path(args.out)
-        name = f"cycle_cost_{args.shape}" + (f"_r{args.reduce}" if args.reduce > 1 else "") + f"_{args.device}"
+        name = (f"cycle_cost_{'verifiers_' if args.verifiers else ''}{args.shape}"
+                + (f"_r{args.reduce}" if args.reduce > 1 else "") + f"_{args.device}")
         blob = io.BytesIO()
         pd.DataFrame(rows).to_parquet(blob, index=False)
         title = f"# Cycle cost: {args.shape} on {args.device} ({args.dtype})\n\n"

@@ -2,6 +2,9 @@
 
     python -m eval.measure.expected_mc [--model smollm2_135m] [--method rheo] [--runs 3000] [--every 3]
                                [--max-new 60] [--out FILE.md]
+    python -m eval.measure.expected_mc --method chain --verifier traversal [--depth 8]
+    python -m eval.measure.expected_mc --method static --branching 2 1 1 1 --verifier traversal
+    python -m eval.measure.expected_mc --method rheo_seq --branching 2 1 1 1
 
 One generation (the method's own, seed 0) of a fixed everyday prompt (not a benchmark item);
 at every ``every``-th cycle start the method builds a tree with its own seeded stream, the
@@ -64,7 +67,8 @@ def markdown(rows: list[dict], cfg: SpecConfig, model: str, runs: int) -> str:
     label = get_method(cfg.method).variant(cfg)
     diffs = [r["mc"] - r["expected"] for r in rows]
     pooled_se = math.sqrt(sum(r["se"] ** 2 for r in rows)) / len(rows)  # of the mean of independent trees
-    lines = [f"### {model}, {label}, K={cfg.k} depth={cfg.depth} R={cfg.tree_size} top-{cfg.sparse_top}, "
+    tree = f"K={cfg.k} depth={cfg.depth} R={cfg.tree_size} " if get_method(cfg.method).kind == "dynamic" else ""
+    lines = [f"### {model}, {label}, {tree}top-{cfg.sparse_top}, "
              f"T={cfg.temperature:g}, {runs} verifications per tree", "",
              markdown_table(["state", "drafted nodes", "expected", "Monte-Carlo", "MC − expected", "z"],
                             [[r["state"], r["nodes"], f"{r['expected']:.4f}",
@@ -78,7 +82,11 @@ def markdown(rows: list[dict], cfg: SpecConfig, model: str, runs: int) -> str:
 def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m eval.measure.expected_mc", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="smollm2_135m")
-    ap.add_argument("--method", default="rheo", choices=["rheo", "topk"])
+    ap.add_argument("--method", default="rheo", choices=["rheo", "topk", "static", "chain", "rheo_seq"])
+    ap.add_argument("--verifier", default=None, choices=["rrs", "traversal"], help="static and chain: the verifier")
+    ap.add_argument("--branching", type=positive_int, nargs="+", default=None,
+                    help="static and rheo_seq: the shape (static: i.i.d. siblings)")
+    ap.add_argument("--depth", type=positive_int, default=None, help="chain: its length")
     ap.add_argument("--runs", type=positive_int, default=3000)
     ap.add_argument("--every", type=positive_int, default=3)
     ap.add_argument("--max-new", type=positive_int, default=60)
@@ -88,7 +96,12 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     pair = load_pair(args.model, "cpu", "bfloat16")
-    cfg = SpecConfig.for_method(method=args.method, **PAPER_TREE, **({"m": 1} if reads(args.method, "m") else {}))
+    shape = {"branching": tuple(args.branching)} if args.branching else {}
+    if args.method == "static":
+        shape["replacement"] = True
+    extra = {k: v for k, v in (("verifier", args.verifier), ("depth", args.depth)) if v is not None}
+    cfg = SpecConfig.for_method(method=args.method, **{**PAPER_TREE, **extra},
+                                **({"m": 1} if reads(args.method, "m") else {}), **shape)
     rows = check_states(pair, cfg, args.runs, args.every, args.max_new)
     if not rows:
         raise SystemExit("no state was checked: raise --max-new or lower --every")

@@ -22,6 +22,9 @@ sampling keeps the output exact.
   verification (follow the target's argmax).
 * **chain** - speculative sampling of one drafted sequence (Leviathan et al.;
   Chen et al. 2023): ``branching = (1,) * depth``.
+* **verifier** - ``rrs`` (the above) or ``traversal`` (:mod:`rheo.traversal`: Traversal
+  Verification, sequence-level acceptance from the leaves up; exact on chains and on
+  i.i.d. siblings only, so refused with ``replacement=False`` where a node has siblings).
 
 Host syncs: one per tree layer while drafting (none beyond the drafter's), one
 per verified child.
@@ -35,15 +38,15 @@ from typing import TYPE_CHECKING, Callable, Optional
 import torch
 
 from rheo.candidates import LEAD, SAMPLE, Candidates
-from rheo.expected import static_path_probs
 from rheo.methods.registry import Method, register
+from rheo.methods.static_verify import VERIFIERS, path_probs_any, verifier_of, verifier_tag, verify_any
+from rheo.methods.static_verify import verify_static  # noqa: F401  # pylint: disable=unused-import  (its old home)
 from rheo.methods.topk import check_sparse_top
 from rheo.models.base import DraftTree, TreeView
 from rheo.ot import static_sets
-from rheo.probs import DraftDist, draft_distribution, target_probs, tempered
+from rheo.probs import DraftDist, draft_distribution, tempered
 from rheo.random import RandomSource
 from rheo.tree import BuiltTree, CandidateFn, DraftFn, ancestor_mask
-from rheo.verify import TreeIndex, VerifyResult, residual_draft, subtract_draft, walk_greedy
 
 if TYPE_CHECKING:  # the configuration validates itself against the registry
     from rheo.spec import Spec
@@ -151,40 +154,6 @@ class StaticShape:
                          resid_probs=torch.cat(exp_probs) if exp_probs else None, drafted=tokens.shape[0] - 1)
 
 
-def verify_static(built: BuiltTree, target_logits: torch.Tensor, cfg: Spec,
-                  rng: RandomSource) -> VerifyResult:
-    """Recursive rejection sampling down the tree (module docstring). target_logits: [n, V]."""
-    if cfg.greedy:
-        return walk_greedy(TreeIndex(built), target_logits)
-    tokens, parents = built.tree.tokens.tolist(), built.tree.parents.tolist()
-    children: list[list[int]] = [[] for _ in parents]  # sibling (draw) order
-    for child in range(1, len(parents)):
-        children[parents[child]].append(child)
-    vocab = target_logits.shape[1]
-    path, out = [0], []
-    while True:
-        node = path[-1]
-        r = target_probs(target_logits[node], cfg.temperature)  # [V]
-        accepted = None
-        if children[node]:
-            q = residual_draft(built, node, vocab, r)  # q_T on [V]; loses each rejected sibling (RSD)
-            for child in children[node]:
-                x = tokens[child]
-                q_i = q if cfg.replacement else q / q.sum()  # [V]
-                if bool(rng.bernoulli((r[x] / q_i[x]).clamp(max=1.0)[None])[0]):
-                    accepted = child
-                    break
-                r = subtract_draft(r, q_i)
-                if not cfg.replacement:
-                    q = q.clone()
-                    q[x] = 0.0
-        if accepted is None:
-            out.append(int(rng.categorical(r[None])[0]))
-            return VerifyResult(path=path, tokens=out, sample_accepted=len(path) - 1)
-        path.append(accepted)
-        out.append(tokens[accepted])
-
-
 def node_acceptance(target_probs: torch.Tensor, draft_logits: torch.Tensor, b: int, temperature: float,
                     replacement: bool, sparse_top: Optional[int] = None) -> float:
     """target_probs: [V] (tempered), draft_logits: [V]: probability that one node with b drawn
@@ -235,21 +204,30 @@ def _validate_static(cfg: Spec) -> None:
         raise ValueError(f"branching={list(cfg.branching)} makes a {n}-node tree, more than the {MAX_STATIC_NODES} "
                          f"nodes one target call may score: choose a smaller shape (e.g. {list(PRESETS['deep60'])})")
     check_sparse_top(cfg, max(cfg.branching), "max(branching)")
+    verifier_of(cfg)[3](cfg.replacement, cfg.branching)
 
 
 def _validate_chain(cfg: Spec) -> None:
+    verifier_of(cfg)
     if cfg.depth > MAX_STATIC_NODES:
         raise ValueError(f"depth={cfg.depth}: a chain of more than {MAX_STATIC_NODES} nodes; choose a smaller depth")
 
 
 def _static_label(row) -> str:
     shape = ",".join(str(int(b)) for b in row.branching)
-    return f"static {'specinfer' if row.replacement else 'rsd'} ({shape})"
+    return f"static {'specinfer' if row.replacement else 'rsd'} ({shape}){verifier_tag(row)}"
 
 
 def _static_pretty(variant: str) -> str:
-    _, rule, shape = variant.split(" ", 2)
-    return f"{'SpecInfer' if rule == 'specinfer' else 'RSD'} {shape}"
+    _, rule, rest = variant.split(" ", 2)
+    shape, _, verifier = rest.partition(" ")
+    suffix = VERIFIERS[verifier][2] if verifier in VERIFIERS else (f" {verifier}" if verifier else "")
+    return f"{'SpecInfer' if rule == 'specinfer' else 'RSD'} {shape}{suffix}"
+
+
+def _chain_pretty(variant: str) -> str:
+    _, depth, *verifier = variant.split(" ")
+    return f"Chain {depth}" + (VERIFIERS[verifier[0]][2] if verifier and verifier[0] in VERIFIERS else "")
 
 
 def _acceptance(shape: Callable[[Spec], tuple[int, ...]]):
@@ -264,13 +242,13 @@ CHAIN_SHAPE = StaticShape(shape=lambda cfg: (1,) * cfg.depth)
 
 register(Method(
     name="static", display="Static", kind="static", candidates=STATIC_SHAPE.candidates, build=STATIC_SHAPE.build,
-    verify=verify_static, fields=("branching", "replacement", "sparse_top"), validate=_validate_static,
+    verify=verify_any, fields=("branching", "replacement", "sparse_top", "verifier"), validate=_validate_static,
     max_children=lambda cfg: max(cfg.branching), label=_static_label, pretty=_static_pretty,
-    acceptance=_acceptance(STATIC_SHAPE.shape), path_probs=static_path_probs,
+    acceptance=_acceptance(STATIC_SHAPE.shape), path_probs=path_probs_any,
     candidate_sets=lambda dist, cfg: static_sets(cfg.branching[0])(dist, cfg)))
 
 register(Method(
     name="chain", display="Chain", kind="static", candidates=CHAIN_SHAPE.candidates, build=CHAIN_SHAPE.build,
-    verify=verify_static, fields=("depth", "sparse_top"), validate=_validate_chain, max_children=lambda cfg: 1,
-    label=lambda row: f"chain d={int(row.depth)}", acceptance=_acceptance(CHAIN_SHAPE.shape),
-    path_probs=static_path_probs, candidate_sets=static_sets(1)))
+    verify=verify_any, fields=("depth", "sparse_top", "verifier"), validate=_validate_chain, max_children=lambda cfg: 1,
+    label=lambda row: f"chain d={int(row.depth)}{verifier_tag(row)}", pretty=_chain_pretty,
+    acceptance=_acceptance(CHAIN_SHAPE.shape), path_probs=path_probs_any, candidate_sets=static_sets(1)))
