@@ -44,7 +44,9 @@ The draft law of a child:
 The paper proves one chain and independently drawn chains that share only the root
 (``branching = (k, 1, .., 1)`` with replacement, their "multi-draft" with recursive rejection);
 deeper branching and RSD siblings are the same recursion, checked here by exact enumeration.
-Rheo's mixed tree is refused (:data:`REFUSED`). ``T = 0``: the greedy walk.
+On Rheo's mixed tree (``rheo_hsd``) the chains run through the samples; lossless because a
+sample's survival never depends on its own value (Rheo's proxy): its ad-hoc ablation
+(``proxy='fixed'``) is refused (:data:`REFUSED`). ``T = 0``: the greedy walk.
 
 Host side, float64: one read of the tree, then one categorical draw per HSD call.
 """
@@ -70,9 +72,9 @@ F64 = torch.float64
 
 #: why HSD refuses a tree kind, one line each (a shared ``verifier`` option can print these)
 REFUSED = {
-    "rheo": ("HSD cannot verify Rheo's tree losslessly: a sampled chain's deeper nodes survive pruning "
-             "depending on the draws below its fills, so accepting the chain as a whole biases the fills it "
-             "falls back to (docs/algorithm.md, 'Sequence-level verifiers')"),
+    "proxy=fixed": ("HSD cannot verify a tree whose samples survive pruning depending on their own value "
+                    "(Rheo with proxy='fixed'): a chain through them is no longer drawn from the law it is "
+                    "verified against (docs/algorithm.md, 'Sequence-level verifiers')"),
 }
 
 
@@ -219,5 +221,5 @@ def hsd_path_probs(built: BuiltTree, target_logits: torch.Tensor, cfg: "Spec",
 
 
 def refusal(tree_rule: str) -> Optional[str]:
-    """Why HSD refuses a tree rule (a registered method name), or None where it is lossless."""
+    """Why HSD refuses a tree rule (a method name, or 'proxy=fixed'), or None where it is lossless."""
     return REFUSED.get(tree_rule)

@@ -6,9 +6,13 @@
 * ``hsd_chain``: one drafted chain of ``depth`` tokens verified by HSD (the paper's main
   setting); the same drafts as ``chain``, so the two compare on the same states.
 
-Same trees and same randomness while drafting as ``static`` / ``chain``; only the verifier
-differs. On Top-K's tree HSD is Top-K's own verifier (tests); on Rheo's it is refused
-(``rheo.hsd.REFUSED``).
+* ``rheo_hsd``: Rheo's tree (leads, one sample, fills; the same fields as ``rheo``) verified by
+  HSD: each node's sample first, as a chain through the samples below it, then the point
+  masses. Lossless because a sample's survival never depends on its value (docs/algorithm.md).
+
+Same trees and same randomness while drafting as ``static`` / ``chain`` / ``rheo``; only the
+verifier differs. On Top-K's tree HSD is Top-K's own verifier (tests), so no method is
+registered for it.
 """
 
 from __future__ import annotations
@@ -17,8 +21,12 @@ from typing import TYPE_CHECKING
 
 from rheo.hsd import hsd_path_probs, verify_hsd
 from rheo.methods.registry import Method, register
+from rheo.methods.rheo import _validate as _validate_rheo
+from rheo.methods.rheo import rheo_candidates, rule_label
 from rheo.methods.static import CHAIN_SHAPE, STATIC_SHAPE, _validate_chain, _validate_static
-from rheo.ot import static_sets
+from rheo.methods.topk import DYNAMIC_FIELDS, option_label
+from rheo.ot import rheo_sets, static_sets
+from rheo.tree import build_dynamic_tree
 
 if TYPE_CHECKING:  # the configuration validates itself against the registry
     from rheo.spec import Spec
@@ -49,3 +57,22 @@ register(Method(
     build=CHAIN_SHAPE.build, verify=verify_hsd, fields=("depth", "sparse_top"), validate=_validate_chain,
     max_children=lambda cfg: 1, label=lambda row: f"hsd_chain d={int(row.depth)}", path_probs=hsd_path_probs,
     candidate_sets=static_sets(1)))
+
+
+def _validate_rheo_hsd(cfg: "Spec") -> None:
+    _validate_rheo(cfg)
+    if cfg.proxy == "fixed":
+        raise ValueError("proxy='fixed' lets whether a sample survives pruning depend on its value, which no verifier "
+                         "of the tree can undo: give proxy='rheo' or proxy='tempered' with method='rheo_hsd'")
+
+
+def _rheo_hsd_label(row) -> str:
+    """'rheo_hsd m=1' (Rheo's rule label under this name; the verify order is not read: samples first)."""
+    rule = rule_label(row.m, "stochastic_first", row.proxy, getattr(row, "adapt", None))
+    return "rheo_hsd" + rule[len("rheo"):] + option_label(row)
+
+
+register(Method(
+    name="rheo_hsd", display="Rheo+HSD", kind="dynamic", candidates=rheo_candidates, build=build_dynamic_tree,
+    verify=verify_hsd, fields=DYNAMIC_FIELDS + ("m", "proxy", "probe_min", "adapt"), validate=_validate_rheo_hsd,
+    label=_rheo_hsd_label, path_probs=hsd_path_probs, candidate_sets=rheo_sets))
