@@ -37,9 +37,9 @@ from make_tables import make_tables  # noqa: E402
 
 
 def test_builtin_methods():
-    assert method_names() == ["chain", "hsd", "hsd_chain", "rheo", "rheo_hsd", "static", "topk"]
+    assert method_names() == ["chain", "hsd", "hsd_chain", "rheo", "rheo_hsd", "rheo_seq", "static", "topk"]
     assert method_names("dynamic") == ["rheo", "rheo_hsd", "topk"]
-    assert method_names("static") == ["chain", "hsd", "hsd_chain", "static"]
+    assert method_names("static") == ["chain", "hsd", "hsd_chain", "rheo_seq", "static"]
     spec_fields = set(SpecConfig.__dataclass_fields__)
     for name in method_names():
         method = get_method(name)
@@ -58,7 +58,7 @@ def test_builtin_methods():
     (dict(method="chain", depth=0), "depth"),
     (dict(method="rheo", k=4, m=4), "m must be in"),
     (dict(method="topk", k=10, sparse_top=5), "sparse_top"),
-    (dict(method="eagle"), r"dynamic trees \['rheo', 'rheo_hsd', 'topk'\], static trees \['chain', 'hsd', 'hsd_chain', 'static'\]"),
+    (dict(method="eagle"), r"dynamic trees \['rheo', 'rheo_hsd', 'topk'\], static trees \['chain', 'hsd', 'hsd_chain', 'rheo_seq', 'static'\]"),
 ])
 def test_config_is_validated_per_method(kwargs, message):
     with pytest.raises(ValueError, match=message):

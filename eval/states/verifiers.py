@@ -69,12 +69,12 @@ def compare_set_methods(path: Path = COMPARE_SET) -> list[tuple[str, dict]]:
     """[(label 'rule + verifier (budget)', SpecConfig fields)] of the compare set at ``path`` (cycle costs)."""
     from omegaconf import OmegaConf
 
-    from eval.device.cycle_cost import spec_for
+    from rheo.config import PAPER_TREE, SpecConfig
 
     out = []
     for entry in OmegaConf.to_container(OmegaConf.load(path))["compare"]:
         fields = {("method" if k == "name" else k): (tuple(v) if isinstance(v, list) else v) for k, v in entry.items()}
-        cfg = spec_for(fields, 1.0)
+        cfg = SpecConfig(**{**dict(PAPER_TREE), **fields, "temperature": 1.0})  # the paper tree's, as cycle costs use
         rule, verifier, budget = combination(dict(method=cfg.method, tree_size=cfg.tree_size, m=cfg.m, depth=cfg.depth,
                                                   branching=cfg.branching, replacement=cfg.replacement,
                                                   verifier=cfg.verifier))

@@ -47,6 +47,7 @@ DECODING_FILES = (
     "rheo/probs.py", "rheo/random.py", "rheo/expected.py", "rheo/mechanism.py", "rheo/ot.py",
     "rheo/adaptive.py", "rheo/same_state.py", "rheo/timing.py", "rheo/config.py", "rheo/spec.py",
     "rheo/placement.py", "rheo/cpu_dtype.py", "rheo/engine.py", "rheo/captured_build.py", "rheo/warmup.py",
+    "rheo/traversal.py", "rheo/hsd.py",
     # the method plug-ins and the reference methods
     "rheo/methods/*.py", "baselines/*.py",
     # the model adapters a generation runs through
