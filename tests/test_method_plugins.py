@@ -200,3 +200,50 @@ def test_an_outside_plugin_runs_in_the_harness_a_joblib_multirun_and_rheo_genera
     done = _run(["-m", "rheo.commands", "generate", "Hi", "--method", NAME, "--max-new-tokens", "4", "--k", "3",
                  "--depth", "2", "--tree-size", "4"], site, tmp_path)
     assert done.stderr.splitlines()[-1].startswith("tau ") or "tau " in done.stdout + done.stderr
+
+
+HSD_PLUGIN = '''"""An outside verifier built on rheo's HSD: the capped sequence-level rule on a drafted chain, renamed."""
+from rheo.hsd import hsd_path_probs, verify_hsd
+from rheo.methods.registry import Method, register
+from rheo.methods.static import CHAIN_SHAPE, _validate_chain
+
+register(Method(name="hsd_outside", display="HSD (outside)", kind="static", candidates=CHAIN_SHAPE.candidates,
+                build=CHAIN_SHAPE.build, verify=verify_hsd, fields=("depth", "sparse_top"), validate=_validate_chain,
+                max_children=lambda cfg: 1, label=lambda row: f"hsd_outside d={int(row.depth)}",
+                path_probs=hsd_path_probs))
+'''
+
+
+def test_a_new_verifier_as_an_outside_plugin_decodes_as_the_built_in_one(tmp_path, monkeypatch):
+    """HSD, registered under another name by a package outside the checkout (its entry point on the path):
+    a method= choice of the harness, and the same tokens, seed for seed, as the built-in hsd_chain."""
+    import torch
+    from toys import toy_pair
+
+    from rheo.decode import speculative_generate
+
+    site = tmp_path / "site"
+    (site / "outside_hsd").mkdir(parents=True)
+    (site / "outside_hsd" / "__init__.py").write_text(HSD_PLUGIN)
+    info = site / "outside_hsd-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: outside_hsd\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[rheo.methods]\nhsd_outside = outside_hsd\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv(plugins.ENV, "")
+    monkeypatch.setattr(plugins, "_loaded", False)
+    try:
+        plugins.load_plugins()
+        assert get_method("hsd_outside").verify is get_method("hsd_chain").verify
+        assert validate(compose_config(["model=tiny_random", "method=hsd_outside", "method.depth=3"])).depth == 3
+        target, drafter, _ = toy_pair(6, salt=21)
+        for seed in range(5):
+            out = {name: speculative_generate(target, drafter, [0, 1], 12,
+                                              SpecConfig(method=name, depth=3, temperature=0.8),
+                                              torch.Generator().manual_seed(seed)).tokens
+                   for name in ("hsd_outside", "hsd_chain")}
+            assert out["hsd_outside"] == out["hsd_chain"]
+    finally:
+        unregister("hsd_outside")
+        plugins._SOURCES.pop("hsd_outside", None)
+        sys.modules.pop("outside_hsd", None)
