@@ -44,3 +44,12 @@ def test_greedy_equals_target_greedy(method, m, kind):
         assert out.tau >= 3.0  # the target's own chain may still be pruned now and then
     if kind == "wrong":
         assert set(out.accept_lengths) == {1}
+
+
+def greedy_run(cfg: SpecConfig, kind: str, n: int = 30):
+    """(the decoder's output, the target's own greedy tokens) at T = 0 on the shared toy pair, with the drafter
+    that is always ``right``, always ``wrong`` or ``partly`` right: what each method's greedy-identity test checks."""
+    target, _, t_fn = toy_pair(VOCAB, salt=11)
+    drafter = drafters(t_fn, toy_pair(VOCAB, salt=12)[2])[kind]
+    out = speculative_generate(target, drafter, [1, 2, 3], n, cfg, torch.Generator().manual_seed(0))
+    return out, greedy_reference(t_fn, [1, 2, 3], n)

@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 
 import pytest
 import torch
-from test_core_greedy import VOCAB, drafters, greedy_reference
+from test_core_greedy import VOCAB, drafters, greedy_reference, greedy_run
 from toys import chi_square_pvalue, toy_pair
 from toys import draft_fn as _draft_fn
 
@@ -159,10 +159,8 @@ def test_chi_square_detects_uncapped(uncapped):
                          ids=["chain", "specinfer", "rsd"])
 @pytest.mark.parametrize("kind", ["right", "wrong", "partly"])
 def test_greedy_equals_target_greedy(cfg, kind):
-    target, _, t_fn = toy_pair(VOCAB, salt=11)
-    drafter = drafters(t_fn, toy_pair(VOCAB, salt=12)[2])[kind]
-    out = speculative_generate(target, drafter, [1, 2, 3], 30, cfg, torch.Generator().manual_seed(0))
-    assert out.tokens == greedy_reference(t_fn, [1, 2, 3], 30)
+    out, reference = greedy_run(cfg, kind)
+    assert out.tokens == reference
     if kind == "wrong":
         assert set(out.accept_lengths) == {1}
 

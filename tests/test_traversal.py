@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 import torch
-from test_core_greedy import VOCAB, drafters, greedy_reference
+from test_core_greedy import VOCAB, drafters, greedy_reference, greedy_run
 from toys import chi_square_pvalue, draft_fn, toy_pair
 
 from rheo.candidates import LEAD, SAMPLE
@@ -232,10 +232,8 @@ def test_chi_square_detects_traversal_on_rsd(traversal_on_rsd):
 @pytest.mark.parametrize("cfg", [iid((3, 2, 1), 0.0, 5), chain(4, 0.0)], ids=["iid", "chain"])
 @pytest.mark.parametrize("kind", ["right", "wrong", "partly"])
 def test_greedy_equals_target_greedy(cfg, kind):
-    target, _, t_fn = toy_pair(VOCAB, salt=11)
-    drafter = drafters(t_fn, toy_pair(VOCAB, salt=12)[2])[kind]
-    out = speculative_generate(target, drafter, [1, 2, 3], 30, cfg, torch.Generator().manual_seed(0))
-    assert out.tokens == greedy_reference(t_fn, [1, 2, 3], 30)
+    out, reference = greedy_run(cfg, kind)
+    assert out.tokens == reference
 
 
 # ------------------------------------------------------------------ Rheo-Seq: leads + a sample, verified by Traversal
