@@ -86,18 +86,9 @@ tune: ## measure this machine (fp32, bf16): cost by nodes, tau per shape -> OUT/
 # ------------------------------------------------------------------ studies (one experiment file each)
 study-reports: ## every study's tables and figures, from its folder, else its archive (the report lists of configs/experiment/)
 	$(REPORT) --all $(ARGS)
-same-state-studies: $(VENV_STAMP) ## full-size same-state temperature study and m ablation (bf16, 24 items per suite; hours), then tables
-	$(RUN) experiment=same_state_studies $(ARGS)
-	$(REPORT) same_state_studies
-same-state-fp32: $(VENV_STAMP) ## the same-state studies in float32 (m ablation 14, temperatures 12 items per suite; hours), then tables
-	$(RUN) experiment=same_state_fp32 $(ARGS)
-	$(REPORT) same_state_fp32
-same-state-dilemma: $(VENV_STAMP) ## Top-K, Rheo, RSD, SpecInfer, chain on shared states at T=1, 0, 0.5, then tables
-	$(RUN) experiment=same_state_dilemma $(ARGS)
-	$(REPORT) same_state_dilemma
-same-state-heads: $(VENV_STAMP) ## Top-K vs Rheo m=1 on shared states with the weaker heads, then tables and the gain against top-1
-	$(RUN) experiment=same_state_heads $(ARGS)
-	$(REPORT) same_state_heads
+same-state-studies same-state-fp32 same-state-dilemma same-state-heads: $(VENV_STAMP) ## a same-state study, then its tables (configs/experiment/same_state_*.yaml: studies = temperatures + m ablation, bf16, 24 items per suite; fp32 = the same in float32; dilemma = Top-K, Rheo, RSD, SpecInfer, chain at T=1, 0, 0.5; heads = Top-K vs Rheo m=1 with the weaker heads; hours)
+	$(RUN) experiment=$(subst -,_,$@) $(ARGS)
+	$(REPORT) $(subst -,_,$@)
 reproduce-studies: ## every full-size same-state study: the above four (hours on two cores; resumable)
 	$(MAKE) same-state-studies same-state-dilemma same-state-heads ARGS="limit=24 $(ARGS)"
 sampled-studies: $(VENV_STAMP) ## the m ablation and temperature study on separate trajectories (realized tau), then tables
@@ -121,6 +112,12 @@ head-reading: $(VENV_STAMP) ## rheo_adaptive's root acceptance and m=0 share alo
 	OMP_NUM_THREADS=1 $(PY) -m eval.measure.head_reading $(ARGS)
 option-tables: ## tables, figures and archives of the two option studies (their folders, else their archives)
 	$(REPORT) serving_temps draft_dial
+verifier-study: $(VENV_STAMP) ## which lossless verifier: every (tree rule x verifier) combination on shared states, T = 1, 0.8, 0.6, head + two dial points (float32, one core; resumable), then its table and figure
+	$(RUN) experiment=verifiers $(ARGS)
+	$(REPORT) verifiers
+protocol-study: $(VENV_STAMP) ## tau of Rheo m=1 under the template and eagle3 prompt protocols, T = 0 and 1, 10 items per suite (float32, one core; resumable), then its table
+	$(RUN) experiment=protocol $(ARGS)
+	$(REPORT) protocol
 speed-options: $(VENV_STAMP) ## speed table: AR, Top-K, Rheo m=1, rheo_auto at T=0.7 and 1 on the tuned trees (alone)
 	$(RUN) experiment=$(MINE)tuned_topk temperature=0.7,1.0 output_dir=$(OUT)/speed_options limit=2 max_new_tokens=64 $(ARGS)
 	$(RUN) experiment=speed_options $(ARGS)

@@ -30,13 +30,13 @@ CANDIDATES = [
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python scripts/heldout_shapes.py", description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(prog="heldout_shapes.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=positive_int, default=4)
     ap.add_argument("--new-tokens", type=positive_int, default=8)
     ap.add_argument("--temperature", type=positive_float, default=1.0)
     args = ap.parse_args(argv)
     from eval.measure.pairs import load_pair
-    from rheo.methods import get_method
+    from rheo.methods import get_method, reads
     from rheo.same_state import same_state_generate
     from rheo.training.corpus import DEFAULT_DIR, load_corpus
 
@@ -58,10 +58,10 @@ def main(argv=None) -> int:
         print(f"prompt {s}: {len(got.output.accept_lengths)} states", file=sys.stderr, flush=True)
     for i, cfg in enumerate(configs):
         vals = per_prompt[i]
-        label = get_method(cfg.method).variant(cfg) + (f" R={cfg.tree_size}" if cfg.method == "rheo" else "")
+        label = get_method(cfg.method).variant(cfg) + (f" R={cfg.tree_size}" if reads(cfg.method, "tree_size") else "")
         print(f"| {label} | {sum(vals) / len(vals):.3f} | {' '.join(f'{v:.2f}' for v in vals)} |")
     return 0
 
 
 if __name__ == "__main__":
-    run_main(main, prog="python scripts/heldout_shapes.py")
+    run_main(main, prog="heldout_shapes.py")

@@ -39,7 +39,7 @@ def test_m_refused_by_topk():
 
 
 def test_error_lists_choices():
-    with pytest.raises(ValueError, match=r"\['rheo', 'topk'\]"):
+    with pytest.raises(ValueError, match=r"dynamic trees \['rheo', .*'topk'\].*got 'eagle'"):
         SpecConfig(method="eagle")
 
 

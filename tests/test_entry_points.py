@@ -49,6 +49,8 @@ def _script_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["report.py", "speed", "paths.nosuch.deep=1"], "nosuch"),
         (["cycle_cost.py", "--shape", "nope"], "invalid choice"),
         (["engine_speed.py", "--repeats", "0"], "argument --repeats: must be an integer >= 1"),
+        (["speed_check.py", "--limit", "0"], "argument --limit: must be an integer >= 1"),
+        (["heldout_shapes.py", "--prompts", "0"], "argument --prompts: must be an integer >= 1"),
     ]
 
 
@@ -101,11 +103,12 @@ def test_a_study_refuses_a_bad_size_before_its_first_job(tmp_path, bad, said):
 def test_make_smoke_writes_only_below_a_git_ignored_folder():
     env = {k: v for k, v in os.environ.items() if k != "RHEO_OUT"}  # the default output root
     plan = subprocess.run(["make", "-n", "smoke"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env).stdout
-    outs = [w.split("=", 1)[1].strip('"') for w in plan.split() if w.startswith("output_dir=")]
-    outs += [b for a, b in zip(plan.split(), plan.split()[1:]) if a == "--out"]
-    assert len(outs) == 3 and all(o.strip('"').startswith("outputs/smoke/") for o in outs), plan
+    words = [w.strip("\"'") for w in plan.split()]  # the Makefile quotes every path, Hydra's value once more
+    outs = [w.split("=", 1)[1].strip("\"'") for w in words if w.startswith("output_dir=")]
+    outs += [b for a, b in zip(words, words[1:]) if a == "--out"]
+    assert len(outs) == 3 and all(o.startswith("outputs/smoke/") for o in outs), plan
     for out in outs:  # ignored by git: nothing a smoke run writes shows in `git status`
-        assert subprocess.run(["git", "check-ignore", "-q", out.strip('"')], cwd=ROOT).returncode == 0
+        assert subprocess.run(["git", "check-ignore", "-q", out], cwd=ROOT).returncode == 0
 
 
 def test_the_progress_line_names_the_job_and_counts_turns(monkeypatch, capsys):

@@ -1,7 +1,7 @@
 """Markdown tables, 95% intervals and the project's folders each have one source.
 
 Every table goes through :func:`eval.report.markdown.markdown_table` and every 95% interval through
-:mod:`eval.report.analysis` (``mean_ci``, Student-t over independent units; ``normal_half_width`` where a
+:mod:`eval.report.intervals` (re-exported by eval.report.analysis: ``mean_ci``, Student-t over independent units; ``normal_half_width`` where a
 normal interval is right). The scan reads each tracked ``.py`` under ``rheo/``, ``eval/``,
 ``baselines/`` and ``scripts/`` with ``ast``: string literals in code (docstrings left out) that
 hold a ``|---`` separator, and the number 1.96, are refused outside those two modules; a
@@ -22,7 +22,7 @@ from test_import_graph import ROOT, tracked_sources
 from rheo.paths import folders
 
 TABLE_WRITER = Path("eval/report/markdown.py")
-CI_MODULE = Path("eval/report/analysis.py")
+CI_MODULE = Path("eval/report/intervals.py")
 SEPARATOR = re.compile(r"\|[ ]*:?-{3,}|-{3,}:?[ ]*\||^[ ]*:?-{3,}:?[ ]*$")
 NORMAL_95 = (1.96, 1.959964, 1.95996)
 

@@ -73,10 +73,11 @@ def test_the_plan_of_reproduce_full_counts_what_its_sweeps_expand_to(model):
     t = totals(commands)[model]
     prompts, speed_prompts = _benchmark_prompts(), _benchmark_prompts(limit=10)
     assert prompts == 560
-    speed = _params("speed")  # every method next to its own AR (paired_baseline), hf_generate included
-    speed_configs = 2 * len(speed["method"]) * len(speed["temperature"])
+    # one speed job per temperature times its method, the methods alongside it (Top-K, hf_generate) and AR, item by item
+    alongside = yaml.safe_load((ROOT / "configs" / "experiment" / "speed.yaml").read_text())["alongside"]
+    speed_configs = (1 + len(alongside) + 1) * len(_params("speed")["temperature"])
     assert t.jobs == sum(len(c.jobs) for c in commands)
-    assert t.configurations == _tau_configurations() + speed_configs == 63 + 12
+    assert t.configurations == _tau_configurations() + speed_configs == 63 + 8
     assert t.generations == 63 * prompts + speed_configs * speed_prompts
     assert t.tokens == 1024 * t.generations
     assert set(t.hours) == {"A100", "H100", "H200"} and all(h > 0 for h in t.hours.values())

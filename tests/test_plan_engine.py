@@ -16,7 +16,7 @@ from eval.plan.totals import totals
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_MODELS = ("llama31_8b_instruct", "vicuna_13b_v13", "r1_distill_llama_8b")
 #: the run refuses engine=graphs for transformers' own loop (hf_generate): both plans sweep the tree methods
-GRAPHS_ARGS = "device=cuda dtype=bfloat16 engine=graphs method=topk,rheo"
+GRAPHS_ARGS = "device=cuda dtype=bfloat16 engine=graphs"
 _PLANS: dict = {}
 
 

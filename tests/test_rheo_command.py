@@ -37,7 +37,7 @@ def test_help_lists_the_commands_and_an_unknown_one_is_one_line():
     assert done.returncode == 0 and all(f"  {c} " in done.stdout for c in ("generate", "run", "tables", "figures", "export", "plan"))
     done = _rheo("nosuch")
     assert done.returncode == 2 and done.stderr.strip() == ("rheo: error: unknown command 'nosuch'; choose one of "
-                                                            "['generate', 'run', 'tables', 'figures', 'export', 'plan', 'publish'] (see rheo --help)")
+                                                            "['generate', 'prompt', 'run', 'tables', 'figures', 'export', 'plan', 'publish'] (see rheo --help)")
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -64,7 +64,7 @@ def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_spe
                         r"\d+\.\d tokens/s, plain decoding \d+\.\d tokens/s; tree tuned \(configs/experiment/"
                         r"tuned_rheo\.yaml, committed\) K=\d+ d=\d+ R=\d+; .+ \((avx512_bf16|amx_bf16|bf16|no bf16 instructions)"
                         r".*\), 1 thread of \d+ cores, float32", ratio), ratio
-    assert re.search(r"^rheo, tree tuned .*, float32 \(given\), 1 thread of \d+ cores$", done.stderr, re.M), done.stderr[-2000:]
+    assert re.search(r"^rheo, tree tuned .*, float32 \(given\), 1 thread of \d+ cores, protocol template$", done.stderr, re.M), done.stderr[-2000:]
     assert re.search(r"^repeat 2/2: rheo ", done.stderr, re.M), done.stderr[-2000:]
     import torch
 

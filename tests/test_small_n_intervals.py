@@ -43,7 +43,7 @@ def test_two_prompts_draw_no_bar(tmp_path):
     figures = plots.all_figures(analysis.load(runs))
     assert figures and all(not np.isfinite(_caps(fig)).any() for _, fig in figures)
     [(_, bars)] = plots.suite_bar_figures(analysis.load(runs))
-    assert "(none at n < 3)" in bars.axes[-1].get_legend().get_title().get_text()
+    assert "(none under 3 items)" in bars.axes[-1].get_legend().get_title().get_text()
 
 
 def test_no_drawn_interval_of_tau_goes_below_one(tmp_path, monkeypatch):
@@ -56,6 +56,7 @@ def test_no_drawn_interval_of_tau_goes_below_one(tmp_path, monkeypatch):
     assert min(unclipped) < 1  # the rows' t-interval reaches below 1: the figures must cut it there
     figures = plots.all_figures(df)
     caps = [y for _, fig in figures for y in _caps(fig)]
-    assert caps and np.isfinite(caps).all() and min(caps) >= 1.0 and min(caps) == pytest.approx(1.0)
+    drawn = [y for y in caps if np.isfinite(y)]  # speedups over AR rows of separate jobs draw no bar (NaN caps)
+    assert len(drawn) >= len(caps) / 2 and min(drawn) >= 1.0 and min(drawn) == pytest.approx(1.0)
     bounds = plots.tau_bounds([{"tau": 1.2, "tau_ci": 0.5}, {"tau": 2.0, "tau_ci": analysis.NoInterval()}])
     assert bounds[0].tolist() == pytest.approx([1.0, 1.7]) and np.isnan(bounds[1]).all()

@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     pair = load_pair(args.model, "cpu", "bfloat16")
     shape = {"branching": tuple(args.branching)} if args.branching else {}
-    if args.method == "static":
+    if reads(args.method, "replacement"):  # a static tree: i.i.d. children, the setting every verifier is exact on
         shape["replacement"] = True
     extra = {k: v for k, v in (("verifier", args.verifier), ("depth", args.depth)) if v is not None}
     cfg = SpecConfig.for_method(method=args.method, **{**PAPER_TREE, **extra},

@@ -4,7 +4,7 @@
 
 RESULTS: the study's same-state output_dir or its archive (X.parquet). Each compared config is a
 **combination** of a tree rule (Top-K, Rheo m=1, RSD, SpecInfer, Chain) and a verifier (Top-K's
-one-hot walk, Rheo's stochastic-first check, recursive rejection sampling = RRS, Traversal, or any
+one-hot walk, Rheo's stochastic-first check, recursive rejection sampling = RRS, Traversal, HSD, or any
 verifier a static config names), at a **budget** (drafted nodes: a dynamic tree's kept nodes, a
 static shape's nodes, a chain's length). A **cell** is (drafter, T, budget); the drafter is the
 embedded pair's head or a point of the draft-quality dial (``draft_mix``).
@@ -40,6 +40,8 @@ COMPARE_SET = Path(__file__).resolve().parents[2] / "configs" / "compare_sets" /
 RHEO = "Rheo m=1"
 #: verifier names as tables print them (a verifier not listed prints as its name in capitals)
 VERIFIER_NAMES = {"rrs": "RRS", "traversal": "Traversal", "onehot": "one-hot walk", "stochastic": "stochastic-first"}
+#: every cell's reference: Rheo m=1 with its own stochastic-first check (not Rheo's tree under another verifier)
+RHEO_COMBO = f"{RHEO} + {VERIFIER_NAMES['stochastic']}"
 CI_TEXT = ("± = 95% Student-t half-width over prompts (a key = one prompt: suite, item, turn, seed; its states "
            "averaged first) of the paired per-prompt difference")
 
@@ -49,20 +51,31 @@ def _verifier(row) -> str:
     return "rrs" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
+def _static_rule(row) -> str:
+    return "SpecInfer" if bool(row["replacement"]) else "RSD"
+
+
+#: method -> (tree rule, verifier name or None = the row's ``verifier`` field, budget); the study's labels
+_COMBINATIONS = {
+    "topk": (lambda r: "Top-K", lambda r: VERIFIER_NAMES["onehot"], lambda r: int(r["tree_size"])),
+    "rheo": (lambda r: f"Rheo m={int(r['m'])}", lambda r: VERIFIER_NAMES["stochastic"], lambda r: int(r["tree_size"])),
+    # Rheo's tree, its sampled branches accepted by HSD (rheo.methods.hsd)
+    "rheo_hsd": (lambda r: f"Rheo m={int(r['m'])}", lambda r: "HSD", lambda r: int(r["tree_size"])),
+    "chain": (lambda r: "Chain", None, lambda r: int(r["depth"])),
+    "hsd_chain": (lambda r: "Chain", lambda r: "HSD", lambda r: int(r["depth"])),
+    # Rheo's leads + a sample on a static shape, verified by Traversal (rheo.methods.rheo_seq)
+    "rheo_seq": (lambda r: "Rheo-Seq " + ",".join(str(int(b)) for b in r["branching"]), lambda r: "Traversal",
+                 lambda r: num_nodes(tuple(int(b) for b in r["branching"]))),
+    "hsd": (_static_rule, lambda r: "HSD", lambda r: num_nodes(tuple(int(b) for b in r["branching"]))),
+}
+_STATIC = (_static_rule, None, lambda r: num_nodes(tuple(int(b) for b in r["branching"])))
+
+
 def combination(row) -> tuple[str, str, int]:
     """(tree rule, verifier, budget) of one same-state row (a dict or a pandas row)."""
-    method = row["method"]
-    if method == "topk":
-        return "Top-K", VERIFIER_NAMES["onehot"], int(row["tree_size"])
-    if method == "rheo":
-        return f"Rheo m={int(row['m'])}", VERIFIER_NAMES["stochastic"], int(row["tree_size"])
-    verifier = VERIFIER_NAMES.get(_verifier(row), _verifier(row).upper())
-    if method == "chain":
-        return "Chain", verifier, int(row["depth"])
-    branching = tuple(int(b) for b in row["branching"])
-    if method == "rheo_seq":  # Rheo's leads + a sample, verified by Traversal (rheo.methods.rheo_seq)
-        return "Rheo-Seq " + ",".join(map(str, branching)), "Traversal", num_nodes(branching)
-    return ("SpecInfer" if bool(row["replacement"]) else "RSD"), verifier, num_nodes(branching)
+    rule, verifier, budget = _COMBINATIONS.get(row["method"], _STATIC)
+    name = VERIFIER_NAMES.get(_verifier(row), _verifier(row).upper()) if verifier is None else verifier(row)
+    return rule(row), name, budget(row)
 
 
 def compare_set_methods(path: Path = COMPARE_SET) -> list[tuple[str, dict]]:
@@ -111,7 +124,7 @@ def cell_table(keys: pd.DataFrame) -> pd.DataFrame:
         wide = cell.pivot_table(index=PROMPT, columns="combo", values="expected_emitted")
         means = wide.mean().sort_values(ascending=False)
         best = means.index[0]
-        rheo = next((c for c in wide.columns if c.startswith(RHEO + " ")), None)
+        rheo = RHEO_COMBO if RHEO_COMBO in wide.columns else None
         for combo in means.index:
             row = dict(drafter=drafter, temperature=float(temp), budget=int(budget), combo=combo,
                        keys=int(wide[combo].notna().sum()), tau=float(means[combo]), winner=combo == best)
@@ -137,9 +150,13 @@ def traversal_vs_rrs(keys: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def beyond_table(keys: pd.DataFrame, new: str = "Rheo-Seq") -> pd.DataFrame:
-    """Per cell, each combination of the rule ``new`` against the cell's best *published* combination
-    (the best by mean among the others), paired over prompts: diff, half-width, percent."""
+#: the combinations no paper has published: Rheo's tree under a sequence-level verifier
+NEW_RULES = ("Rheo-Seq", RHEO + " + HSD")
+
+
+def beyond_table(keys: pd.DataFrame, new: tuple[str, ...] = NEW_RULES) -> pd.DataFrame:
+    """Per cell, each combination starting with one of ``new`` against the cell's best *published*
+    combination (the best by mean among the others), paired over prompts: diff, half-width, percent."""
     out = []
     for (drafter, temp, budget), cell in keys.groupby(["drafter", "temperature", "budget"]):
         wide = cell.pivot_table(index=PROMPT, columns="combo", values="expected_emitted")
@@ -181,7 +198,7 @@ def markdown(keys: pd.DataFrame, cost: Optional[pd.DataFrame] = None) -> str:
                      & (cells["budget"] == r["budget"])]
         second = cell[~cell["winner"]].sort_values("tau", ascending=False).head(1)
         runner = second.iloc[0] if len(second) else None
-        rheo = cell[cell["combo"].str.startswith(RHEO + " ")]
+        rheo = cell[cell["combo"] == RHEO_COMBO]
         body.append([r["drafter"], f"{r['temperature']:g}", r["budget"], r["combo"], f"{r['tau']:.3f}",
                      "-" if runner is None else f"{runner['combo']}: {_pm(-runner['vs_best'], runner['vs_best_hw'])}",
                      "-" if rheo.empty or rheo.iloc[0]["winner"] else _pm(-rheo.iloc[0]["vs_best"],
@@ -198,9 +215,9 @@ def markdown(keys: pd.DataFrame, cost: Optional[pd.DataFrame] = None) -> str:
                                   for r in tvr.to_dict("records")]), ""]
     beyond = beyond_table(keys)
     if not beyond.empty:
-        lines += ["## Rheo-Seq against the best published combination of each cell", "",
-                  markdown_table(["drafter", "T", "budget", "Rheo-Seq shape", "best published", "its E[tau]",
-                                  "Rheo-Seq − best", "%", "prompts"],
+        lines += ["## Rheo-Seq and Rheo + HSD against the best published combination of each cell", "",
+                  markdown_table(["drafter", "T", "budget", "new combination", "best published", "its E[tau]",
+                                  "new − best", "%", "prompts"],
                                  [[r["drafter"], f"{r['temperature']:g}", r["budget"], r["combo"], r["best"],
                                    f"{r['best_tau']:.3f}", _pm(r["diff"], r["hw"]), f"{r['pct']:+.1f}%", r["keys"]]
                                   for r in beyond.to_dict("records")]), ""]

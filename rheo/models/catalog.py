@@ -68,7 +68,9 @@ class ModelEntry:
     chat_format: "template" (the tokenizer's own) or "vicuna_v1.1";
     eos_tokens: tokens that end a turn, each a token string or an id (the tokenizer's eos is always
     added; see :func:`as_eos_tokens`);
-    dtype: default weights dtype."""
+    dtype: default weights dtype;
+    eagle_eval: the EAGLE-3 evaluation script the model's head was evaluated with ("llama3chat",
+    "vicuna", "ds": rheo.models.protocol.EAGLE3_SCRIPTS), "" for a pair EAGLE-3 did not evaluate."""
 
     name: str
     target: str
@@ -76,6 +78,7 @@ class ModelEntry:
     chat_format: str
     eos_tokens: tuple[Union[str, int], ...] = ()
     dtype: str = "bfloat16"
+    eagle_eval: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "eos_tokens", as_eos_tokens(self.eos_tokens))
@@ -101,11 +104,11 @@ MODELS: dict[str, ModelEntry] = {e.name: e for e in (
     ModelEntry("smollm2_135m_broad_head", BUILTIN_SMOLLM2, str(folder("cache", "heads", "eagle3_smollm2_135m_broad")),
                "template", ("<|im_end|>",), "float32"),
     ModelEntry("llama31_8b_instruct", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
-               "template", ("<|eot_id|>", "<|end_of_text|>"), "bfloat16"),
+               "template", ("<|eot_id|>", "<|end_of_text|>"), "bfloat16", "llama3chat"),
     ModelEntry("vicuna_13b_v13", "lmsys/vicuna-13b-v1.3", "yuhuili/EAGLE3-Vicuna1.3-13B",
-               "vicuna_v1.1", ("</s>",), "float16"),
+               "vicuna_v1.1", ("</s>",), "float16", "vicuna"),
     ModelEntry("r1_distill_llama_8b", "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
-               "yuhuili/EAGLE3-DeepSeek-R1-Distill-LLaMA-8B", "template", (), "bfloat16"),
+               "yuhuili/EAGLE3-DeepSeek-R1-Distill-LLaMA-8B", "template", (), "bfloat16", "ds"),
 )}
 
 

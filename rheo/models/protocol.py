@@ -79,13 +79,23 @@ class Prompting:
 
 
 _LLAMA3 = EAGLE_DIR + "gen_ea_answer_llama3chat.py"
-#: the eagle3 protocol of each paper model (catalog name)
-EAGLE3_MODELS: dict[str, Prompting] = {
-    "llama31_8b_instruct": Prompting(EAGLE3, LLAMA2_SYSTEM, ("<|eot_id|>",), "float16", None, True, _LLAMA3),
-    "vicuna_13b_v13": Prompting(EAGLE3, None, (), "float16", None, True, EAGLE_DIR + "gen_ea_answer_vicuna.py"),
-    "r1_distill_llama_8b": Prompting(EAGLE3, None, ("<|eot_id|>",), "float16", 1, True,
-                                     EAGLE_DIR + "gen_ea_answer_ds.py"),
+#: the eagle3 protocol of each EAGLE-3 evaluation script (gen_ea_answer_<name>.py; a catalog entry's
+#: ``eagle_eval`` names the script its head was evaluated with)
+EAGLE3_SCRIPTS: dict[str, Prompting] = {
+    "llama3chat": Prompting(EAGLE3, LLAMA2_SYSTEM, ("<|eot_id|>",), "float16", None, True, _LLAMA3),
+    "vicuna": Prompting(EAGLE3, None, (), "float16", None, True, EAGLE_DIR + "gen_ea_answer_vicuna.py"),
+    "ds": Prompting(EAGLE3, None, ("<|eot_id|>",), "float16", 1, True, EAGLE_DIR + "gen_ea_answer_ds.py"),
 }
+
+
+def _eagle_script(model: str) -> Optional[Prompting]:
+    """The eagle3 settings of a catalog model EAGLE-3 evaluated (its entry's ``eagle_eval``), else None."""
+    from rheo.models.catalog import MODELS
+
+    entry = MODELS.get(model)
+    return EAGLE3_SCRIPTS[entry.eagle_eval] if entry is not None and entry.eagle_eval else None
+
+
 #: the turn end of the embedded pair's template (SmolLM2: ChatML)
 _OWN_TURN_END = {"smollm2": ("<|im_end|>",)}
 
@@ -100,7 +110,7 @@ def check_protocol(protocol: str) -> str:
 def default_protocol(model: str) -> str:
     """The protocol the harness runs ``model`` under when none is given: eagle3 for the paper's three
     models (what their EAGLE-3 heads were evaluated with), template for every other pair."""
-    return EAGLE3 if model in EAGLE3_MODELS else TEMPLATE
+    return EAGLE3 if _eagle_script(model) is not None else TEMPLATE
 
 
 def prompting(model: str, protocol: Optional[str] = None) -> Prompting:
@@ -108,8 +118,9 @@ def prompting(model: str, protocol: Optional[str] = None) -> Prompting:
     protocol = check_protocol(default_protocol(model) if protocol is None else protocol)
     if protocol == TEMPLATE:
         return Prompting()
-    if model in EAGLE3_MODELS:
-        return EAGLE3_MODELS[model]
+    script = _eagle_script(model)
+    if script is not None:
+        return script
     own = next((ends for prefix, ends in _OWN_TURN_END.items() if model.startswith(prefix)), None)
     return Prompting(EAGLE3, LLAMA2_SYSTEM, own, None, None, True, _LLAMA3 + " (its system message)")
 
