@@ -87,8 +87,8 @@ tune: ## measure this machine (fp32, bf16): cost by nodes, tau per shape -> OUT/
 study-reports: ## every study's tables and figures, from its folder, else its archive (the report lists of configs/experiment/)
 	$(REPORT) --all $(ARGS)
 same-state-studies same-state-fp32 same-state-dilemma same-state-heads: $(VENV_STAMP) ## a same-state study, then its tables (configs/experiment/same_state_*.yaml: studies = temperatures + m ablation, bf16, 24 items per suite; fp32 = the same in float32; dilemma = Top-K, Rheo, RSD, SpecInfer, chain at T=1, 0, 0.5; heads = Top-K vs Rheo m=1 with the weaker heads; hours)
-	$(RUN) experiment=$(subst -,_,$@) $(ARGS)
-	$(REPORT) $(subst -,_,$@)
+	$(RUN) experiment=$(@:same-state-%=same_state_%) $(ARGS)
+	$(REPORT) $(@:same-state-%=same_state_%)
 reproduce-studies: ## every full-size same-state study: the above four (hours on two cores; resumable)
 	$(MAKE) same-state-studies same-state-dilemma same-state-heads ARGS="limit=24 $(ARGS)"
 sampled-studies: $(VENV_STAMP) ## the m ablation and temperature study on separate trajectories (realized tau), then tables
