@@ -55,7 +55,7 @@ reproduce-speed: $(VENV_STAMP) ## speed, alone, one thread: paper tree + the tun
 	$(RUN) experiment=speed output_dir=$(OUT)/speed limit=1 max_new_tokens=64 dtype=bfloat16 num_threads=1 $(ARGS)
 	$(RUN) experiment=$(MINE)tuned_topk output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
 	$(RUN) experiment=$(MINE)tuned_rheo output_dir=$(OUT)/speed limit=1 max_new_tokens=64 num_threads=1 $(ARGS)
-speed-check: $(VENV_STAMP) ## the speed tables' noise floor: Top-K against an exact copy of itself, side by side (embedded pair, one thread, alone; ~12 min; ARGS="--limit 1" for a look) -> TABLES/speed_check
+speed-check: $(VENV_STAMP) ## the speed tables' noise floor: Top-K against an exact copy of itself, side by side (embedded pair, one thread, alone; ~25 min; ARGS="--limit 1" for a look) -> TABLES/speed_check
 	$(PY) scripts/speed_check.py --out "$(TABLES)/speed_check" $(ARGS)
 speed-launches: $(VENV_STAMP) ## ops, syncs and predicted GPU speedup of the speed tables' configurations next to their measured CPU speedup (embedded pair, counted; minutes)
 	for s in speed speed_options speed_rule; do $(PY) scripts/cycle_cost.py --rows $(OUT)/$$s.parquet --shape smollm2 --out "$(TABLES)/$$s" || exit 1; done

@@ -28,7 +28,6 @@ from eval.report.markdown import markdown_table
 from eval.report.stats import permutation_test, sign_test
 from eval.store.storage import load_results
 from rheo.cli import ArgumentParser, run_main
-from rheo.io import atomic_write_bytes, atomic_write_text
 from rheo.paths import REPO_ROOT
 from rheo.models.protocol import EAGLE3, TEMPLATE
 
@@ -119,27 +118,27 @@ def table(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def write_archive(rows: pd.DataFrame, path: Path) -> None:
+def archive_bytes(rows: pd.DataFrame) -> bytes:
     sink = pa.BufferOutputStream()
     pq.write_table(pa.Table.from_pandas(archive(rows), preserve_index=False), sink, compression="zstd")
-    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+    return sink.getvalue().to_pybytes()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from eval.store.committed import write_outputs
+
     p = ArgumentParser(prog="python -m eval.report.protocol_study", description=__doc__.splitlines()[0])
     p.add_argument("rows", nargs="?", default=None, help="the study's rows folder (outputs/protocol)")
     p.add_argument("--archive", type=Path, required=True, help="the archive written from the rows (or read, alone)")
     p.add_argument("--out", type=Path, required=True, help="the Markdown table")
     args = p.parse_args(argv)
-    source = args.archive
     if args.rows is not None and Path(args.rows).is_dir():
-        write_archive(load_results(Path(args.rows)), args.archive)
-        print(f"wrote {args.archive}")
-    elif not args.archive.is_file():  # no rows of one's own: the committed archive
-        source = REPO_ROOT / "results" / args.archive.name
-    rows = pd.read_parquet(source)
-    atomic_write_text(args.out, table(rows))
-    print(f"wrote {args.out}")
+        rows, source = load_results(Path(args.rows)), Path(args.rows)
+        # the archive and the table through one Outputs: checked, written, and recorded for `rheo publish`
+        write_outputs([(args.archive, archive_bytes(rows)), (args.out, table(rows).encode())], source)
+        return 0
+    source = args.archive if args.archive.is_file() else REPO_ROOT / "results" / args.archive.name
+    write_outputs([(args.out, table(pd.read_parquet(source)).encode())], source)  # no rows of one's own: the archive
     return 0
 
 
