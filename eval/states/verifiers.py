@@ -236,23 +236,28 @@ def markdown(keys: pd.DataFrame, cost: Optional[pd.DataFrame] = None) -> str:
 
 def figure(keys: pd.DataFrame) -> Optional[bytes]:
     """E[tau] against the budget, a panel per (drafter, T), a line per combination."""
+    import matplotlib.pyplot as plt
+
     means = keys.groupby(["drafter", "temperature", "budget", "combo"], as_index=False)["expected_emitted"].mean()
     drafters, temps = sorted(means["drafter"].unique()), sorted(means["temperature"].unique())
     if not drafters:
         return None
     fig, axes = panels(len(temps), rows=len(drafters), width=3.6, height=3.0)
     combos = sorted(means["combo"].unique())
+    colours = plt.get_cmap("tab20")
     for i, drafter in enumerate(drafters):
         for j, temp in enumerate(temps):
             ax = axes[i, j]
             part = means[(means["drafter"] == drafter) & (means["temperature"] == temp)]
             for k, combo in enumerate(combos):
                 line = part[part["combo"] == combo].sort_values("budget")
-                if not line.empty:
-                    ax.plot(line["budget"], line["expected_emitted"], label=combo,
-                            marker="os^vD<>p*h"[k % 10], linestyle="--" if "Traversal" in combo else "-")
+                if not line.empty:  # a colour per combination (tab20), the verifier by line style
+                    ax.plot(line["budget"], line["expected_emitted"], label=combo, color=colours(k % 20),
+                            marker="os^vD<>p*h"[k % 10],
+                            linestyle="--" if "Traversal" in combo else ":" if "HSD" in combo else "-")
             ax.set_title(f"{drafter}, T = {temp:g}", fontsize=9)
             ax.set_xscale("log")
+            ax.minorticks_off()
             ax.set_xticks(sorted(means["budget"].unique()), [str(b) for b in sorted(means["budget"].unique())])
             ax.set_xlabel("drafted nodes", fontsize=8)
             ax.set_ylabel("E[tau] per target call", fontsize=8)
