@@ -51,6 +51,7 @@ def _script_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["engine_speed.py", "--repeats", "0"], "argument --repeats: must be an integer >= 1"),
         (["speed_check.py", "--limit", "0"], "argument --limit: must be an integer >= 1"),
         (["heldout_shapes.py", "--prompts", "0"], "argument --prompts: must be an integer >= 1"),
+        (["chain_over_drafts.py", "--draws", "0"], "argument --draws: must be an integer >= 1"),
     ]
 
 
