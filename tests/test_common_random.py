@@ -30,6 +30,7 @@ def _tree(cfg, rng, recorder_rng=None):
     return (tuple(built.tree.tokens.tolist()), tuple(built.tree.parents.tolist()), tuple(built.kind.tolist()))
 
 
+@pytest.mark.slow  # minutes of the default suite: `make test-slow`
 @pytest.mark.parametrize("cfg", [SpecConfig(method="rheo", k=3, m=1, depth=2, tree_size=4, sparse_top=None, temperature=0.7),
                                  SpecConfig(method="rheo", k=3, m=0, depth=2, tree_size=5, sparse_top=None, temperature=1.0),
                                  SpecConfig(method="static", branching=(2, 1), sparse_top=None, temperature=0.8)])

@@ -137,6 +137,7 @@ def test_monte_carlo_on_larger_trees(kwargs):
         assert built.tree.num_nodes > 8 and abs(mean - expected) <= 4.4 * sd / math.sqrt(len(runs)) + 1e-12
 
 
+@pytest.mark.slow  # minutes of the default suite: `make test-slow`
 @pytest.mark.parametrize("kwargs", [dict(method="rheo", k=3, m=1, depth=2, tree_size=5),
                                     dict(method="static", branching=(2, 2))])
 def test_sum_over_cycles_with_the_last_uncut_has_mean_zero(kwargs):

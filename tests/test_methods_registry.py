@@ -234,6 +234,7 @@ def test_methods_experiment_is_the_paper_budget():
     assert len(hashes) == 3  # replacement splits static only
 
 
+@pytest.mark.slow  # minutes of the default suite: `make test-slow`
 def test_method_acceptance_table_matches_monte_carlo(tmp_path):
     from eval.report import theory_checks as theory
     assert "Single-node acceptance of every verification rule" in theory.theory_markdown(tmp_path, n_cycles=300)

@@ -186,6 +186,7 @@ def test_all_reports_go_on_past_a_failing_study(monkeypatch, capsys):
     assert "1 of 3 studies failed: a" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # minutes of the default suite: `make test-slow`
 def test_the_study_reports_read_the_committed_archive_in_a_fresh_clone(root):
     """draft_dial's reports name its (absent) rows folder: its archive is read, the committed one."""
     cmds = report.commands("draft_dial", [f"out_root={root}"])

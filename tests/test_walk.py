@@ -140,6 +140,7 @@ def test_every_target_plans_its_writes_under_the_output_root(clone):
         assert plan_problems(plan.stdout) == [], (target, plan.stdout[:2000])
 
 
+@pytest.mark.slow  # minutes of the default suite: `make test-slow`
 def test_the_cheap_targets_leave_git_clean_and_write_only_outputs(clone):
     for target, args in CHEAP.items():
         done = walked(clone, ["make", "-s", target, *args], timeout=600)
@@ -147,6 +148,7 @@ def test_the_cheap_targets_leave_git_clean_and_write_only_outputs(clone):
     assert (clone / "outputs" / "tables" / "main.md").read_bytes() == (clone / "results" / "tables" / "main.md").read_bytes()
 
 
+@pytest.mark.slow  # minutes of the default suite: `make test-slow`
 def test_every_rheo_subcommand_leaves_git_clean(clone):
     """Each subcommand once: a real run where it writes (export, tables, run, publish), else its help."""
     rheo = [sys.executable, "-m", "rheo.commands"]
