@@ -255,7 +255,7 @@ def run_plan(cfg: DictConfig, typed: Optional[set[str]] = None) -> CheckedRun:
     for one, method, where in entries:
         try:
             spec = spec_config(one, method, typed if not where else set(one.method))
-            if method is not None and spec.engine != "eager" and get_method(method).is_reference and method != AR.name:
+            if method is not None and spec.engine != "eager" and not get_method(method).phases:
                 spec = dataclasses.replace(spec, engine="eager")  # its own loop: no engine applies, its key says so
             keyed.append((spec, _key(one, spec, keyed[0][1] if keyed else None)))
         except ValueError as e:

@@ -28,7 +28,7 @@ from eval.conf.local_pair import check_local_pair
 from eval.conf.schema import DTYPES, LOCAL_MODEL, MEASURES, MODELS, TEST_MODELS, CheckedRun, methods, run_plan
 from eval.prompts.sources import check_dataset
 from rheo.config import ENGINES, SpecConfig
-from rheo.methods import method_names
+from rheo.methods import get_method, method_names
 from rheo.models.catalog import CHAT_FORMATS
 from rheo.paths import resolve_path
 from rheo.placement import as_device
@@ -120,7 +120,7 @@ def _check_engine(cfg: DictConfig) -> None:
         raise ValueError(f"engine={engine} needs an EAGLE-3 pair; model {cfg.model.name!r} drafts with a toy model: "
                          f"use engine=eager")
     # a library's loop listed in ``alongside`` runs eagerly next to the engine's methods (schema.run_plan)
-    if cfg.method.name in method_names("reference") and cfg.method.name != AR.name:
+    if not get_method(cfg.method.name).phases:  # the registry's mark of a library's own loop
         raise ValueError(f"method {cfg.method.name!r} runs a library's own loop, which engine={engine} cannot change: "
                          f"use engine=eager")
 
