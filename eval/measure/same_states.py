@@ -127,6 +127,26 @@ class SameState:
         return None
 
 
+def state_key(suite: str, item_id: int, turn: int, seed: int) -> str:
+    """The name of a generation's compared-method streams (rheo.same_state's ``key``)."""
+    return f"{suite}/{item_id}/{turn}/{seed}"
+
+
+def study_drafter(pair, draft_mix=None, draft_temp=None):
+    """The pair's drafter as a study sets it: the head tempered by ``draft_temp`` (before any mixing),
+    then mixed with the target by the draft-quality dial's ``draft_mix``; the head itself for neither."""
+    drafter = pair.drafter
+    if draft_temp is not None:
+        from rheo.models.scaled import ScaledDrafter
+
+        drafter = ScaledDrafter(drafter, float(draft_temp))
+    if draft_mix is not None:
+        from rheo.models.mixture import MixedDrafter
+
+        drafter = MixedDrafter(drafter, pair.target, float(draft_mix))
+    return drafter
+
+
 def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, todo: list[Compared], item, turn: int,
               answers: list[str], summary: RunSummary) -> str:
     """Generate one (item, turn) with the compared methods ``todo``; write their shards and the
@@ -136,16 +156,8 @@ def _one_turn(cfg, pair, driver, dkey: dict, ddir: Path, todo: list[Compared], i
     prompt = pair.format_chat(chat_messages(item, turn, answers[:turn]))
     seed = generation_seed(item.suite, item.item_id, turn, int(cfg.seed))
     generator = torch.Generator(device="cuda" if str(cfg.device).startswith("cuda") else "cpu").manual_seed(seed)
-    key = f"{item.suite}/{item.item_id}/{turn}/{cfg.seed}"  # the compared methods' streams
-    drafter = pair.drafter
-    if cfg.get("draft_temp") is not None:  # the head tempered (before any mixing with the target)
-        from rheo.models.scaled import ScaledDrafter
-
-        drafter = ScaledDrafter(drafter, float(cfg.draft_temp))
-    if cfg.get("draft_mix") is not None:  # the draft-quality dial: the head mixed with the target
-        from rheo.models.mixture import MixedDrafter
-
-        drafter = MixedDrafter(drafter, pair.target, float(cfg.draft_mix))
+    key = state_key(item.suite, item.item_id, turn, int(cfg.seed))
+    drafter = study_drafter(pair, cfg.get("draft_mix"), cfg.get("draft_temp"))
     with torch.inference_mode():
         got = same_state_generate(pair.target, drafter, prompt, int(cfg.max_new_tokens), driver,
                                   [c.spec for c in todo], generator, key=key,
