@@ -40,11 +40,13 @@ from rheo.tree_union import tree_rows, union_tree
 
 @dataclass(frozen=True)
 class ComparedTree:
-    """One compared method's tree at one state: ``method`` indexes the compared configs."""
+    """One compared method's tree at one state: ``method`` indexes the compared configs, ``draw`` the
+    independent draws of the trees at the state (0 unless ``draws`` > 1)."""
 
     state: int
     method: int
     columns: dict  # rheo.mechanism columns (expected_emitted, depth_accept, ...)
+    draw: int = 0
 
 
 @dataclass
@@ -60,6 +62,11 @@ def stream_key(key: str, state: int) -> str:
     return f"{key}/{state}"
 
 
+def draw_key(key: str, draw: int) -> str:
+    """The key of the ``draw``-th independent draw of the compared trees: draw 0 is ``key`` itself."""
+    return key if draw == 0 else f"{key}#draw{draw}"
+
+
 def layers(config: SpecConfig) -> int:
     """Drafted layers of a method's trees: len(branching) for a method with a static shape, else depth."""
     return len(config.branching) if reads(config.method, "branching") else config.depth
@@ -70,14 +77,19 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
                         driver: SpecConfig, compared: Sequence[SpecConfig],
                         generator: Optional[torch.Generator] = None, key: str = "0",
                         eos_token_id: EosSpec = None, calibration: bool = True,
-                        ot_bound: bool = True) -> SameStateOutput:
+                        ot_bound: bool = True, draws: int = 1) -> SameStateOutput:
     """Decode with ``driver``; at each state, score every tree of ``compared`` (module docstring).
 
     ``key`` names the generation (e.g. suite/item/turn/seed) for the compared streams;
     ``calibration``: also fill the calibration columns (reads the target rows of every
     expanded node, which the expectation reads anyway); ``ot_bound``: the root's closed-form
     acceptance and optimal-transport bound (``root_acceptance``, ``root_ot_bound``; needs scipy).
+    ``draws``: score ``draws`` independent draws of every compared tree at each state (draw ``d``
+    uses the streams of key :func:`draw_key` ``(key, d)``; draw 0 is the single draw), all of them
+    in the one target call; for an average over the drafts at the driver's own states.
     """
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
     bad = next((c for c in compared if not isinstance(c, SpecConfig)), None)
     if bad is not None or not isinstance(driver, SpecConfig):
         raise TypeError(f"driver and every compared entry must be a rheo.config.SpecConfig, got "
@@ -100,28 +112,31 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
         if not hasattr(session, "discard"):
             raise ValueError(f"{type(session).__name__} has no discard(): same-state evaluation needs a target "
                              "session that can drop a scored tree")
-        built_trees, configs, shared = [], [], {}
-        for cfg, method, policy in zip(compared, methods, policies):
-            cfg = cfg if policy is None else policy.config()
-            # configs that differ only in the verifier draw the same tree (same random numbers): build it once
-            tree_key = dataclasses.replace(cfg, verifier="rrs") if reads(cfg.method, "verifier") else None
-            if tree_key is None or tree_key not in shared:
-                rng = PathRandom(stream_key(key, state.index))  # common random numbers (module docstring)
-                recorder = DraftRecorder(state.draft_fn if policy is None else RootRow(state.draft_fn),
-                                         on_frontier=rng.at)
-                built = (method.build_tree(recorder, state.root, cfg, rng, state.draft_to_target, state.device),
-                         recorder)
-                if tree_key is not None:
-                    shared[tree_key] = built
-            built_trees.append(built if tree_key is None else shared[tree_key])
-            configs.append(cfg)
+        chosen = [cfg if policy is None else policy.config() for cfg, policy in zip(compared, policies)]
+        built_trees, drawn = [], []  # drawn[j] = (draw, index into compared) of built_trees[j]
+        for draw in range(draws):
+            shared = {}
+            for i, (cfg, method, policy) in enumerate(zip(chosen, methods, policies)):
+                # configs that differ only in the verifier draw the same tree (same random numbers): build it once
+                tree_key = dataclasses.replace(cfg, verifier="rrs") if reads(cfg.method, "verifier") else None
+                if tree_key is None or tree_key not in shared:
+                    rng = PathRandom(stream_key(draw_key(key, draw), state.index))  # common random numbers
+                    recorder = DraftRecorder(state.draft_fn if policy is None else RootRow(state.draft_fn),
+                                             on_frontier=rng.at)
+                    built = (method.build_tree(recorder, state.root, cfg, rng, state.draft_to_target, state.device),
+                             recorder)
+                    if tree_key is not None:
+                        shared[tree_key] = built
+                built_trees.append(built if tree_key is None else shared[tree_key])
+                drawn.append((draw, i))
         # One target call for all of them: the union of the trees (rheo.tree_union).
         union, maps = union_tree([built.tree for built, _ in built_trees])
         union_logits = session.score_tree(union).logits
         try:
-            for i, (cfg, method, (built, recorder)) in enumerate(zip(configs, methods, built_trees)):
-                logits = tree_rows(union_logits, maps[i])
-                if policies[i] is not None:
+            for j, ((draw, i), (built, recorder)) in enumerate(zip(drawn, built_trees)):
+                cfg, method = chosen[i], methods[i]
+                logits = tree_rows(union_logits, maps[j])
+                if policies[i] is not None and draw == 0:
                     policies[i].observe(recorder.draft_fn.row, logits[0], state.draft_to_target)
                 reach = method.node_path_probs(built, logits, cfg)
                 columns = tree_columns(built, reach, layers(cfg))
@@ -129,7 +144,7 @@ def same_state_generate(target: TargetModel, drafter: DraftModel, prompt: Sequen
                     columns.update(calibration_columns(built, logits, recorder, cfg, state.draft_to_target))
                 if ot_bound:
                     columns.update(root_columns(method, cfg, recorder, state.root, logits, state.draft_to_target))
-                result.trees.append(ComparedTree(state=state.index, method=i, columns=columns))
+                result.trees.append(ComparedTree(state=state.index, method=i, columns=columns, draw=draw))
         finally:
             session.discard()
 

@@ -9,7 +9,8 @@ on one drawn chain it can fall below token-by-token verification (RRS). The veri
 per-draw noise in. Here, at every state of the study's Top-K driver (same prompts, seeds, driver and
 drafter: the head, or the dial's mixture ``--draft-mix``), both verifiers score ``--draws``
 independently drawn 8-token chains (draw 0 is the study's own chain: its random numbers are the
-study's key), each by its exact expected emitted tokens (rheo.expected). Per state the mean over the
+study's key; draw d uses the streams of rheo.same_state.draw_key), each by its exact expected emitted
+tokens (rheo.expected), every draw of a state in the one target call. Per state the mean over the
 draws of Traversal − RRS estimates the difference in expectation over the drafts, with its standard
 error over the draws. Writes ``chain_over_drafts_T<T>_<drafter>.md`` and ``.parquet`` (one row per
 prompt, state, draw and verifier) into ``--out``.
@@ -46,21 +47,92 @@ def measure(pair, temperature: float, mix, draws: int, limit: int, new_tokens: i
             answers: list[str] = []
             for turn in range(len(item.turns)):
                 prompt = pair.format_chat(chat_messages(item, turn, answers[:turn]))
-                key = state_key(item.suite, item.item_id, turn, 0)  # the study's own streams
-                for draw in range(draws):
-                    generator = torch.Generator().manual_seed(generation_seed(item.suite, item.item_id, turn, 0))
-                    with torch.inference_mode():
-                        got = same_state_generate(pair.target, drafter, prompt, new_tokens, driver, chains, generator,
-                                                  key=key if draw == 0 else f"{key}#draw{draw}",
-                                                  eos_token_id=list(pair.eos_token_ids) or None,
-                                                  calibration=False, ot_bound=False)
-                    rows += [dict(suite=suite, item_id=item.item_id, turn=turn, state=t.state, draw=draw,
-                                  verifier=chains[t.method].verifier, expected_emitted=t.columns["expected_emitted"])
-                             for t in got.trees]
+                key = state_key(item.suite, item.item_id, turn, 0)  # the study's own streams: draw 0
+                generator = torch.Generator().manual_seed(generation_seed(item.suite, item.item_id, turn, 0))
+                with torch.inference_mode():
+                    got = same_state_generate(pair.target, drafter, prompt, new_tokens, driver, chains, generator,
+                                              key=key, eos_token_id=list(pair.eos_token_ids) or None,
+                                              calibration=False, ot_bound=False, draws=draws)
+                rows += [dict(suite=suite, item_id=item.item_id, turn=turn, state=t.state, draw=t.draw,
+                              verifier=chains[t.method].verifier, expected_emitted=t.columns["expected_emitted"])
+                         for t in got.trees]
                 answers.append(pair.answer_text(got.output.tokens))  # the driver's answer: the same in every draw
                 print(f"{suite} item {item.item_id} turn {turn}: {len(got.output.accept_lengths)} states",
                       file=sys.stderr, flush=True)
     return pd.DataFrame(rows)
+
+
+def enumerate_chains(pair, temperature: float, mix, top: int, depth: int, limit: int, new_tokens: int,
+                     data_dir: Path) -> pd.DataFrame:
+    """Exact over the drafts: at every driver state, every chain of ``depth`` tokens drawn from the
+    draft's ``top`` tokens (``sparse_top=top``: ``top ** depth`` chains, each with its probability
+    under the draft), both verifiers' exact expected emitted tokens on each, summed with those
+    weights. Rows (suite, item_id, turn, state, verifier, expected_emitted, chains, mass)."""
+    from eval.measure.same_states import study_drafter
+    from eval.prompts.suites import chat_messages, load_suite
+    from eval.store.keys import generation_seed
+    from rheo.config import SpecConfig
+    from rheo.decode import generate_with_source
+    from rheo.exact import enumerate_runs
+    from rheo.mechanism import DraftRecorder
+    from rheo.methods import get_method
+    from rheo.random import TorchRandom
+    from rheo.tree_union import tree_rows, union_tree
+
+    driver = SpecConfig(method="topk", temperature=temperature)
+    configs = {v: SpecConfig(method="chain", depth=depth, temperature=temperature, sparse_top=top, verifier=v)
+               for v in ("rrs", "traversal")}
+    method, drafter, rows = get_method("chain"), study_drafter(pair, mix), []
+    for suite in SUITES:
+        for item in load_suite(data_dir, suite, limit=limit):
+            answers: list[str] = []
+            for turn in range(len(item.turns)):
+                prompt = pair.format_chat(chat_messages(item, turn, answers[:turn]))
+
+                def on_state(state, suite=suite, item=item, turn=turn):
+                    def draw(rng):
+                        return method.build_tree(DraftRecorder(state.draft_fn), state.root, configs["rrs"], rng,
+                                                 state.draft_to_target, state.device)
+                    chains = list(enumerate_runs(draw))  # [(built, its probability under the draft)]
+                    union, maps = union_tree([built.tree for built, _ in chains])
+                    logits = state.target_session.score_tree(union).logits
+                    try:
+                        for verifier, cfg in configs.items():
+                            total = sum(w * float(method.node_path_probs(built, tree_rows(logits, maps[i]), cfg).sum())
+                                        for i, (built, w) in enumerate(chains))
+                            rows.append(dict(suite=suite, item_id=item.item_id, turn=turn, state=state.index,
+                                             verifier=verifier, expected_emitted=total, chains=len(chains),
+                                             mass=sum(w for _, w in chains)))
+                    finally:
+                        state.target_session.discard()
+
+                generator = torch.Generator().manual_seed(generation_seed(item.suite, item.item_id, turn, 0))
+                with torch.inference_mode():
+                    out = generate_with_source(pair.target, drafter, prompt, new_tokens, driver,
+                                               TorchRandom(generator), list(pair.eos_token_ids) or None,
+                                               on_state=on_state)
+                answers.append(pair.answer_text(out.tokens))
+                print(f"{suite} item {item.item_id} turn {turn}: {len(out.accept_lengths)} states, every chain",
+                      file=sys.stderr, flush=True)
+    return pd.DataFrame(rows)
+
+
+def exact_markdown(rows: pd.DataFrame, temperature: float, drafter: str, top: int, depth: int) -> str:
+    from eval.report.markdown import markdown_table
+
+    wide = rows.pivot_table(index=["suite", "item_id", "turn", "state"], columns="verifier",
+                            values="expected_emitted").reset_index()
+    diff = wide["traversal"] - wide["rrs"]
+    body = [[drafter, f"{temperature:g}", len(wide), f"{top ** depth}", f"{rows['mass'].min():.12f}",
+             f"{diff.mean():+.5f}", f"{diff.min():+.2e}", f"{int((diff < -1e-9).sum())}"]]
+    return (f"## Traversal − RRS over every chain of {depth} tokens from the draft's top {top}, exactly\n\n"
+            f"Every state of the verifier study's Top-K driver (1 item per suite, both MT-bench turns, 8 new tokens, "
+            f"seed 0, float32). At each state every chain the drafter can draw with sparse_top={top} is enumerated "
+            "with its probability (their total, the mass, is 1), each verifier's exact expected emitted tokens on "
+            "each chain (rheo.expected) are summed with those weights: the expectation over the drafts, with no "
+            "sampling. below 0: states where Traversal's expectation is below RRS's by more than 1e-9.\n\n"
+            + markdown_table(["drafter", "T", "states", "chains per state", "lowest mass", "mean diff",
+                              "lowest diff", "states below 0"], body) + "\n")
 
 
 def per_state(rows: pd.DataFrame) -> pd.DataFrame:
@@ -100,6 +172,9 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=positive_int, default=1, help="items per suite (the study's: 1)")
     ap.add_argument("--new-tokens", type=positive_int, default=8)
     ap.add_argument("--out", type=path_arg, default=folder("tables"))
+    ap.add_argument("--enumerate", type=positive_int, default=None, metavar="TOP",
+                    help="exact over the drafts: every chain of --depth tokens from the draft's top TOP")
+    ap.add_argument("--depth", type=positive_int, default=4, help="with --enumerate: the chain's length")
     args = ap.parse_args(argv)
     from eval.measure.pairs import load_pair
     from eval.store.committed import write_outputs
@@ -107,11 +182,16 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     pair = load_pair("smollm2_135m", "cpu", "float32")
     drafter = "head" if args.draft_mix is None else f"dial a={args.draft_mix:g}"
-    rows = measure(pair, args.temperature, args.draft_mix, args.draws, args.limit, args.new_tokens,
-                   folder("data"))
-    states = per_state(rows)
     stem = f"chain_over_drafts_T{args.temperature:g}_{drafter.replace(' ', '').replace('=', '')}"
-    text = markdown(states, args.temperature, drafter, args.draws)
+    if args.enumerate is not None:
+        rows = enumerate_chains(pair, args.temperature, args.draft_mix, args.enumerate, args.depth, args.limit,
+                                args.new_tokens, folder("data"))
+        stem = stem.replace("chain_over_drafts", f"chains_enumerated_top{args.enumerate}d{args.depth}")
+        text = exact_markdown(rows, args.temperature, drafter, args.enumerate, args.depth)
+    else:
+        rows = measure(pair, args.temperature, args.draft_mix, args.draws, args.limit, args.new_tokens,
+                       folder("data"))
+        text = markdown(per_state(rows), args.temperature, drafter, args.draws)
     write_outputs([(Path(args.out) / f"{stem}.md", text.encode()),
                    (Path(args.out) / f"{stem}.parquet", rows.to_parquet(index=False))], Path(args.out))
     print(text)

@@ -28,11 +28,13 @@ def _sample_prefixes(target, drafter, cfg, n_runs, n_tokens, seed):
                    for _ in range(n_runs))
 
 
+# Rheo m=1 in the default suite; every configuration in make test-slow (test_core_exact enumerates each exactly)
 @pytest.mark.parametrize("cfg", [
     SpecConfig(k=4, m=1, depth=3, tree_size=8, sparse_top=5, temperature=1.0),
-    SpecConfig(k=4, m=2, depth=3, tree_size=8, sparse_top=None, temperature=0.5),
-    SpecConfig(k=4, m=0, depth=3, tree_size=6, sparse_top=None, temperature=1.0),
-    SpecConfig(method="topk", k=4, depth=3, tree_size=8, sparse_top=5, temperature=1.0),
+    pytest.param(SpecConfig(k=4, m=2, depth=3, tree_size=8, sparse_top=None, temperature=0.5), marks=pytest.mark.slow),
+    pytest.param(SpecConfig(k=4, m=0, depth=3, tree_size=6, sparse_top=None, temperature=1.0), marks=pytest.mark.slow),
+    pytest.param(SpecConfig(method="topk", k=4, depth=3, tree_size=8, sparse_top=5, temperature=1.0),
+                 marks=pytest.mark.slow),
 ], ids=["m1-sparse", "m2-T0.5", "m0", "topk"])
 def test_chi_square_first_two_tokens(cfg):
     target, drafter, t_fn = toy_pair(6, salt=21)
@@ -41,6 +43,7 @@ def test_chi_square_first_two_tokens(cfg):
     assert dof >= 10 and p > ALPHA
 
 
+@pytest.mark.slow  # the exact negative control: test_core_exact.py::test_deterministic_first_lossy_with_fills
 def test_chi_square_detects_deterministic_first():
     target, drafter, t_fn = toy_pair(6, salt=21)
     cfg = SpecConfig(k=4, m=1, depth=1, tree_size=4, sparse_top=None, verify_order="deterministic_first")
@@ -66,7 +69,9 @@ def _acceptance_mc(p_logits, q_logits, cfg, n_runs, seed):
     return hits / n_runs, n_runs
 
 
-@pytest.mark.parametrize("method,m", [("topk", 0), ("rheo", 0), ("rheo", 1), ("rheo", 2)])
+@pytest.mark.parametrize("method,m", [pytest.param("topk", 0, marks=pytest.mark.slow),
+                                      pytest.param("rheo", 0, marks=pytest.mark.slow), ("rheo", 1),
+                                      pytest.param("rheo", 2, marks=pytest.mark.slow)])
 def test_closed_form_matches_monte_carlo(method, m):
     g = torch.Generator().manual_seed(4)
     p_logits = torch.randn(8, generator=g, dtype=torch.float64) * 1.5

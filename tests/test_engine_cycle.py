@@ -60,7 +60,8 @@ def test_the_static_engine_gives_the_eager_greedy_tokens(label):
     assert static.cycle_m == eager.cycle_m and static.root_accept == pytest.approx(eager.root_accept, abs=1e-6)
 
 
-@pytest.mark.parametrize("label,temperature", [("Top-K", 0.0), ("Rheo m=1", 1.0), ("rheo_auto", 1.0)])
+@pytest.mark.parametrize("label,temperature", [("Top-K", 0.0), ("Rheo m=1", 1.0),
+                                               pytest.param("rheo_auto", 1.0, marks=pytest.mark.slow)])  # test-slow
 def test_the_compiled_cycle_makes_a_bounded_set_of_graphs_and_no_break(monkeypatch, label, temperature):
     """engine=graphs with Dynamo's eager backend: the target's scoring (one tree bucket) and commit, the
     head's extend and step, and the captured draft-and-build compile once each; a new head session and a
@@ -79,8 +80,9 @@ def test_the_compiled_cycle_makes_a_bounded_set_of_graphs_and_no_break(monkeypat
         assert outs[0].tokens == autoregressive_generate(target, PROMPT, 24, temperature=0.0).tokens
 
 
-@pytest.mark.parametrize("temperature", [0.0, 1.0])
-@pytest.mark.parametrize("name,m", [("topk", 0), ("rheo", 0), ("rheo", 1)])
+@pytest.mark.parametrize("name,m,temperature", [("topk", 0, 0.0), ("rheo", 1, 1.0), ("rheo", 0, 1.0),
+                                                *[pytest.param(*c, marks=pytest.mark.slow)  # the rest: make test-slow
+                                                  for c in [("topk", 0, 1.0), ("rheo", 0, 0.0), ("rheo", 1, 0.0)]]])
 def test_the_draft_and_build_over_the_static_head_is_one_graph_over_20_committed_lengths(name, m, temperature):
     """rheo.captured_build's function with the static head session's draft traced inside (every layer,
     so every depth of the head's step): after the session's first, eager, tree, 20 trees at growing

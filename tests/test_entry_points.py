@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inprocess import run_entry
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -60,13 +61,29 @@ def test_every_script_is_covered():
     assert listed == {p.name for p in (ROOT / "scripts").glob("*.py")}
 
 
-@pytest.mark.parametrize("case", range(len(_script_cases(Path("/tmp")))))
-def test_a_bad_argument_to_a_script_is_one_line_and_a_nonzero_exit(tmp_path, case):
-    args, needle = _script_cases(tmp_path)[case]
-    done = _run([PY, f"scripts/{args[0]}", *args[1:]], tmp_path)
+CASES = len(_script_cases(Path("/tmp")))
+#: the cases also run as a real process in the default suite (every case does in make test-slow)
+IN_A_PROCESS = {"gpu_bundle.py", "make_docs.py", "engine_speed.py"}
+
+
+def _check_one_line(done, args, needle):
     lines = done.stderr.strip().splitlines()
     assert done.returncode != 0 and len(lines) == 1, done.stderr[-3000:]
     assert lines[0].startswith(f"{args[0]}: error: ") and needle in lines[0] and "Traceback" not in done.stdout
+
+
+@pytest.mark.parametrize("case", [
+    case if _script_cases(Path("/tmp"))[case][0][0] in IN_A_PROCESS else pytest.param(case, marks=pytest.mark.slow)
+    for case in range(CASES)])
+def test_a_bad_argument_to_a_script_is_one_line_and_a_nonzero_exit(tmp_path, case):
+    args, needle = _script_cases(tmp_path)[case]
+    _check_one_line(_run([PY, f"scripts/{args[0]}", *args[1:]], tmp_path), args, needle)
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_a_bad_argument_to_a_script_is_one_line_run_in_this_process(tmp_path, case):
+    args, needle = _script_cases(tmp_path)[case]
+    _check_one_line(run_entry(f"scripts/{args[0]}", args[1:], env={"OMP_NUM_THREADS": "1"}), args, needle)
 
 
 @pytest.mark.parametrize("override, needle", [

@@ -44,7 +44,7 @@ def _reference(logits_fn, processors):
     return fn
 
 
-@pytest.mark.parametrize("method", ["rheo", "topk"])
+@pytest.mark.parametrize("method", ["rheo", pytest.param("topk", marks=pytest.mark.slow)])  # Top-K: make test-slow
 @pytest.mark.parametrize("name, processors, temperature", _cases(), ids=[c[0] for c in _cases()])
 def test_decoding_a_processed_target_is_exactly_its_processed_distribution(name, processors, temperature, method):
     target, drafter, logits_fn = toy_pair(5, salt=3)

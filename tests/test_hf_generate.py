@@ -15,6 +15,9 @@ from rheo.config import SpecConfig
 from rheo.decode import speculative_generate
 from rheo.hf_generate import generate as rheo_generate
 
+# the real SmolLM2 pair (and, on a fresh machine, its 517 MB cache): make test-slow; the same paths on the tiny
+# local pair run in the default suite (tests/test_hf_modes.py, test_hf_policy.py, test_hf_preparation.py, test_hf_exact.py)
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 HEAD = str(ROOT / "rheo" / "assets" / "eagle3_smollm2_135m")
 NEW = 10

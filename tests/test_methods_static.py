@@ -64,7 +64,7 @@ def _tv(cfg: SpecConfig, vocab: int, n_tokens: int, salt: int = 0, prompt=(1, 2)
 # ------------------------------------------------------------------ exact enumeration
 @pytest.mark.parametrize("replacement", [False, True], ids=["rsd", "specinfer"])
 @pytest.mark.parametrize("temperature", [0.5, 1.0])
-@pytest.mark.parametrize("sparse_top", [None, 3])
+@pytest.mark.parametrize("sparse_top", [pytest.param(None, marks=pytest.mark.slow), 3])  # minutes of the default suite
 def test_lossless_depth2_two_tokens(replacement, temperature, sparse_top):
     assert _tv(static((2, 1), replacement, temperature, sparse_top), vocab=4, n_tokens=2) < EXACT
 
@@ -74,6 +74,7 @@ def test_lossless_three_siblings(replacement):
     assert _tv(static((3,), replacement), vocab=5, n_tokens=2, salt=1) < EXACT
 
 
+@pytest.mark.slow  # minutes of the default suite: make test-slow (depth 3: test_chain_lossless)
 def test_lossless_depth3():
     assert _tv(static((2, 1, 1)), vocab=3, n_tokens=2, salt=5) < EXACT
 
@@ -171,14 +172,18 @@ def _counts(cfg, n_runs, n_tokens, seed=1):
                    for _ in range(n_runs))
 
 
-@pytest.mark.parametrize("cfg", [static((3, 2, 1), False, 1.0, 5), static((3, 2, 1), True, 0.5),
-                                 static(PRESETS["wide60"]), chain(4, 1.0, 5)], ids=_ids)
+# one configuration in the default suite; every one in make test-slow (exact enumeration above covers each kind)
+@pytest.mark.parametrize("cfg", [pytest.param(static((3, 2, 1), False, 1.0, 5), marks=pytest.mark.slow),
+                                 static((3, 2, 1), True, 0.5),
+                                 pytest.param(static(PRESETS["wide60"]), marks=pytest.mark.slow),
+                                 pytest.param(chain(4, 1.0, 5), marks=pytest.mark.slow)], ids=_ids)
 def test_chi_square_first_two_tokens(cfg):
     t_fn = toy_pair(6, salt=21)[2]
     p, dof = chi_square_pvalue(_counts(cfg, 3000, 2), target_distribution(t_fn, [0, 1], 2, cfg.temperature))
     assert dof >= 10 and p > ALPHA
 
 
+@pytest.mark.slow  # the exact negative control: test_without_replacement_verified_as_iid_is_detected_lossy
 def test_chi_square_detects_iid_verification(iid_verified):
     t_fn = toy_pair(6, salt=21)[2]
     p, _ = chi_square_pvalue(_counts(static((4,), method=iid_verified), 3000, 1),
@@ -203,7 +208,8 @@ def test_closed_form_matches_exact_verifier(b, replacement, temperature, sparse_
         assert closed == get_method("static").acceptance(tempered(p_logits, temperature), q_logits, cfg)
 
 
-@pytest.mark.parametrize("cfg", [static((3,), False, 0.8, 6), static((3,), True, 0.8, 6)], ids=_ids)
+@pytest.mark.parametrize("cfg", [static((3,), False, 0.8, 6),
+                                 pytest.param(static((3,), True, 0.8, 6), marks=pytest.mark.slow)], ids=_ids)
 def test_closed_form_matches_monte_carlo(cfg):
     g = torch.Generator().manual_seed(4)
     p_logits = torch.randn(8, generator=g, dtype=torch.float64) * 1.5

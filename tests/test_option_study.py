@@ -86,8 +86,9 @@ def test_dial_gain_and_percent():
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("study,archive,table", [("serving", "same_state_serving.parquet", "serving_temps.md"),
-                                                 ("dial", "same_state_dial.parquet", "draft_dial.md")])
+@pytest.mark.parametrize("study,archive,table", [
+    pytest.param("serving", "same_state_serving.parquet", "serving_temps.md", marks=pytest.mark.slow),  # half a minute
+    ("dial", "same_state_dial.parquet", "draft_dial.md")])
 def test_committed_tables_and_verdicts_are_recomputed_from_the_committed_rows(study, archive, table):
     from eval.states.options import dial_markdown, serving_markdown
     from eval.store.state_archive import load_rows

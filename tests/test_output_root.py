@@ -136,6 +136,7 @@ def test_the_guard_holds_without_git_and_asks_in_the_files_own_folder(tmp_path, 
     assert (repo / "every_drafter.md").read_text() == "committed\n"
 
 
+@pytest.mark.slow  # minutes of the default suite: make test-slow
 def test_a_stale_output_is_removed_only_if_a_writer_of_ours_wrote_it(tmp_path):
     drawn = set(make_tables.make_tables(SAMPLED, tmp_path / "scratch", theory=False))
     undrawn = [name for name in make_tables.RESULT_TABLES if name[:-3] not in drawn]  # stale if ours

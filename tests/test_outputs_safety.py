@@ -83,6 +83,7 @@ def test_tables_from_other_rows_leave_committed_tables_alone(tmp_path):
     assert status.stdout == ""
 
 
+@pytest.mark.slow  # draws every figure twice (half a minute): make test-slow
 def test_figures_are_checked_the_same_way_even_with_identical_bytes(tmp_path):
     out = _git_repo(tmp_path / "repo").parent / "figures"
     src = _archive(tmp_path / "m.parquet", "max_new_tokens == 32 and seed == 0", SAMPLED)

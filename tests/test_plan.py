@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inprocess import run_entry
 import yaml
 
 from eval.plan import cost
@@ -61,8 +62,8 @@ def reproduce_full(model: str):
     return _PLANS[model]
 
 
-@pytest.mark.parametrize("model", [
-    PAPER_MODELS[0], *[pytest.param(m, marks=pytest.mark.slow) for m in PAPER_MODELS[1:]]])
+@pytest.mark.slow  # expands the paper protocol's sweeps (half a minute): make test-slow
+@pytest.mark.parametrize("model", PAPER_MODELS)
 def test_the_plan_of_reproduce_full_counts_what_its_sweeps_expand_to(model):
     commands = reproduce_full(model)
     studies = [next(o.split("=")[1] for o in c.overrides if o.startswith("experiment=")) for c in commands]
@@ -160,6 +161,7 @@ def test_the_text_plan_states_its_assumptions(capsys):
     assert "A100" in out and "H200" in out and "nothing was run" in out
 
 
+@pytest.mark.slow  # expands the paper protocol's sweeps (half a minute): make test-slow
 def test_docs_gpu_holds_the_plan_table_of_the_paper_models():
     """docs/gpu.md's table is `rheo plan reproduce-full ... --markdown`'s output (checked on one model's row)."""
     page = (ROOT / "docs" / "gpu.md").read_text()
@@ -177,9 +179,7 @@ def test_docs_gpu_holds_the_plan_table_of_the_paper_models():
     ([], "give a make target"),
 ])
 def test_what_cannot_be_planned_is_refused_in_one_line(argv, needle):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MAKEFLAGS": ""}
-    done = subprocess.run([sys.executable, "-m", "rheo.commands", "plan", *argv], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    done = run_entry("rheo.commands", ["plan", *argv], env={"OMP_NUM_THREADS": "1", "MAKEFLAGS": ""})
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("rheo plan: error: ") and needle in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

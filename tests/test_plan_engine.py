@@ -84,6 +84,7 @@ def test_a_graphs_plan_says_which_engine_and_table_it_priced(capsys):
     assert "results/tables/cycle_cost_tiny32_cpu.parquet" not in out  # eager's table priced nothing here
 
 
+@pytest.mark.slow  # expands the paper protocol's sweeps (half a minute): make test-slow
 def test_docs_gpu_holds_the_graphs_plan_table_of_the_paper_models():
     """docs/gpu.md's engine=graphs table is `rheo plan ... engine=graphs ... --markdown`'s output (one model's row)."""
     page = (ROOT / "docs" / "gpu.md").read_text()

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inprocess import run_entry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import report  # noqa: E402  (scripts/report.py)
@@ -86,6 +87,5 @@ def test_a_space_in_a_folder_stays_one_word():
 @pytest.mark.parametrize("args, words", [(["nope"], "no study 'nope'"), (["speed", "--bogus"], "unknown option --bogus"),
                                          ([], "name a study")])
 def test_a_bad_request_is_one_line(args, words):
-    done = subprocess.run([sys.executable, "scripts/report.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    done = run_entry("scripts/report.py", args)
     assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

