@@ -15,6 +15,7 @@ import io
 import os
 import runpy
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -55,7 +56,9 @@ def run_entry(target: str, args: Sequence[str], env: Optional[dict] = None) -> D
     try:
         os.environ.update(env or {})
         os.chdir(ROOT)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            # runpy's note that a module it runs was imported before (by a test): a new process would not see it
+            warnings.filterwarnings("ignore", "'.*' found in sys.modules after import of package", RuntimeWarning)
             try:
                 if target.endswith(".py"):
                     sys.argv = [str(ROOT / target), *args]

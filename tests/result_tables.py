@@ -55,6 +55,12 @@ def numbers(cell: str) -> list[float]:
     return [float(x) for x in NUMBER.findall(cell.replace("+-", "±"))]
 
 
+def apart(cell: str) -> str:
+    """A cost table's cell of rows from separate jobs ('3.27 (separate jobs)') as the prose writes it ('3.27')."""
+    assert cell.endswith(" (separate jobs)"), cell
+    return cell.removesuffix(" (separate jobs)")
+
+
 def signed(x: float, digits: int) -> str:
     """+0.10 / −0.010, with the minus sign the README's prose uses."""
     return f"{x:+.{digits}f}".replace("-", "−")

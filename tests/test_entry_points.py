@@ -109,7 +109,8 @@ def test_rheo_debug_shows_the_traceback(tmp_path):
 
 
 @pytest.mark.parametrize("bad,said", [("limit=0", "limit must be None or >= 1"),
-                                       ("max_new_tokens=0", "max_new_tokens must be >= 1")])
+                                       pytest.param("max_new_tokens=0", "max_new_tokens must be >= 1",
+                                                    marks=pytest.mark.slow)])  # the same check: make test-slow
 def test_a_study_refuses_a_bad_size_before_its_first_job(tmp_path, bad, said):
     done = subprocess.run(["make", "-s", "reproduce-tau", f"ARGS={bad} hydra.sweep.dir={tmp_path / 'sweep'}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)

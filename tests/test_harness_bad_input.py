@@ -142,6 +142,7 @@ def test_sweep_runs_every_job_then_exits_non_zero_when_rows_failed(tmp_path):
     assert set(zip(rows["method"], rows["status"])) == {("topk", "ok"), (AR.name, "ok"), ("rheo", "failed")}
 
 
+@pytest.mark.slow  # a real `python -m eval.run` process (test_entry_points.py keeps one per kind of refusal): make test-slow
 def test_sweep_validates_every_combination_before_the_first_job(tmp_path):
     cmd = [sys.executable, "-m", "eval.run", "-m", *TINY, "method=rheo", "method.m=0,1,10",
            f"output_dir={tmp_path / 'out'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]

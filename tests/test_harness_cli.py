@@ -65,6 +65,7 @@ def test_multirun_sweep_over_m_and_temperature(tmp_path):
     assert set(zip(df["m"], df["temperature"])) == {(0, 0.0), (0, 1.0), (1, 0.0), (1, 1.0)}
 
 
+@pytest.mark.slow  # a real `python -m eval.run` process (test_entry_points.py keeps one per kind of refusal): make test-slow
 def test_cli_rejects_bad_input_before_loading(tmp_path):
     out = tmp_path / "out"
     done = subprocess.run(_cmd("method.m=10", f"output_dir={out}", f"hydra.run.dir={tmp_path / 'h'}"), cwd=ROOT,

@@ -47,6 +47,7 @@ def test_a_data_built_name_stays_one_file_in_its_folder(tmp_path, name):
     assert path.parent == tmp_path / "out" and "/" not in safe_file_name(name) and ".." not in path.name
 
 
+@pytest.mark.slow  # draws every figure of three row sets (half a minute): make test-slow
 def test_hostile_devices_in_rows_cannot_move_figures_out_of_out(tmp_path):
     rows = []
     for device in ("cpu/../../../PWNED", "/tmp/ABS_PWNED", ".."):

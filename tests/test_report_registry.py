@@ -69,6 +69,7 @@ def test_every_registering_study_is_reported_by_a_make_target():
     assert set(report.studies()) <= called, set(report.studies()) - called
 
 
+@pytest.mark.slow  # draws the study's figures (half a minute; test_option_study.py keeps one such study): make test-slow
 def test_a_study_drawn_from_its_archive_gives_the_committed_table(tmp_path):
     if (ROOT / "results" / "same_state_dilemma").exists():
         pytest.skip("a local rows folder of the study stands in for its archive")

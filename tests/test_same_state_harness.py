@@ -132,6 +132,7 @@ def test_bad_compare_entries_are_named(tmp_path, monkeypatch, extra, needle):
         entry.run(_cfg(tmp_path, extra))
 
 
+@pytest.mark.slow  # a real `python -m eval.run` process (test_entry_points.py keeps one per kind of refusal): make test-slow
 def test_cli_bad_input_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "eval.run", "measure=same_state", *TINY, f"output_dir={tmp_path}",
                            "compare=[{name:rheo,m:12}]"], cwd=ROOT, capture_output=True, text=True)
