@@ -115,8 +115,9 @@ def test_recorded_expectation_is_exact_for_every_cycle(case, temperature):
 
 @pytest.mark.parametrize("kwargs", [dict(method="topk", k=4, depth=4, tree_size=20),
                                     dict(method="rheo", k=4, m=1, depth=4, tree_size=20),
-                                    dict(method="static", branching=(3, 2, 1)),
-                                    dict(method="static", branching=(3, 2, 1), replacement=True)])
+                                    pytest.param(dict(method="static", branching=(3, 2, 1)), marks=pytest.mark.slow),
+                                    pytest.param(dict(method="static", branching=(3, 2, 1), replacement=True),
+                                                 marks=pytest.mark.slow)])  # static trees: make test-slow
 def test_monte_carlo_on_larger_trees(kwargs):
     """Mean emitted tokens of 3000 seeded verifier runs per tree (vocabulary 40, up to 20 nodes)
     within 4.4 standard errors of the expectation: a correct expectation fails one seed in

@@ -83,7 +83,7 @@ def test_same_seed_same_tokens_at_temperature_one(pair, method):
 ALPHA = 1e-4
 
 
-@pytest.mark.parametrize("method", ["topk", "rheo"])
+@pytest.mark.parametrize("method", [pytest.param("topk", marks=pytest.mark.slow), "rheo"])  # Top-K: make test-slow
 def test_chi_square_through_the_static_engine(method):
     """Top-K and Rheo m=1 on a 6-token pair through engine="static": the first two tokens of 400
     seeded runs against the target's exact distribution (false alarm 1e-4 per test)."""

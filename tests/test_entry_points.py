@@ -88,8 +88,10 @@ def test_a_bad_argument_to_a_script_is_one_line_run_in_this_process(tmp_path, ca
 
 @pytest.mark.parametrize("override, needle", [
     (["", "limit=0"], "limit must be None or >= 1, got 0"),
-    (["", "method.k=abc"], "Error merging override method.k=abc: Value 'abc' of type 'str' could not be converted"),
-    (["", "method=nosuch"], "Could not find 'method/nosuch' Available options in 'method'"),
+    pytest.param(["", "method.k=abc"], "Error merging override method.k=abc: Value 'abc' of type 'str' could not be "
+                 "converted", marks=pytest.mark.slow),  # Hydra's own refusals: make test-slow
+    pytest.param(["", "method=nosuch"], "Could not find 'method/nosuch' Available options in 'method'",
+                 marks=pytest.mark.slow),
     (["-m", "method.m=0,20"], "got m=20 (no job of the sweep was started)"),
 ])
 def test_a_bad_override_of_eval_run_is_one_line_and_a_nonzero_exit(tmp_path, override, needle):

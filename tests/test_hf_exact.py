@@ -45,7 +45,9 @@ def _reference(logits_fn, processors):
 
 
 @pytest.mark.parametrize("method", ["rheo", pytest.param("topk", marks=pytest.mark.slow)])  # Top-K: make test-slow
-@pytest.mark.parametrize("name, processors, temperature", _cases(), ids=[c[0] for c in _cases()])
+@pytest.mark.parametrize("name, processors, temperature",  # no_repeat_ngram: make test-slow
+                         [pytest.param(*c, marks=pytest.mark.slow) if c[0].startswith("no_repeat") else c for c in _cases()],
+                         ids=[c[0] for c in _cases()])
 def test_decoding_a_processed_target_is_exactly_its_processed_distribution(name, processors, temperature, method):
     target, drafter, logits_fn = toy_pair(5, salt=3)
     pre, post = _split_at_temperature(LogitsProcessorList(processors), temperature)

@@ -68,6 +68,7 @@ def test_a_repository_that_is_not_gated_says_nothing_of_a_licence_to_accept(tmp_
     assert "hf download lmsys/vicuna-13b-v1.3" in text and "hf auth login" not in text
 
 
+@pytest.mark.slow  # a real `rheo generate` process: make test-slow
 def test_rheo_generate_prints_the_fix_under_a_self_contained_first_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RHEO_")}
     env.update(PYTHONPATH=str(ROOT), HF_HUB_CACHE=str(tmp_path / "hub"), OMP_NUM_THREADS="1")

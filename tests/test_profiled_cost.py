@@ -60,6 +60,7 @@ def test_on_the_eager_engine_the_profiler_agrees_with_the_op_counter(pair, label
     assert row["graphs"] == 0
 
 
+@pytest.mark.slow  # profiles the static engine beside eager: make test-slow
 def test_the_static_engine_row_has_the_same_reads_and_the_table_checks_rheo_against_topk(pair):
     prompt = list(range(3, 15))
     rows = [profile_row(pair, label, fields, 1.0, engine, prompt, 6) for engine in ("eager", "static")

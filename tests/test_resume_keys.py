@@ -134,7 +134,8 @@ def _measure(path, **changes):
     return measure(args["mixes"], args["temperatures"], args["per_suite"], args["heldout"], args["new_tokens"], path)
 
 
-@pytest.mark.parametrize("field", ["draft_mix", "temperature", "new_tokens", "prompt", "spec", "weights"])
+@pytest.mark.parametrize("field", ["draft_mix", "temperature", pytest.param("new_tokens", marks=pytest.mark.slow),
+                                   "prompt", pytest.param("spec", marks=pytest.mark.slow), "weights"])  # 2: test-slow
 def test_each_field_of_a_head_reading_key_changed_alone_recomputes(reading, tmp_path, monkeypatch, field):
     import eval.measure.head_reading as hr
     import eval.prompts.suites as suites
