@@ -35,6 +35,7 @@ from pathlib import Path
 
 from rheo.cli import ArgumentParser, run_main  # (standard library only)
 from rheo.files import read_bounded  # (standard library only)
+from rheo.io import atomic_write_bytes, atomic_write_text  # (standard library only)
 from rheo.paths import REPO_ROOT as ROOT
 
 WHEELS = ("gguf", "accelerate", "psutil")  # not on the GPU machine; imported by the GGUF loader

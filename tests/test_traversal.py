@@ -91,7 +91,7 @@ def test_iid_tree_cycle_lossless_small():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("branching,temperature,sparse_top", [((2, 1, 1), 1.0, None), ((2, 2, 1), 0.6, None),
-                                                              ((3, 1, 1), 0.8, 2), ((1, 2, 1), 1.0, None)])
+                                                              ((3, 1, 1), 0.8, 3), ((1, 2, 1), 1.0, None)])
 def test_iid_tree_depth3_cycle_lossless(branching, temperature, sparse_top):
     assert cycle_tv(iid(branching, temperature, sparse_top), vocab=3, salt=7) < EXACT
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import uuid
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
-from omegaconf import DictConfig
 
 from eval.prompts.suites import Item
 from eval.store import storage
 from eval.store.code_version import code_version
 from rheo.paths import git_sha
 from rheo.timing import device_name
+
+if TYPE_CHECKING:  # annotations only: gpu_check.py reads peak memory without Hydra's stack
+    from omegaconf import DictConfig
 
 
 def metrics(out, wall: float) -> dict:

@@ -40,7 +40,8 @@ import torch
 from rheo.candidates import LEAD, SAMPLE, Candidates
 from rheo.methods.registry import Method, register
 from rheo.methods.static_verify import VERIFIERS, path_probs_any, verifier_of, verifier_tag, verify_any
-from rheo.methods.static_verify import verify_static  # noqa: F401  # pylint: disable=unused-import  (its old home)
+# verify_static's old home re-exports it
+from rheo.methods.static_verify import verify_static  # noqa: F401  # pylint: disable=unused-import
 from rheo.methods.topk import check_sparse_top
 from rheo.models.base import DraftTree, TreeView
 from rheo.ot import static_sets
