@@ -28,39 +28,52 @@ from rheo.cli import ArgumentParser, path_arg, positive_float, positive_int, run
 from rheo.paths import folder
 
 PROG = "chain_over_drafts.py"
-SUITES = ("mt_bench", "humaneval", "gsm8k", "alpaca", "cnn_dm", "nq")
 #: a difference this small is the float32 rounding of the draft rows, not an ordering (--enumerate)
 FLOAT32_ROUNDING = 1e-6
+
+
+def each_turn(pair, limit: int, data_dir: Path, decode) -> None:
+    """The verifier study's prompts in its order (``limit`` items per suite, every turn after the driver's own
+    answers), each decoded by ``decode(item, turn, prompt, generator)``, which returns the driver's output; the
+    generator is seeded as the study's seed 0."""
+    from eval.prompts.suites import chat_messages, load_suite
+    from eval.report.analysis import SUITE_ORDER
+    from eval.store.keys import generation_seed
+
+    for suite in SUITE_ORDER:
+        for item in load_suite(data_dir, suite, limit=limit):
+            answers: list[str] = []
+            for turn in range(len(item.turns)):
+                prompt = pair.format_chat(chat_messages(item, turn, answers[:turn]))
+                generator = torch.Generator().manual_seed(generation_seed(item.suite, item.item_id, turn, 0))
+                with torch.inference_mode():
+                    out = decode(item, turn, prompt, generator)
+                answers.append(pair.answer_text(out.tokens))  # the driver's answer: the same for every draw
+                print(f"{suite} item {item.item_id} turn {turn}: {len(out.accept_lengths)} states", file=sys.stderr,
+                      flush=True)
 
 
 def measure(pair, temperature: float, mix, draws: int, limit: int, new_tokens: int, data_dir: Path) -> pd.DataFrame:
     """Rows (suite, item_id, turn, state, draw, verifier, expected_emitted) at every driver state."""
     from eval.measure.same_states import state_key, study_drafter
-    from eval.prompts.suites import chat_messages, load_suite
-    from eval.store.keys import generation_seed
     from rheo.config import SpecConfig
     from rheo.same_state import same_state_generate
 
     driver = SpecConfig(method="topk", temperature=temperature)
     chains = [SpecConfig(method="chain", depth=8, temperature=temperature, verifier=v) for v in ("rrs", "traversal")]
     drafter, rows = study_drafter(pair, mix), []
-    for suite in SUITES:
-        for item in load_suite(data_dir, suite, limit=limit):
-            answers: list[str] = []
-            for turn in range(len(item.turns)):
-                prompt = pair.format_chat(chat_messages(item, turn, answers[:turn]))
-                key = state_key(item.suite, item.item_id, turn, 0)  # the study's own streams: draw 0
-                generator = torch.Generator().manual_seed(generation_seed(item.suite, item.item_id, turn, 0))
-                with torch.inference_mode():
-                    got = same_state_generate(pair.target, drafter, prompt, new_tokens, driver, chains, generator,
-                                              key=key, eos_token_id=list(pair.eos_token_ids) or None,
-                                              calibration=False, ot_bound=False, draws=draws)
-                rows += [dict(suite=suite, item_id=item.item_id, turn=turn, state=t.state, draw=t.draw,
-                              verifier=chains[t.method].verifier, expected_emitted=t.columns["expected_emitted"])
-                         for t in got.trees]
-                answers.append(pair.answer_text(got.output.tokens))  # the driver's answer: the same in every draw
-                print(f"{suite} item {item.item_id} turn {turn}: {len(got.output.accept_lengths)} states",
-                      file=sys.stderr, flush=True)
+
+    def decode(item, turn, prompt, generator):
+        key = state_key(item.suite, item.item_id, turn, 0)  # the study's own streams: draw 0
+        got = same_state_generate(pair.target, drafter, prompt, new_tokens, driver, chains, generator, key=key,
+                                  eos_token_id=list(pair.eos_token_ids) or None, calibration=False, ot_bound=False,
+                                  draws=draws)
+        rows.extend(dict(suite=item.suite, item_id=item.item_id, turn=turn, state=t.state, draw=t.draw,
+                         verifier=chains[t.method].verifier, expected_emitted=t.columns["expected_emitted"])
+                    for t in got.trees)
+        return got.output
+
+    each_turn(pair, limit, data_dir, decode)
     return pd.DataFrame(rows)
 
 
@@ -71,8 +84,6 @@ def enumerate_chains(pair, temperature: float, mix, top: int, depth: int, limit:
     under the draft), both verifiers' exact expected emitted tokens on each, summed with those
     weights. Rows (suite, item_id, turn, state, verifier, expected_emitted, chains, mass)."""
     from eval.measure.same_states import study_drafter
-    from eval.prompts.suites import chat_messages, load_suite
-    from eval.store.keys import generation_seed
     from rheo.config import SpecConfig
     from rheo.decode import generate_with_source
     from rheo.exact import enumerate_runs
@@ -85,37 +96,29 @@ def enumerate_chains(pair, temperature: float, mix, top: int, depth: int, limit:
     configs = {v: SpecConfig(method="chain", depth=depth, temperature=temperature, sparse_top=top, verifier=v)
                for v in ("rrs", "traversal")}
     method, drafter, rows = get_method("chain"), study_drafter(pair, mix), []
-    for suite in SUITES:
-        for item in load_suite(data_dir, suite, limit=limit):
-            answers: list[str] = []
-            for turn in range(len(item.turns)):
-                prompt = pair.format_chat(chat_messages(item, turn, answers[:turn]))
 
-                def on_state(state, suite=suite, item=item, turn=turn):
-                    def draw(rng):
-                        return method.build_tree(DraftRecorder(state.draft_fn), state.root, configs["rrs"], rng,
-                                                 state.draft_to_target, state.device)
-                    chains = list(enumerate_runs(draw))  # [(built, its probability under the draft)]
-                    union, maps = union_tree([built.tree for built, _ in chains])
-                    logits = state.target_session.score_tree(union).logits
-                    try:
-                        for verifier, cfg in configs.items():
-                            total = sum(w * float(method.node_path_probs(built, tree_rows(logits, maps[i]), cfg).sum())
-                                        for i, (built, w) in enumerate(chains))
-                            rows.append(dict(suite=suite, item_id=item.item_id, turn=turn, state=state.index,
-                                             verifier=verifier, expected_emitted=total, chains=len(chains),
-                                             mass=sum(w for _, w in chains)))
-                    finally:
-                        state.target_session.discard()
+    def decode(item, turn, prompt, generator):
+        def on_state(state):
+            def draw(rng):
+                return method.build_tree(DraftRecorder(state.draft_fn), state.root, configs["rrs"], rng,
+                                         state.draft_to_target, state.device)
+            chains = list(enumerate_runs(draw))  # [(built, its probability under the draft)]
+            union, maps = union_tree([built.tree for built, _ in chains])
+            logits = state.target_session.score_tree(union).logits
+            try:
+                mass = sum(w for _, w in chains)
+                for verifier, cfg in configs.items():
+                    total = sum(w * float(method.node_path_probs(built, tree_rows(logits, maps[i]), cfg).sum())
+                                for i, (built, w) in enumerate(chains))
+                    rows.append(dict(suite=item.suite, item_id=item.item_id, turn=turn, state=state.index,
+                                     verifier=verifier, expected_emitted=total, chains=len(chains), mass=mass))
+            finally:
+                state.target_session.discard()
 
-                generator = torch.Generator().manual_seed(generation_seed(item.suite, item.item_id, turn, 0))
-                with torch.inference_mode():
-                    out = generate_with_source(pair.target, drafter, prompt, new_tokens, driver,
-                                               TorchRandom(generator), list(pair.eos_token_ids) or None,
-                                               on_state=on_state)
-                answers.append(pair.answer_text(out.tokens))
-                print(f"{suite} item {item.item_id} turn {turn}: {len(out.accept_lengths)} states, every chain",
-                      file=sys.stderr, flush=True)
+        return generate_with_source(pair.target, drafter, prompt, new_tokens, driver, TorchRandom(generator),
+                                    list(pair.eos_token_ids) or None, on_state=on_state)
+
+    each_turn(pair, limit, data_dir, decode)
     return pd.DataFrame(rows)
 
 
